@@ -1,0 +1,1 @@
+"""bench: the comparison workbench behind ``lsmkv bench``."""

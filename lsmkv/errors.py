@@ -1,0 +1,73 @@
+"""The one error hierarchy shared by both engines (lsmkv and btree).
+
+Every error says what was wrong and, where it can, what to do about it. The CLI
+turns any LsmkvError into one line on stderr and a non-zero exit code.
+
+Wrong argument *types* raise the built-in TypeError and size-limit violations
+raise SizeLimitError, which is also a ValueError, so callers can catch the
+standard exceptions they already expect.
+"""
+
+from __future__ import annotations
+
+
+class LsmkvError(Exception):
+    """Base class of every error raised by lsmkv and btree."""
+
+
+class CorruptionError(LsmkvError):
+    """Stored data failed a checksum or structural check.
+
+    ``path`` names the file and ``offset`` the byte offset (or ``page`` the page
+    number, for the B-tree) where the problem was found. Corrupt data is never
+    returned to the caller as if it were valid.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 offset: int | None = None, page: int | None = None) -> None:
+        self.path = path
+        self.offset = offset
+        self.page = page
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if page is not None:
+            where.append(f"page {page}")
+        if offset is not None:
+            where.append(f"offset {offset}")
+        text = f"{message} ({', '.join(where)})" if where else message
+        super().__init__(text)
+        self.reason = message
+
+
+class LockError(LsmkvError):
+    """Another process holds the database open for writing."""
+
+
+class ReadOnlyError(LsmkvError):
+    """A write was attempted on a database opened with read_only=True."""
+
+
+class ClosedError(LsmkvError):
+    """The database (or a snapshot or iterator of it) was used after close()."""
+
+
+class BackgroundError(LsmkvError):
+    """A background flush or compaction failed; the database refuses writes.
+
+    Reads keep working. The original exception is chained as ``__cause__``.
+    """
+
+
+class InvalidDatabaseError(LsmkvError):
+    """The path is not a database of the engine asked for (a file, another
+    engine's directory, an unrelated non-empty directory, or a format version
+    newer than this code understands)."""
+
+
+class SizeLimitError(LsmkvError, ValueError):
+    """A key, value or batch is larger than the documented limit."""
+
+
+class OptionError(LsmkvError, ValueError):
+    """An option has an invalid value or is unknown."""

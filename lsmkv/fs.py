@@ -1,0 +1,273 @@
+"""The one file-system layer all of both engines' I/O goes through.
+
+Nothing in lsmkv or btree calls ``open``/``os.write``/``os.fsync``/``os.rename``
+directly: they ask a :class:`FileSystem` for files. Tests swap in a file system
+that injects faults (I/O errors, a full disk, torn writes, power loss, bit
+flips); the default :class:`OsFileSystem` is a thin veneer over ``os`` with no
+buffering of its own, so a write has reached the OS when ``append`` returns.
+
+Files:
+* :class:`WritableFile`: append-only (logs, tables being built, manifests).
+* :class:`ReadableFile`: positional reads (tables, logs being replayed).
+* :class:`PagedFile`: positional reads and writes (the B-tree's page file).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+from .errors import LockError
+
+_fsync = getattr(os, "fdatasync", os.fsync)
+
+
+class WritableFile:
+    """An append-only file. ``append`` hands bytes to the OS; ``sync`` makes
+    them durable (fdatasync)."""
+
+    __slots__ = ("path", "_fd", "size")
+
+    def __init__(self, path: str, fd: int, size: int = 0) -> None:
+        self.path = path
+        self._fd = fd
+        #: Bytes in the file (including everything appended so far).
+        self.size = size
+
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        fd = self._fd
+        n = os.write(fd, data)
+        if n != len(data):
+            view = memoryview(data)
+            while n < len(view):
+                n += os.write(fd, view[n:])
+        self.size += n
+
+    def sync(self) -> None:
+        _fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+
+class ReadableFile:
+    """A file read at explicit offsets (``pread``); safe to share between threads."""
+
+    __slots__ = ("path", "_fd", "size")
+
+    def __init__(self, path: str, fd: int, size: int) -> None:
+        self.path = path
+        self._fd = fd
+        self.size = size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset`` (fewer only at end of file)."""
+        data = os.pread(self._fd, length, offset)
+        if len(data) < length and offset + len(data) < self.size:
+            # A short read before the end of file: keep reading.
+            parts = [data]
+            got = len(data)
+            while got < length:
+                chunk = os.pread(self._fd, length - got, offset + got)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+            data = b"".join(parts)
+        return data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+class PagedFile:
+    """A file read and written at explicit offsets (the B-tree's page file)."""
+
+    __slots__ = ("path", "_fd")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        return os.pread(self._fd, length, offset)
+
+    def write_at(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        n = os.pwrite(self._fd, data, offset)
+        while n < len(data):
+            n += os.pwrite(self._fd, memoryview(data)[n:], offset + n)
+
+    def sync(self) -> None:
+        _fsync(self._fd)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+class FileLock:
+    """An exclusive advisory lock (flock) held for the lifetime of a DB."""
+
+    __slots__ = ("path", "_fd")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+class FileSystem:
+    """Interface of the file-system layer. :class:`OsFileSystem` implements it
+    on the real OS; fault-injecting file systems override single methods."""
+
+    def create(self, path: str) -> WritableFile:
+        """Create (or truncate) ``path`` for appending."""
+        raise NotImplementedError
+
+    def open_appendable(self, path: str) -> WritableFile:
+        """Open an existing file for appending at its end."""
+        raise NotImplementedError
+
+    def open_readable(self, path: str) -> ReadableFile:
+        raise NotImplementedError
+
+    def open_paged(self, path: str, create: bool = False) -> PagedFile:
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        raise NotImplementedError
+
+    def remove(self, path: str) -> None:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        raise NotImplementedError
+
+    def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def isdir(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def file_size(self, path: str) -> int:
+        raise NotImplementedError
+
+    def sync_dir(self, path: str) -> None:
+        """Make the directory's entries (creations, renames, removals) durable."""
+        raise NotImplementedError
+
+    def lock(self, path: str) -> FileLock:
+        """Take an exclusive, non-blocking lock on ``path`` or raise LockError."""
+        raise NotImplementedError
+
+    # Helpers built on the primitives above, so fault injection covers them too.
+
+    def read_file(self, path: str) -> bytes:
+        f = self.open_readable(path)
+        try:
+            return f.read_at(0, f.size)
+        finally:
+            f.close()
+
+    def write_file_atomically(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data``: temp file, fsync, rename, fsync dir."""
+        tmp = path + ".tmp"
+        f = self.create(tmp)
+        try:
+            f.append(data)
+            f.sync()
+        finally:
+            f.close()
+        self.rename(tmp, path)
+        self.sync_dir(os.path.dirname(path) or ".")
+
+
+class OsFileSystem(FileSystem):
+    """The real file system, straight through to ``os``."""
+
+    def create(self, path: str) -> WritableFile:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        return WritableFile(path, fd, 0)
+
+    def open_appendable(self, path: str) -> WritableFile:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        return WritableFile(path, fd, os.fstat(fd).st_size)
+
+    def open_readable(self, path: str) -> ReadableFile:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return ReadableFile(path, fd, os.fstat(fd).st_size)
+
+    def open_paged(self, path: str, create: bool = False) -> PagedFile:
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        return PagedFile(path, os.open(path, flags, 0o644))
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def file_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def lock(self, path: str) -> FileLock:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LockError(
+                    f"{os.path.dirname(path) or '.'} is open for writing in another process "
+                    f"(lock file {path}); close it there, or open with read_only=True") from None
+            raise
+        return FileLock(path, fd)
+
+
+#: The file system used when a DB is opened without ``fs=``.
+DEFAULT_FS: FileSystem = OsFileSystem()
