@@ -1,0 +1,436 @@
+"""``lsmkv bench``: the command line and the terminal.
+
+This module owns the terminal (the library modules only log): argument
+parsing, the live progress bar of each phase, one line per finished phase,
+the final comparison tables, and one-line errors (exit code 2 for usage
+errors, 1 for a run that could not complete). Subcommands:
+
+* ``lsmkv bench [OPTIONS]``: run (``lsmkv bench --help``);
+* ``lsmkv bench compare OLD NEW``: compare two results folders;
+* ``lsmkv bench list``: engines (and whether they can run here) and workloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import logging
+import os
+import shlex
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgressBar, ProgressColumn,
+                           TextColumn, TimeElapsedColumn)
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from . import engines as engines_mod
+from .compare import DEFAULT_THRESHOLD, compare
+from .config import (DEFAULT_ENGINES, DEFAULT_WORKLOADS, BenchConfig, ConfigError, parse_option, parse_size,
+                     parse_workloads)
+from .report import Table, amplification_table, fmt_rate, fmt_us, summary_table, write_report
+from .results import FORMAT, ResultsError, load_results, write_csv, write_json
+from .runner import EngineRun, Progress, Runner
+from .workloads import DB_BENCH_PHASES, Workload, YcsbWorkload, make_workloads
+from .ycsb import YcsbError
+
+log = logging.getLogger("bench")
+
+__all__ = ["main"]
+
+_EPILOG = """\
+workloads: fillseq fillrandom overwrite readrandom readmissing readseq readreverse seekrandom
+deleterandom (db_bench-style) and ycsb-a ... ycsb-f (YCSB core workloads); NAME:N runs N
+operations. Default: {default}.
+engines: {engines}.
+
+examples:
+  lsmkv bench
+  lsmkv bench --engines lsm,btree,sqlite,rocksdb,leveldb,lmdb
+  lsmkv bench --workloads fillrandom,readrandom --records 1000000 --cache-size 64MiB
+  lsmkv bench --ycsb-workload workloads/workloada --engines lsm,btree
+  lsmkv bench --workloads ycsb-a --rate 2000 --duration 30
+  lsmkv bench compare bench-results/OLD bench-results/NEW
+"""
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        raise _UsageError(message)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="lsmkv bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Compare storage engines on the same seeded work: db_bench-style phases and "
+                            "YCSB workloads; throughput, latency percentiles, write/space/read "
+                            "amplification, CPU and memory. Also: 'lsmkv bench compare OLD NEW', "
+                            "'lsmkv bench list'.",
+                epilog=_EPILOG.format(default=DEFAULT_WORKLOADS, engines=", ".join(engines_mod.ENGINES)))
+    a = p.add_argument
+    a("--engines", help=f"comma-separated engines (default: {','.join(DEFAULT_ENGINES)}, those available)")
+    a("--workloads", help="comma-separated workloads, each optionally NAME:OPERATIONS")
+    a("--ycsb-workload", action="append", metavar="FILE", dest="ycsb_files",
+      help="run a YCSB workload properties file (repeatable)")
+    a("--records", type=_int, help="records to load/fill (default 50,000)")
+    a("--operations", type=_int, help="operations per phase (default 20,000)")
+    a("--key-size", type=_int, help="db_bench key size in bytes (default 16)")
+    a("--value-size", type=_int, help="value size in bytes (default 100; for YCSB: one field of this size "
+                                      "instead of 10 x 100 bytes)")
+    a("--value-compressibility", type=_positive_float,
+      help="fraction of each value a compressor can remove, 0 <= x < 1 (default 0.5)")
+    a("--threads", type=_int, help="client threads per phase (default 1)")
+    a("--sync", action="store_true", default=None, help="fsync every write (default: writes reach the OS only)")
+    a("--cache-size", type=_size, help="each engine's cache (e.g. 64MiB; default 8MiB); 'lmdb' has none")
+    a("--seed", type=_int, help="seed of the data and operation sequences (default 42)")
+    a("--duration", type=_positive_float, help="stop each phase after this many seconds")
+    a("--rate", type=_positive_float, help="target operations/s; latency is measured from each "
+                                           "operation's due time (no coordinated omission)")
+    a("--warmup", type=_int, help="untimed reads before each reading phase (default: 10%% of it, at most 5,000)")
+    a("--scan-length", type=_int, help="entries read by each seekrandom operation (default 10)")
+    a("--lsm-opt", action="append", default=[], metavar="K=V", help="option passed to lsmkv.open (repeatable)")
+    a("--btree-opt", action="append", default=[], metavar="K=V", help="option passed to btree.open (repeatable)")
+    a("--out", help="results folder (default bench-results/<timestamp>)")
+    a("--db-dir", help="where the databases are created (default: <results folder>/db, deleted afterwards)")
+    a("--keep-db", action="store_true", help="keep the databases after the run")
+    a("--no-plots", action="store_true", help="skip the PNG plots")
+    a("--quiet", action="store_true", help="no live progress bar")
+    a("-v", "--verbose", action="store_true", help="log more")
+    return p
+
+
+def _config_from_args(args: argparse.Namespace, argv: list[str]) -> BenchConfig:
+    cfg = BenchConfig()
+    explicit = set()
+    simple = ["records", "operations", "key_size", "value_size", "value_compressibility", "threads", "sync",
+              "cache_size", "seed", "duration", "rate", "warmup", "scan_length"]
+    for name in simple:
+        value = getattr(args, name)
+        if value is not None:
+            setattr(cfg, name, value)
+            explicit.add(name)
+    if args.engines is not None:
+        cfg.engines = [e.strip().lower() for e in args.engines.split(",") if e.strip()]
+        explicit.add("engines")
+    if args.workloads is not None:
+        cfg.workloads = parse_workloads(args.workloads)
+        explicit.add("workloads")
+    elif args.ycsb_files:
+        cfg.workloads = []
+    cfg.ycsb_files = list(args.ycsb_files or [])
+    for engine, opts in (("lsm", args.lsm_opt), ("btree", args.btree_opt)):
+        if opts:
+            cfg.engine_options[engine] = dict(parse_option(o) for o in opts)
+    cfg.out = args.out
+    cfg.db_dir = args.db_dir
+    cfg.keep_db = args.keep_db
+    cfg.plots = not args.no_plots
+    cfg.explicit = explicit
+    cfg.command = "lsmkv bench" + ("" if not argv else " " + shlex.join(argv))
+    cfg.validate()
+    return cfg
+
+
+# --- terminal progress --------------------------------------------------------------------------
+
+class _RateColumn(ProgressColumn):
+    def render(self, task) -> Text:  # noqa: ANN001 - rich's Task
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f} ops/s", style="cyan")
+
+
+class _TerminalProgress(Progress):
+    """Shows the current stage as a live bar and prints one line per finished phase."""
+
+    def __init__(self, console: Console, live: bool) -> None:
+        self.console = console
+        self.bar = RichProgressBar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                   _RateColumn(), TimeElapsedColumn(), console=console, transient=True,
+                                   refresh_per_second=4, disable=not live)
+        self.task = None
+
+    def __enter__(self) -> _TerminalProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def stage(self, engine: str, workload: str, stage: str, total: int | None) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(f"{engine:>8} {workload:<14} {stage:<8}", total=total)
+
+    def advance(self, n: int) -> None:
+        if self.task is not None:
+            self.bar.advance(self.task, n)
+
+    def phase_done(self, run: dict[str, Any]) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+            self.task = None
+        lat = run.get("latency_us") or {}
+        extra = []
+        if run.get("write_amp") is not None:
+            extra.append(f"write amp {run['write_amp']:.2f}")
+        if run.get("space_amp") is not None:
+            extra.append(f"space amp {run['space_amp']:.2f}")
+        self.console.print(
+            f"{run['engine']:>8} {run['workload']:<14} {run['operations']:>9,} ops "
+            f"{fmt_rate(run['ops_per_sec']):>10} ops/s  p50 {fmt_us(lat.get('p50')):>6} µs  "
+            f"p99 {fmt_us(lat.get('p99')):>6} µs  " + "  ".join(extra), highlight=False)
+
+    def engine_error(self, engine: str, message: str) -> None:
+        self.console.print(f"[red]{message}[/red] (its remaining phases are skipped)", highlight=False)
+
+
+def _rich_table(table: Table) -> RichTable:
+    t = RichTable(title=table.title, title_justify="left", caption=table.caption or None,
+                  caption_justify="left")
+    for i, h in enumerate(table.headers):
+        t.add_column(h, justify="left" if i == 0 or h in ("workload", "operation") else "right", no_wrap=i == 0)
+    for r, row in enumerate(table.rows):
+        t.add_row(*[Text(c, style="bold green") if (r, k) in table.best else Text(c)
+                    for k, c in enumerate(row)])
+    return t
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+def _default_out() -> str:
+    stamp = _dt.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
+    base = os.path.join("bench-results", stamp)
+    out, n = base, 1
+    while os.path.exists(out):
+        n += 1
+        out = f"{base}-{n}"
+    return out
+
+
+def _workload_info(w: Workload) -> dict[str, Any]:
+    info: dict[str, Any] = {"name": w.name, "family": w.family, "description": w.describe(),
+                            "operations": w.operations or None}
+    if isinstance(w, YcsbWorkload):
+        s = w.spec
+        info.update({"recordcount": s.recordcount, "proportions": s.proportions,
+                     "requestdistribution": s.requestdistribution, "record_bytes": s.record_size,
+                     "insertorder": "hashed" if s.hashed else "ordered",
+                     "ycsb_ignored": s.ignored, "ycsb_unknown": s.unknown})
+    return info
+
+
+def _run(argv: list[str], console: Console) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(console, args.verbose)
+    cfg = _config_from_args(args, argv)
+    workloads = make_workloads(cfg)
+
+    chosen, unavailable = [], {}
+    for name in cfg.engines:
+        engines_mod.get_adapter(name)  # unknown names are usage errors
+        reason = engines_mod.availability(name)
+        if reason is None:
+            chosen.append(name)
+        else:
+            unavailable[name] = reason
+            console.print(f"[yellow]{reason}[/yellow]", highlight=False)
+    if not chosen:
+        raise ConfigError("none of the chosen engines can run here (see above)")
+
+    out = cfg.out or _default_out()
+    os.makedirs(out, exist_ok=True)
+    db_root = cfg.db_dir or os.path.join(out, "db")
+    os.makedirs(db_root, exist_ok=True)
+    cfg.out = out
+
+    for w in workloads:
+        if isinstance(w, YcsbWorkload) and w.spec.unknown:
+            console.print(f"[yellow]{w.name}: unknown YCSB properties, not applied: "
+                          f"{', '.join(w.spec.unknown)}[/yellow]", highlight=False)
+        if isinstance(w, YcsbWorkload) and w.spec.ignored and w.name.startswith("ycsb:"):
+            console.print(f"{w.name}: YCSB properties without effect here: {', '.join(w.spec.ignored)}",
+                          highlight=False, style="dim")
+    console.print(f"engines: {', '.join(chosen)}; workloads: {', '.join(w.name for w in workloads)}; "
+                  f"{cfg.records:,} records; results in {out}", highlight=False)
+
+    started = _dt.datetime.now().astimezone()
+    t0 = time.perf_counter()
+    engine_runs: list[EngineRun] = []
+    with _TerminalProgress(console, live=console.is_terminal and not args.quiet) as progress:
+        runner = Runner(cfg, workloads, db_root, progress)
+        for name in chosen:
+            engine_runs.append(runner.run_engine(name))
+    wall = time.perf_counter() - t0
+    if not cfg.keep_db and not cfg.db_dir:
+        try:
+            os.rmdir(db_root)
+        except OSError:
+            pass
+
+    from .machine import machine_info
+    doc = {
+        "format": FORMAT,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "config": cfg.to_json(),
+        "machine": machine_info(db_root if os.path.exists(db_root) else out,
+                                {r.engine: r.version for r in engine_runs}),
+        "engines": [{"engine": r.engine, "title": r.title, "version": r.version, "settings": r.settings,
+                     "notes": r.notes, "error": r.error} for r in engine_runs],
+        "unavailable": unavailable,
+        "workloads": [_workload_info(w) for w in workloads],
+        "loads": [ld for r in engine_runs for ld in r.loads],
+        "runs": [run for r in engine_runs for run in r.runs],
+    }
+    write_json(out, doc)
+    write_csv(out, doc["runs"])
+    plots: list[str] = []
+    if cfg.plots and doc["runs"]:
+        from .plots import write_plots
+        plots = write_plots(doc, out)
+    write_report(doc, out, plots)
+
+    if doc["runs"]:
+        console.print()
+        console.print(_rich_table(summary_table(doc)))
+        console.print(_rich_table(amplification_table(doc)))
+    console.print(f"results: {out}/results.json, results.csv, report.md"
+                  + (f", {len(plots)} plots" if plots else "") + f" ({wall:.0f} s)", highlight=False)
+    return 1 if any(r.error for r in engine_runs) else 0
+
+
+# --- compare and list ---------------------------------------------------------------------------
+
+def _compare(argv: list[str], console: Console) -> int:
+    p = _Parser(prog="lsmkv bench compare",
+                description="Side-by-side diff of two results folders; flags regressions beyond a threshold.")
+    p.add_argument("old", help="results folder (or results.json) of the baseline")
+    p.add_argument("new", help="results folder (or results.json) to compare with it")
+    p.add_argument("--threshold", type=_positive_float, default=DEFAULT_THRESHOLD,
+                   help="percent change that counts as a regression (default 10)")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
+    args = p.parse_args(argv)
+    old, new = load_results(args.old), load_results(args.new)
+    cmp = compare(old, new, args.threshold)
+    for line in cmp.setting_changes:
+        console.print(f"[yellow]settings differ: {line}[/yellow]", highlight=False)
+    t = RichTable(title=f"{args.old} -> {args.new}", title_justify="left")
+    for h in ("engine", "workload", "ops/s old", "ops/s new", "Δ", "p99 µs old", "p99 µs new", "Δ",
+              "write amp", "space amp", "verdict"):
+        t.add_column(h, justify="left" if h in ("engine", "workload", "verdict") else "right")
+
+    def pct(v: float | None, higher_better: bool) -> Text:
+        if v is None:
+            return Text("-")
+        worse = -v if higher_better else v
+        style = "red" if worse > args.threshold else ("green" if worse < -args.threshold else "")
+        return Text(f"{v:+.1f}%", style=style)
+
+    def pair(d, name: str) -> str:  # noqa: ANN001
+        a, b = d.old.get(name), d.new.get(name)
+        return f"{'-' if a is None else f'{a:.3g}'} -> {'-' if b is None else f'{b:.3g}'}"
+
+    for d in cmp.diffs:
+        if d.regressions:
+            verdict = Text("REGRESSION: " + ", ".join(d.regressions), style="bold red")
+        elif d.improvements:
+            verdict = Text("better: " + ", ".join(d.improvements), style="green")
+        else:
+            verdict = Text("same")
+        t.add_row(d.engine, d.workload, fmt_rate(d.old["ops_per_sec"]), fmt_rate(d.new["ops_per_sec"]),
+                  pct(d.change_pct["ops_per_sec"], True), fmt_us(d.old["p99_us"]), fmt_us(d.new["p99_us"]),
+                  pct(d.change_pct["p99_us"], False), pair(d, "write_amp"), pair(d, "space_amp"), verdict)
+    console.print(t)
+    for e, w in cmp.only_old:
+        console.print(f"only in {args.old}: {e} {w}", highlight=False)
+    for e, w in cmp.only_new:
+        console.print(f"only in {args.new}: {e} {w}", highlight=False)
+    console.print(f"{cmp.regressions} regression(s) beyond {args.threshold:g}% in {len(cmp.diffs)} "
+                  f"matched runs", highlight=False)
+    return 1 if cmp.regressions and args.fail_on_regression else 0
+
+
+def _list(argv: list[str], console: Console) -> int:
+    if argv:
+        raise _UsageError("'lsmkv bench list' takes no arguments")
+    t = RichTable(title="engines", title_justify="left")
+    t.add_column("engine")
+    t.add_column("what")
+    t.add_column("status")
+    for name, cls in engines_mod.ENGINES.items():
+        reason = engines_mod.availability(name)
+        t.add_row(name, cls.title, Text("available", style="green") if reason is None
+                  else Text(reason, style="yellow"))
+    console.print(t)
+    console.print("workloads: " + ", ".join(DB_BENCH_PHASES + [f"ycsb-{c}" for c in "abcdef"]), highlight=False)
+    console.print(f"default: {DEFAULT_WORKLOADS}", highlight=False)
+    return 0
+
+
+def _setup_logging(console: Console, verbose: bool) -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, RichHandler) for h in root.handlers):
+        handler = RichHandler(console=console, show_time=False, show_path=False)
+        handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
+        logging.getLogger("bench").addHandler(handler)
+        logging.getLogger("bench").setLevel(logging.DEBUG if verbose else logging.INFO)
+        logging.getLogger("bench").propagate = False
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``lsmkv bench ARGS...``; returns the exit code."""
+    # Not a terminal (a log, CI): wide lines rather than wrapped tables.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    err = Console(stderr=True, highlight=False)
+    argv = list(argv)
+    try:
+        if argv and argv[0] == "compare":
+            return _compare(argv[1:], console)
+        if argv and argv[0] == "list":
+            return _list(argv[1:], console)
+        return _run(argv, console)
+    except _UsageError as exc:
+        err.print(f"lsmkv bench: error: {exc} (see lsmkv bench --help)", markup=False)
+        return 2
+    except (ConfigError, YcsbError, engines_mod.EngineUnavailable) as exc:
+        err.print(f"lsmkv bench: error: {exc}", markup=False)
+        return 2
+    except ResultsError as exc:
+        err.print(f"lsmkv bench: error: {exc}", markup=False)
+        return 1
+    except KeyboardInterrupt:
+        err.print("lsmkv bench: interrupted", markup=False)
+        return 130
+    except OSError as exc:
+        err.print(f"lsmkv bench: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), markup=False)
+        return 1
+    except SystemExit as exc:  # argparse --help
+        return int(exc.code or 0)

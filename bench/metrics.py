@@ -1,0 +1,223 @@
+"""Measurements: latency histograms, I/O and CPU counters, disk usage, amplification.
+
+* Latency: every operation's duration is kept raw during the phase (an
+  ``array`` append, nothing more) and put into an HdrHistogram (the
+  ``hdrhistogram`` package: log-bucketed, 3 significant digits, 1 ns to 1 h)
+  afterwards. Percentiles are the histogram's: within 0.1% of the exact
+  sample percentile.
+* Write amplification: bytes written to storage by this process during the
+  phase (``write_bytes`` of /proc/self/io: bytes of page-cache pages this
+  process dirtied, counted when they are dirtied, whichever thread did it)
+  divided by the user bytes the phase wrote (keys and values of puts, keys of
+  deletes). Cross-checked with the engine's own ``bytes_written`` counter.
+* Space amplification: bytes the database directory occupies (allocated
+  size of every file, sparse holes not counted) / the logical live bytes the
+  bench's own model says the database holds.
+* Read amplification: from the engine's counters: blocks (or pages) read
+  from its files per get.
+* CPU seconds (user + system, all threads) from getrusage; peak RSS from
+  /proc/self/status VmHWM, reset at the start of each phase through
+  /proc/self/clear_refs where the kernel allows it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LATENCY_PERCENTILES", "new_histogram", "histogram_from_ns", "latency_summary", "IoCounters",
+           "read_io", "cpu_seconds", "reset_peak_rss", "peak_rss_bytes", "directory_bytes",
+           "throughput_timeline", "ratio", "engine_deltas", "phase_read_amp"]
+
+#: Histogram range and precision (nanoseconds).
+HIST_LOWEST_NS = 1
+HIST_HIGHEST_NS = 3_600_000_000_000
+HIST_SIGNIFICANT_DIGITS = 3
+#: Relative precision of a reported percentile (3 significant digits).
+HIST_RELATIVE_PRECISION = 10 ** -HIST_SIGNIFICANT_DIGITS
+
+#: Reported percentiles: results key -> percentile.
+LATENCY_PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(HIST_LOWEST_NS, HIST_HIGHEST_NS, HIST_SIGNIFICANT_DIGITS)
+
+
+def histogram_from_ns(samples: Any) -> HdrHistogram:
+    """An HdrHistogram of ``samples`` (nanoseconds).
+
+    Samples are first grouped by histogram bucket with numpy (values that
+    the histogram cannot tell apart are recorded once, with their count), so
+    a million samples cost milliseconds instead of seconds.
+    """
+    hist = new_histogram()
+    values = np.asarray(samples, dtype=np.int64)
+    if values.size == 0:
+        return hist
+    values = np.clip(values, HIST_LOWEST_NS, HIST_HIGHEST_NS)
+    # The histogram's buckets: exact below 2048 (2^(11)), then 1024 sub-buckets per power of two.
+    magnitude = np.floor(np.log2(values)).astype(np.int64)
+    one = np.int64(1)
+    magnitude -= (one << magnitude) > values          # float rounding near powers of two
+    magnitude += (one << (magnitude + 1)) <= values
+    shift = np.maximum(magnitude - 10, 0)
+    lowest_equivalent = (values >> shift) << shift
+    uniq, counts = np.unique(lowest_equivalent, return_counts=True)
+    for value, count in zip(uniq.tolist(), counts.tolist()):
+        hist.record_value(value, count)
+    return hist
+
+
+def latency_summary(hist: HdrHistogram, exact_max_ns: int | None = None) -> dict[str, float] | None:
+    """Percentiles, max and mean in microseconds (None for an empty histogram).
+
+    ``exact_max_ns``: the true maximum, when known (the histogram only knows
+    the maximum's bucket).
+    """
+    if hist.get_total_count() == 0:
+        return None
+    out = {key: hist.get_value_at_percentile(p) / 1000.0 for key, p in LATENCY_PERCENTILES.items()}
+    out["max"] = (exact_max_ns if exact_max_ns is not None else hist.get_max_value()) / 1000.0
+    out["mean"] = hist.get_mean_value() / 1000.0
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+@dataclass
+class IoCounters:
+    """/proc/self/io fields (bytes); ``available`` is False where the file does not exist."""
+
+    available: bool
+    read_bytes: int = 0
+    write_bytes: int = 0
+    cancelled_write_bytes: int = 0
+    rchar: int = 0
+    wchar: int = 0
+
+    def __sub__(self, other: IoCounters) -> IoCounters:
+        return IoCounters(self.available and other.available, self.read_bytes - other.read_bytes,
+                          self.write_bytes - other.write_bytes,
+                          self.cancelled_write_bytes - other.cancelled_write_bytes,
+                          self.rchar - other.rchar, self.wchar - other.wchar)
+
+
+def read_io() -> IoCounters:
+    try:
+        with open("/proc/self/io", encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return IoCounters(False)
+    get = lambda name: int(fields.get(name, "0").strip())  # noqa: E731
+    return IoCounters(True, get("read_bytes"), get("write_bytes"), get("cancelled_write_bytes"),
+                      get("rchar"), get("wchar"))
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of the whole process (all threads) so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size since the last reset (or since the process started)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def directory_bytes(path: str) -> int:
+    """Bytes the files under ``path`` occupy: each file's size, or its allocated
+    blocks if fewer (a sparse file's holes take no space)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except FileNotFoundError:
+                continue  # removed while we walked (a compaction finishing)
+            total += min(st.st_size, st.st_blocks * 512) if st.st_blocks else st.st_size
+    return total
+
+
+def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 100,
+                        min_interval_s: float = 0.05) -> dict[str, Any]:
+    """Operations per second in consecutive intervals of the phase.
+
+    ``ends_ns``: each operation's completion time since the phase started.
+    The interval is chosen to give about ``target_points`` points.
+    """
+    ends = np.asarray(ends_ns, dtype=np.int64)
+    elapsed_s = max(elapsed_ns, 1) / 1e9
+    interval = max(min_interval_s, elapsed_s / target_points)
+    bins = max(1, int(np.ceil(elapsed_s / interval)))
+    counts = np.bincount(np.minimum((ends / 1e9 / interval).astype(np.int64), bins - 1), minlength=bins)
+    rates = counts / interval
+    # The last interval is usually partial: scale by its real length.
+    last_len = elapsed_s - (bins - 1) * interval
+    if bins > 1 and last_len > 0:
+        rates[-1] = counts[-1] / last_len
+    return {"interval_s": round(interval, 4), "ops_per_sec": [round(float(r), 1) for r in rates]}
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def engine_deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """after - before for every numeric counter present in both."""
+    out = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                isinstance(old, (int, float)) and not isinstance(old, bool):
+            out[key] = value - old
+    return out
+
+
+def phase_read_amp(before: dict[str, Any], after: dict[str, Any]) -> float | None:
+    """Blocks/pages read from files per get during the phase, from the engine's counters.
+
+    Uses a ``blocks_read`` (or ``pages_read``) counter when the engine has
+    one; otherwise the cumulative ``read_amp`` ratio and ``gets`` count.
+    """
+    gets = _num(after, "gets") - _num(before, "gets")
+    if gets <= 0:
+        return None
+    for counter in ("blocks_read", "pages_read"):
+        if counter in after:
+            return (_num(after, counter) - _num(before, counter)) / gets
+    if "read_amp" in after:
+        blocks_after = _num(after, "read_amp") * _num(after, "gets")
+        blocks_before = _num(before, "read_amp") * _num(before, "gets")
+        return max(0.0, blocks_after - blocks_before) / gets
+    return None
+
+
+def _num(d: dict[str, Any], key: str) -> float:
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
