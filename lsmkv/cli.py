@@ -1,12 +1,237 @@
 """The ``lsmkv`` command. Parses arguments, calls the library, prints.
 
 The library never prints; this module owns the terminal. Every LsmkvError
-becomes one line on stderr and exit code 1 (2 for usage errors).
+(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2.
+Database commands work on both engines: the engine is detected from the
+directory (``--engine`` chooses it when a command creates a database).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import sys
+import tempfile
+
+from .check import check_db, dump_table
+from .dbdir import detect_engine
+from .errors import LsmkvError
+from .fs import DEFAULT_FS
+
+
+def _bytes_arg(text: str, hex_mode: bool) -> bytes:
+    if hex_mode:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise LsmkvError(f"{text!r} is not hexadecimal") from None
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _show(data: bytes, hex_mode: bool) -> str:
+    if hex_mode:
+        return data.hex()
+    return data.decode("utf-8", "backslashreplace")
+
+
+def _open_db(path: str, *, read_only: bool, engine: str | None = None):
+    found = detect_engine(path, DEFAULT_FS)
+    if found is None and read_only:
+        raise LsmkvError(f"{path}: no database here")
+    kind = found or engine or "lsm"
+    if kind == "btree":
+        try:
+            import btree
+            opener = btree.open
+        except (ImportError, AttributeError):
+            raise LsmkvError(f"{path} is a btree database, but the btree engine is not available") from None
+        return opener(path, read_only=read_only)
+    import lsmkv
+    return lsmkv.open(path, read_only=read_only)
+
+
+def _cmd_get(args) -> int:
+    with _open_db(args.db, read_only=True) as db:
+        value = db.get(_bytes_arg(args.key, args.hex))
+    if value is None:
+        print(f"lsmkv: {args.key}: not found", file=sys.stderr)
+        return 1
+    print(_show(value, args.hex))
+    return 0
+
+
+def _cmd_put(args) -> int:
+    with _open_db(args.db, read_only=False, engine=args.engine) as db:
+        db.put(_bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex), sync=True)
+    return 0
+
+
+def _cmd_delete(args) -> int:
+    with _open_db(args.db, read_only=False, engine=args.engine) as db:
+        db.delete(_bytes_arg(args.key, args.hex), sync=True)
+    return 0
+
+
+def _cmd_scan(args) -> int:
+    start = _bytes_arg(args.start, args.hex) if args.start is not None else None
+    end = _bytes_arg(args.end, args.hex) if args.end is not None else None
+    prefix = _bytes_arg(args.prefix, args.hex) if args.prefix is not None else None
+    with _open_db(args.db, read_only=True) as db:
+        for n, (key, value) in enumerate(db.scan(start=start, end=end, reverse=args.reverse, prefix=prefix)):
+            if args.limit is not None and n >= args.limit:
+                break
+            print(f"{_show(key, args.hex)}\t{_show(value, args.hex)}")
+    return 0
+
+
+def _jsonable(obj):
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "backslashreplace")
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def _cmd_stats(args) -> int:
+    with _open_db(args.db, read_only=True) as db:
+        stats = db.stats()
+    if args.json:
+        print(json.dumps(_jsonable(stats), indent=2))
+        return 0
+    for key, value in stats.items():
+        if key == "levels" and isinstance(value, list):
+            print("levels:")
+            for row in value:
+                print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+        elif isinstance(value, float):
+            print(f"{key}: {value:.4g}")
+        else:
+            print(f"{key}: {_jsonable(value)}")
+    return 0
+
+
+def _cmd_check(args) -> int:
+    engine = detect_engine(args.db, DEFAULT_FS)
+    if engine is None:
+        raise LsmkvError(f"{args.db}: no database here")
+    if engine == "btree":
+        import btree
+        report = btree.check(args.db)
+    else:
+        report = check_db(args.db)
+    for key, value in report.details.items():
+        if key == "notes":
+            for note in value:
+                print(f"note: {note}")
+        else:
+            print(f"{key}: {value}")
+    if report.ok:
+        print(f"OK: {args.db} ({engine}) verified, no problems found")
+        return 0
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    print(f"FAILED: {len(report.problems)} problem(s) in {args.db}")
+    return 1
+
+
+def _cmd_sst_dump(args) -> int:
+    info = dump_table(args.file, entries=not args.no_entries, limit=args.limit)
+    if args.json:
+        print(json.dumps(_jsonable(info), indent=2))
+        return 0
+    print(f"file: {info['path']} ({info['file_size']} bytes)")
+    footer = info["footer"]
+    print(f"footer: format version {footer['format_version']}, index {footer['index']}, "
+          f"filter {footer['filter']}, properties {footer['properties']}")
+    print("properties:")
+    for key, value in info["properties"].items():
+        print(f"  {key}: {_show(value, args.hex) if isinstance(value, bytes) else value}")
+    bloom = info["bloom"]
+    print(f"bloom: {bloom['bits']} bits, {bloom['hashes']} hashes, {bloom['bytes']} bytes")
+    print(f"index: {len(info['index'])} data blocks")
+    for row in info["index"]:
+        print(f"  last_key={_show(row['last_key'], args.hex)} seq={row['last_seq']} "
+              f"offset={row['offset']} size={row['size']}")
+    if "entries" in info:
+        print("entries:")
+        for row in info["entries"]:
+            value = "" if row["kind"] == "delete" else " " + _show(row["value"], args.hex)
+            print(f"  {_show(row['key'], args.hex)} @{row['seq']} {row['kind']}{value}")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    """Write, read, reopen and print stats: a minute's tour of the engine."""
+    import lsmkv
+    path = args.dir or tempfile.mkdtemp(prefix="lsmkv-demo-")
+    n = args.keys
+    with lsmkv.open(path, write_buffer_size=1 << 20) as db:
+        for i in range(n):
+            db.put(b"user:%08d" % i, b"value-%d" % i)
+        with db.write_batch() as batch:
+            batch.put(b"user:extra", b"1")
+            batch.delete(b"user:00000000")
+        db.flush()
+        print(f"wrote {n} keys to {path}; get user:00000001 -> {db.get(b'user:00000001')!r}")
+    with lsmkv.open(path) as db:
+        first = list(db.scan(prefix=b"user:", end=b"user:00000004"))
+        print(f"reopened; first keys: {[k.decode() for k, _ in first]}")
+        stats = db.stats()
+    print(f"files per level {stats['files_per_level']}, write amplification {stats['write_amp']:.2f}, "
+          f"disk bytes {stats['disk_bytes']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
+                                     "engine, and a bench to compare them.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)
+
+    def db_cmd(name, func, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("db", help="database directory")
+        p.add_argument("--hex", action="store_true", help="keys and values are hexadecimal")
+        p.set_defaults(func=func)
+        return p
+
+    p = db_cmd("get", _cmd_get, "print the value of a key")
+    p.add_argument("key")
+    p = db_cmd("put", _cmd_put, "set a key (synced)")
+    p.add_argument("key")
+    p.add_argument("value")
+    p.add_argument("--engine", choices=["lsm", "btree"], help="engine to create the database with")
+    p = db_cmd("delete", _cmd_delete, "delete a key (synced)")
+    p.add_argument("key")
+    p.add_argument("--engine", choices=["lsm", "btree"], help="engine to create the database with")
+    p = db_cmd("scan", _cmd_scan, "print keys and values in order")
+    p.add_argument("--start")
+    p.add_argument("--end")
+    p.add_argument("--prefix")
+    p.add_argument("--reverse", action="store_true")
+    p.add_argument("--limit", type=int)
+    p = sub.add_parser("stats", help="print a database's statistics")
+    p.add_argument("db")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_stats)
+    p = sub.add_parser("check", help="verify every checksum and the manifest (exit 1 on corruption)")
+    p.add_argument("db")
+    p.set_defaults(func=_cmd_check)
+    p = sub.add_parser("sst-dump", help="print a table file: footer, properties, index, bloom, entries")
+    p.add_argument("file")
+    p.add_argument("--no-entries", action="store_true")
+    p.add_argument("--limit", type=int, help="print at most this many entries")
+    p.add_argument("--hex", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_sst_dump)
+    p = sub.add_parser("demo", help="write, read, reopen and print stats")
+    p.add_argument("dir", nargs="?", help="database directory (default: a new temporary one)")
+    p.add_argument("--keys", type=int, default=20000)
+    p.set_defaults(func=_cmd_demo)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,8 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "bench":
         from bench.cli import main as bench_main
         return bench_main(argv[1:])
-    print("usage: lsmkv bench ...", file=sys.stderr)
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except (LsmkvError, OSError) as exc:
+        print(f"lsmkv: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

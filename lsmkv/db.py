@@ -1,0 +1,727 @@
+"""DB: the LSM engine's orchestrator, the only place that knows every part.
+
+Write path: a write batch gets consecutive sequence numbers, is appended to
+the write-ahead log (fsynced first when ``sync=True``), applied to the
+memtable, and only then published (``_last_seq``). A full memtable becomes
+immutable; a background thread writes it to a level-0 table, records the
+table in the manifest, and then the log it came from is deleted.
+
+Read path: memtable, immutable memtables (newest first), level-0 tables
+(newest first), then at most one table per deeper level; a table is skipped
+by key range and bloom filter. Scans merge all sources (iterators.py).
+
+Concurrency (docs/architecture.md has the full picture):
+* ``_write_lock`` serializes writers: sequence assignment, log append,
+  memtable insert, memtable switch.
+* ``_state_lock`` guards replacing ``_state`` (the memtables and Version a
+  reader sees) and is the lock of ``_bg_cond``, on which writers stall and the
+  background thread waits for work.
+* ``_manifest_lock`` serializes manifest edits.
+* Readers take no lock: they read ``_last_seq`` and then ``_state`` (in that
+  order, so the state holds every write up to that sequence) and work on
+  those immutable objects, or on the memtable, which tolerates one writer
+  and many readers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_left
+from typing import Iterator
+
+from sortedcontainers import SortedList
+
+from .cache import LRUCache
+from .dbdir import prepare_directory
+from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
+from .filenames import CURRENT, LOCK, log_name, parse, table_name
+from .flush import memtable_entries, write_table
+from .iterators import level_visible, merge_visible
+from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from .memtable import MemTable
+from .options import Options
+from .snapshot import Snapshot
+from .table.bloom import bloom_hash
+from .table.reader import IOStats
+from .table_cache import TableCache
+from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
+from .wal import LogReader, LogWriter
+from .write_batch import TOMBSTONE, VALUE, WriteBatch, decode_batch, encode_batch, encode_single
+
+log = logging.getLogger(__name__)
+
+
+class _ReadState:
+    """What a reader sees: the memtable, the immutable memtables (newest
+    first) and the Version. Replaced as a whole, never mutated."""
+
+    __slots__ = ("mem", "imms", "version")
+
+    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version) -> None:
+        self.mem = mem
+        self.imms = imms
+        self.version = version
+
+
+class DB:
+    """An open lsmkv database. Create with :func:`lsmkv.open`."""
+
+    def __init__(self, path: str | os.PathLike, options: Options) -> None:
+        self.path = os.fspath(path)
+        self.options = options
+        self._fs = options.fs
+        self._read_only = options.read_only
+        self._closed = False
+        self._lock_file = None
+        self._log: LogWriter | None = None
+        self._write_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._bg_cond = threading.Condition(self._state_lock)
+        self._manifest_lock = threading.Lock()
+        self._bg_thread: threading.Thread | None = None
+        self._bg_error: BaseException | None = None
+        self._shutting_down = False
+        self._snapshots: SortedList = SortedList()
+        self._snapshot_lock = threading.Lock()
+        self._pending_outputs: set[int] = set()
+        self._io = IOStats()
+        self._block_cache = LRUCache(options.block_cache_size) if options.block_cache_size else None
+        self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
+                                  1 << 62 if self._read_only else options.max_open_files)
+        self._versions = VersionSet(self.path, self._fs)
+        self._last_seq = 0
+        self._state: _ReadState = _ReadState(MemTable(), (), self._versions.current)
+        # Counters reported by stats().
+        self._user_bytes_written = 0
+        self._wal_bytes_written = 0
+        self._flush_bytes_written = 0
+        self._flush_count = 0
+        self._gets = 0
+        self._get_table_probes = 0
+        self._get_block_reads = 0
+        self._stall_count = 0
+        self._stall_seconds = 0.0
+        self._recovery: dict = {}
+        self._open()
+
+    # ------------------------------------------------------------------
+    # Opening and recovery
+    # ------------------------------------------------------------------
+
+    def _open(self) -> None:
+        fs = self._fs
+        opts = self.options
+        self._clear_interrupted_creation()
+        exists = prepare_directory(self.path, "lsm", fs, create=opts.create_if_missing and not self._read_only)
+        if exists and opts.error_if_exists:
+            raise InvalidDatabaseError(f"{self.path} already exists and error_if_exists=True")
+        try:
+            if not self._read_only:
+                self._lock_file = fs.lock(os.path.join(self.path, LOCK))
+            if not exists:
+                self._versions.write_new_manifest()
+            self._versions.recover()
+            if self._read_only:
+                self._recover_read_only()
+            else:
+                self._recover_for_writing()
+        except BaseException:
+            self._release_resources()
+            raise
+
+    def _clear_interrupted_creation(self) -> None:
+        """A crash while creating a DB can leave LOCK and a manifest but no
+        CURRENT; such a directory holds no data and is created afresh."""
+        fs = self._fs
+        if self._read_only or not fs.isdir(self.path):
+            return
+        names = fs.listdir(self.path)
+        if not names or CURRENT in names:
+            return
+        kinds = [parse(n) for n in names]
+        if all(n == LOCK or (k is not None and k[0] in ("manifest", "temp")) for n, k in zip(names, kinds)):
+            lock = fs.lock(os.path.join(self.path, LOCK))
+            try:
+                for name in names:
+                    if name != LOCK:
+                        fs.remove(os.path.join(self.path, name))
+                fs.remove(os.path.join(self.path, LOCK))
+            finally:
+                lock.release()
+
+    def _logs_to_replay(self) -> list[int]:
+        numbers = []
+        for name in self._fs.listdir(self.path):
+            parsed = parse(name)
+            if parsed and parsed[0] == "log" and parsed[1] >= self._versions.log_number:
+                numbers.append(parsed[1])
+        return sorted(numbers)
+
+    def _replay_logs(self, on_full=None) -> tuple[MemTable, int]:
+        """Apply the logs not yet in tables to a memtable. ``on_full(mem)`` is
+        called (writable open) when the memtable passes write_buffer_size and
+        returns the memtable to continue with."""
+        fs = self._fs
+        salvage = self.options.wal_recovery_mode == "salvage"
+        mem = MemTable()
+        max_seq = self._versions.last_sequence
+        report = {"logs": [], "batches": 0, "torn_tail_bytes": 0, "dropped": []}
+        for number in self._logs_to_replay():
+            path = os.path.join(self.path, log_name(number))
+            reader = LogReader(fs.read_file(path), path, salvage=salvage)
+            for offset, payload in reader.records():
+                try:
+                    seq, ops = decode_batch(payload, path, offset)
+                except CorruptionError as exc:
+                    if not salvage:
+                        raise
+                    reader.report.dropped.append((offset, len(payload), exc.reason))
+                    continue
+                if not ops:
+                    continue
+                mem.add_batch(seq, ops)
+                max_seq = max(max_seq, seq + len(ops) - 1)
+                report["batches"] += 1
+                if on_full is not None and mem.size >= self.options.write_buffer_size:
+                    mem = on_full(mem)
+            report["logs"].append(number)
+            report["torn_tail_bytes"] += reader.report.torn_tail_bytes
+            report["dropped"].extend((path, off, n, why) for off, n, why in reader.report.dropped)
+            if reader.report.torn_tail_bytes:
+                log.info("%s: dropped a torn tail of %d bytes (never acknowledged as synced)", path,
+                         reader.report.torn_tail_bytes)
+            for off, n, why in reader.report.dropped:
+                log.warning("%s: salvage skipped %d damaged bytes at offset %d (%s)", path, n, off, why)
+            self._versions.next_file_number = max(self._versions.next_file_number, number + 1)
+        self._recovery = report
+        return mem, max_seq
+
+    def _recover_read_only(self) -> None:
+        mem, max_seq = self._replay_logs()
+        self._last_seq = max_seq
+        version = self._versions.current
+        for meta in version.files():
+            self._tables.reader(meta)  # hold every table open: the view stays whole
+        self._state = _ReadState(mem, (), version)
+
+    def _recover_for_writing(self) -> None:
+        versions = self._versions
+        edit = VersionEdit()
+
+        def flush_recovered(mem: MemTable) -> MemTable:
+            meta = self._write_level0(mem, [])
+            if meta is not None:
+                edit.add_file(0, meta)
+            return MemTable()
+
+        mem, max_seq = self._replay_logs(flush_recovered)
+        if len(mem):
+            flush_recovered(mem)
+        new_log = versions.new_file_number()
+        edit.log_number = new_log
+        edit.last_sequence = max_seq
+        edit.next_file_number = versions.next_file_number
+        # The new manifest (holding this edit) is the commit point of recovery.
+        versions._install(versions.current.apply(edit, "recovery"))
+        versions._absorb_counters(edit)
+        versions.write_new_manifest()
+        self._pending_outputs.clear()
+        self._log = LogWriter(self._fs.create(os.path.join(self.path, log_name(new_log))))
+        self._fs.sync_dir(self.path)
+        self._last_seq = max_seq
+        self._state = _ReadState(MemTable(new_log), (), versions.current)
+        self._delete_obsolete_files(at_open=True)
+        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-bg:{self.path}",
+                                           daemon=True)
+        self._bg_thread.start()
+
+    # ------------------------------------------------------------------
+    # Writes
+    # ------------------------------------------------------------------
+
+    def put(self, key: object, value: object, sync: bool = False) -> None:
+        """Set ``key`` to ``value``. With sync=True, returns once the write is fsynced."""
+        k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
+        v = value if type(value) is bytes and len(value) <= MAX_VALUE_SIZE else as_value(value)
+        self._write_one(VALUE, k, v, sync)
+
+    def delete(self, key: object, sync: bool = False) -> None:
+        """Remove ``key`` (not an error if it is absent)."""
+        k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
+        self._write_one(TOMBSTONE, k, b"", sync)
+
+    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
+        with self._write_lock:
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            mem = self._state.mem
+            if mem.size >= self.options.write_buffer_size:
+                self._switch_memtable()
+                mem = self._state.mem
+            seq = self._last_seq + 1
+            try:
+                self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
+                if sync:
+                    self._log.sync()
+            except BaseException as exc:
+                self._fail_writes(exc)
+                raise
+            mem.add(seq, kind, key, value)
+            self._last_seq = seq
+            self._user_bytes_written += len(key) + len(value)
+
+    def write_batch(self, sync: bool = False) -> WriteBatch:
+        """A batch to fill in a ``with`` block; written atomically when it exits."""
+        self._check_open()
+        return WriteBatch(self, sync)
+
+    def write(self, batch: WriteBatch, sync: bool = False) -> None:
+        """Apply ``batch`` atomically."""
+        ops = batch.ops
+        if not ops:
+            return
+        with self._write_lock:
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            mem = self._state.mem
+            if mem.size >= self.options.write_buffer_size:
+                self._switch_memtable()
+                mem = self._state.mem
+            seq = self._last_seq + 1
+            try:
+                self._wal_bytes_written += self._log.add_record(encode_batch(seq, ops))
+                if sync:
+                    self._log.sync()
+            except BaseException as exc:
+                self._fail_writes(exc)
+                raise
+            mem.add_batch(seq, ops)
+            self._last_seq = seq + len(ops) - 1
+            self._user_bytes_written += batch.user_bytes
+
+    def _raise_not_writable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        raise BackgroundError(f"{self.path}: writes are stopped after an earlier failure: {self._bg_error}") \
+            from self._bg_error
+
+    def _fail_writes(self, exc: BaseException) -> None:
+        """A log write failed: the log's tail is unknown, so refuse further
+        writes (reads go on) until the DB is reopened."""
+        log.error("%s: log write failed, writes stopped: %s", self.path, exc)
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = exc
+            self._bg_cond.notify_all()
+
+    def _switch_memtable(self) -> None:
+        """Make the memtable immutable and start a new one with a new log.
+        Called with the write lock held; stalls while too many immutable
+        memtables wait for flushing."""
+        limit = self.options.max_immutable_memtables
+        with self._bg_cond:
+            if len(self._state.imms) >= limit:
+                self._stall_count += 1
+                started = time.perf_counter()
+                while len(self._state.imms) >= limit and self._bg_error is None:
+                    self._bg_cond.wait()
+                self._stall_seconds += time.perf_counter() - started
+            if self._bg_error is not None:
+                self._raise_not_writable()
+        number = self._versions.new_file_number()
+        try:
+            new_log = LogWriter(self._fs.create(os.path.join(self.path, log_name(number))))
+            # The old log is synced so that a later synced write in the new log
+            # can never survive a crash that loses earlier writes.
+            self._log.sync()
+        except BaseException as exc:
+            self._fail_writes(exc)
+            raise
+        self._log.close()
+        self._log = new_log
+        with self._bg_cond:
+            st = self._state
+            self._state = _ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
+            self._bg_cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # Reads
+    # ------------------------------------------------------------------
+
+    def get(self, key: object, default: bytes | None = None) -> bytes | None:
+        """The value of ``key``, or ``default`` if it is absent."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        seq = self._last_seq
+        st = self._state
+        k = key if type(key) is bytes else as_key(key)
+        version = st.mem._latest.get(k)
+        if version is not None:
+            while version is not None and version[0] > seq:
+                version = version[3]
+            if version is not None:
+                return version[2] if version[1] else default
+        for imm in st.imms:
+            version = imm._latest.get(k)
+            while version is not None and version[0] > seq:
+                version = version[3]
+            if version is not None:
+                return version[2] if version[1] else default
+        found = self._get_from_tables(st.version, k, seq)
+        if found is None or found[0] == TOMBSTONE:
+            return default
+        return found[1]
+
+    def _get(self, key: object, seq: int, default: bytes | None) -> bytes | None:
+        """get() at an explicit read sequence (snapshots)."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        st = self._state
+        k = key if type(key) is bytes else as_key(key)
+        for mem in (st.mem, *st.imms):
+            version = mem.get(k, seq)
+            if version is not None:
+                return version[2] if version[1] else default
+        found = self._get_from_tables(st.version, k, seq)
+        if found is None or found[0] == TOMBSTONE:
+            return default
+        return found[1]
+
+    def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
+        self._gets += 1
+        io = self._io
+        reads_before = io.block_reads
+        h = bloom_hash(key)
+        open_table = self._tables.reader
+        probes = 0
+        found = None
+        for meta in version.levels[0]:
+            if meta.smallest <= key <= meta.largest:
+                reader = meta.reader or open_table(meta)
+                if reader.filter.may_contain(h):
+                    probes += 1
+                    found = reader.get(key, seq)
+                    if found is not None:
+                        break
+        else:
+            largest_keys = version.largest_keys
+            for level in range(1, NUM_LEVELS):
+                files = version.levels[level]
+                if not files:
+                    continue
+                i = bisect_left(largest_keys[level], key)
+                if i == len(files):
+                    continue
+                meta = files[i]
+                if meta.smallest > key:
+                    continue
+                reader = meta.reader or open_table(meta)
+                if reader.filter.may_contain(h):
+                    probes += 1
+                    found = reader.get(key, seq)
+                    if found is not None:
+                        break
+        self._get_table_probes += probes
+        self._get_block_reads += io.block_reads - reads_before
+        return found
+
+    def __getitem__(self, key: object) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: object) -> None:
+        """Same as delete(): never raises KeyError (an LSM write does not read)."""
+        self.delete(key)
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def scan(self, start: object = None, end: object = None, reverse: bool = False,
+             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with start <= key < end (and key starting with
+        ``prefix``), ascending or, with reverse=True, descending.
+
+        The iterator reads the database as it was when scan() was called;
+        writes, flushes and file deletions that happen meanwhile do not
+        disturb it."""
+        return self._scan(start, end, reverse, prefix, None)
+
+    def _scan(self, start: object, end: object, reverse: bool, prefix: object,
+              seq: int | None) -> Iterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        lo, hi = scan_bounds(start, end, prefix)
+        if seq is None:
+            seq = self._last_seq
+        st = self._state
+        return self._scan_iter(st, seq, lo, hi, bool(reverse))
+
+    def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
+                   reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        if lo is not None and hi is not None and lo >= hi:
+            return
+        sources = [mem.visible(seq, lo, hi, reverse) for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        open_table = self._tables.reader
+        last = None if hi is None else hi
+        for meta in version.overlapping(0, lo, last):
+            reader = open_table(meta)
+            sources.append(reader.visible_reverse(seq, lo, hi) if reverse else reader.visible(seq, lo, hi))
+        for level in range(1, NUM_LEVELS):
+            files = version.overlapping(level, lo, last)
+            if files:
+                sources.append(level_visible(files, open_table, seq, lo, hi, reverse))
+        if not sources:
+            return
+        for item in merge_visible(sources, reverse):
+            if self._closed:
+                raise ClosedError(f"{self.path}: database closed while a scan was open")
+            yield item
+
+    def snapshot(self) -> Snapshot:
+        """A point-in-time view (use in a ``with`` block or close() it)."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        with self._snapshot_lock:
+            seq = self._last_seq
+            self._snapshots.add(seq)
+        return Snapshot(self, seq)
+
+    def _release_snapshot(self, seq: int) -> None:
+        with self._snapshot_lock:
+            self._snapshots.discard(seq)
+
+    def _live_snapshots(self) -> list[int]:
+        with self._snapshot_lock:
+            return list(self._snapshots)
+
+    # ------------------------------------------------------------------
+    # Flushing (background)
+    # ------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the memtable to a table now and wait until it is recorded."""
+        with self._write_lock:
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            if len(self._state.mem):
+                self._switch_memtable()
+        with self._bg_cond:
+            while self._state.imms and self._bg_error is None:
+                self._bg_cond.wait()
+            if self._bg_error is not None:
+                raise BackgroundError(f"{self.path}: background flush failed: {self._bg_error}") \
+                    from self._bg_error
+
+    def _background_loop(self) -> None:
+        while True:
+            with self._bg_cond:
+                while not self._state.imms and not self._shutting_down:
+                    self._bg_cond.wait()
+                if not self._state.imms or self._bg_error is not None:
+                    return
+                imm = self._state.imms[-1]
+            try:
+                self._flush_immutable(imm)
+            except BaseException as exc:  # noqa: BLE001 - any failure stops writes
+                log.exception("%s: background flush failed; writes are stopped", self.path)
+                with self._bg_cond:
+                    if self._bg_error is None:
+                        self._bg_error = exc
+                    self._bg_cond.notify_all()
+                return
+
+    def _write_level0(self, mem: MemTable, snapshots: list[int]):
+        """Write ``mem`` as a new table; the caller records it in the manifest
+        and then discards its number from ``_pending_outputs``."""
+        number = self._versions.new_file_number()
+        self._pending_outputs.add(number)
+        try:
+            meta = write_table(self._fs, self.path, number, memtable_entries(mem, snapshots), self.options)
+        except BaseException:
+            self._pending_outputs.discard(number)
+            raise
+        if meta is None:
+            self._pending_outputs.discard(number)
+        else:
+            self._flush_bytes_written += meta.size
+            self._flush_count += 1
+        return meta
+
+    def _flush_immutable(self, imm: MemTable) -> None:
+        meta = self._write_level0(imm, self._live_snapshots())
+        with self._manifest_lock:
+            edit = VersionEdit()
+            if meta is not None:
+                edit.add_file(0, meta)
+            with self._state_lock:
+                st = self._state
+                remaining = st.imms[:-1]
+                edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
+            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
+            with self._bg_cond:
+                st = self._state
+                assert st.imms and st.imms[-1] is imm
+                self._state = _ReadState(st.mem, st.imms[:-1], version)
+                self._bg_cond.notify_all()
+        if meta is not None:
+            self._pending_outputs.discard(meta.number)
+        self._delete_obsolete_files()
+
+    def _delete_obsolete_files(self, at_open: bool = False) -> None:
+        """Remove tables no live Version references, logs already in tables,
+        old manifests, and (at open) temporary files left by a crash."""
+        fs = self._fs
+        versions = self._versions
+        live = versions.live_table_numbers() | self._pending_outputs
+        removed = []
+        for name in fs.listdir(self.path):
+            parsed = parse(name)
+            if parsed is None:
+                continue
+            kind, number = parsed
+            if ((kind == "table" and number not in live)
+                    or (kind == "log" and number < versions.log_number)
+                    or (kind == "manifest" and number != versions.manifest_number)
+                    or (kind == "temp" and at_open)):
+                if kind == "table":
+                    self._tables.evict(number)
+                try:
+                    fs.remove(os.path.join(self.path, name))
+                    removed.append(name)
+                except FileNotFoundError:
+                    pass
+        if removed:
+            log.debug("%s: removed obsolete files %s", self.path, removed)
+
+    # ------------------------------------------------------------------
+    # Stats, close
+    # ------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """A plain dict of counters and shape; see docs/architecture.md for each key."""
+        st = self._state
+        version = st.version
+        levels = []
+        table_entries = 0
+        table_tombstones = 0
+        for level, files in enumerate(version.levels):
+            entries = sum(f.entries for f in files)
+            tombstones = sum(f.tombstones for f in files)
+            table_entries += entries
+            table_tombstones += tombstones
+            levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
+                           "entries": entries, "tombstones": tombstones})
+        mem_entries = sum(len(m) for m in (st.mem, *st.imms))
+        user = self._user_bytes_written
+        written = self._wal_bytes_written + self._flush_bytes_written + self._versions.manifest_bytes_written
+        gets = self._gets
+        cache = self._block_cache
+        return {
+            "engine": "lsm",
+            "path": self.path,
+            "entries": table_entries + mem_entries,
+            "table_entries": table_entries,
+            "table_tombstones": table_tombstones,
+            "memtable_keys": mem_entries,
+            "memtable_bytes": st.mem.size,
+            "immutable_memtables": len(st.imms),
+            "last_sequence": self._last_seq,
+            "files_per_level": [lv["files"] for lv in levels],
+            "bytes_per_level": [lv["bytes"] for lv in levels],
+            "levels": levels,
+            "user_bytes_written": user,
+            "wal_bytes_written": self._wal_bytes_written,
+            "flush_bytes_written": self._flush_bytes_written,
+            "compaction_bytes_written": 0,
+            "compaction_bytes_read": 0,
+            "manifest_bytes_written": self._versions.manifest_bytes_written,
+            "bytes_written": written,
+            "write_amp": written / user if user else 0.0,
+            "flush_count": self._flush_count,
+            "bytes_read": self._io.bytes_read,
+            "block_reads": self._io.block_reads,
+            "gets": gets,
+            "read_amp": self._get_block_reads / gets if gets else 0.0,
+            "tables_probed_per_get": self._get_table_probes / gets if gets else 0.0,
+            "stall_count": self._stall_count,
+            "stall_seconds": self._stall_seconds,
+            "block_cache": {
+                "capacity": cache.capacity if cache else 0,
+                "usage": cache.usage if cache else 0,
+                "hits": cache.hits if cache else 0,
+                "misses": cache.misses if cache else 0,
+            },
+            "open_tables": len(self._tables),
+            "snapshots": len(self._snapshots),
+            "disk_bytes": self._disk_bytes(),
+            "recovery": dict(self._recovery),
+            "background_error": None if self._bg_error is None else str(self._bg_error),
+        }
+
+    def _disk_bytes(self) -> int:
+        total = 0
+        for name in self._fs.listdir(self.path):
+            try:
+                total += self._fs.file_size(os.path.join(self.path, name))
+            except OSError:
+                pass
+        return total
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Finish queued flushes, sync the log and release the directory."""
+        if self._closed:
+            return
+        with self._write_lock:
+            self._closed = True
+            with self._bg_cond:
+                self._shutting_down = True
+                self._bg_cond.notify_all()
+        if self._bg_thread is not None:
+            self._bg_thread.join()
+        self._release_resources()
+
+    def _release_resources(self) -> None:
+        self._closed = True
+        try:
+            if self._log is not None:
+                try:
+                    if self._bg_error is None:
+                        self._log.sync()
+                finally:
+                    self._log.close()
+                    self._log = None
+        finally:
+            self._versions.close()
+            self._tables.close()
+            if self._lock_file is not None:
+                self._lock_file.release()
+                self._lock_file = None
+
+    def __enter__(self) -> "DB":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("read-only" if self._read_only else "open")
+        return f"<lsmkv.DB {self.path!r} {state}>"

@@ -1,0 +1,129 @@
+"""MemTable: the in-memory write buffer in front of the tables.
+
+Holds every version of every key written since the last flush, each with its
+sequence number and kind (value or tombstone), so that snapshots and iterators
+opened earlier keep seeing the versions they started on.
+
+Layout, chosen for Python speed:
+* ``_latest``: a dict from user key to its newest version. A version is a
+  tuple ``(seq, kind, value, older)`` whose ``older`` links to the previous
+  version of the same key (or None). A point lookup is one dict probe and
+  never walks the ordered index.
+* ``_index``: an UnrolledSkipList of the distinct user keys, for ordered
+  iteration (scans and flushing). It is touched only when a key is new to the
+  memtable; overwriting a key only replaces its dict entry.
+
+Order of iteration is (user key ascending, sequence descending): exactly the
+order a table is written in.
+
+Concurrency: one writer at a time (the DB's write lock); any number of
+readers without locks. A reader filters by its read sequence, so a batch that
+is half applied is invisible to it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right, insort
+from typing import Iterator
+
+from .skiplist import NODE_LOAD, UnrolledSkipList
+
+_SPLIT_AT = 2 * NODE_LOAD
+
+#: Bytes charged per version on top of key and value, an estimate of the
+#: Python objects behind it; keeps write_buffer_size close to real memory use.
+ENTRY_OVERHEAD = 64
+
+
+class MemTable:
+    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "__weakref__")
+
+    def __init__(self, log_number: int = 0) -> None:
+        self._latest: dict[bytes, tuple] = {}
+        self._index = UnrolledSkipList()
+        # The index's own lists (never rebound), bound here for the inlined insert.
+        self._nodes = self._index._nodes
+        self._maxes = self._index._maxes
+        #: Approximate memory charged (key + value + ENTRY_OVERHEAD per version).
+        self.size = 0
+        #: Number of the log file that holds this memtable's writes.
+        self.log_number = log_number
+
+    def __len__(self) -> int:
+        """Number of distinct user keys."""
+        return len(self._latest)
+
+    def add(self, seq: int, kind: int, key: bytes, value: bytes) -> None:
+        latest = self._latest
+        older = latest.get(key)
+        if older is None:
+            # New key: insert into the ordered index. This is
+            # UnrolledSkipList.insert inlined (a method call per put is
+            # measurable at these rates); keep the two in step.
+            maxes = self._maxes
+            if maxes:
+                i = bisect_right(maxes, key)
+                if i == len(maxes):
+                    i -= 1
+                    node = self._nodes[i]
+                    node.append(key)
+                    maxes[i] = key
+                else:
+                    node = self._nodes[i]
+                    insort(node, key)
+                if len(node) > _SPLIT_AT:
+                    self._index._split(i)
+            else:
+                self._index.insert(key)
+        latest[key] = (seq, kind, value, older)
+        self.size += len(key) + len(value) + ENTRY_OVERHEAD
+
+    def add_batch(self, seq: int, ops: list[tuple[int, bytes, bytes]]) -> None:
+        """Apply a batch's operations with consecutive sequence numbers."""
+        add = self.add
+        for kind, key, value in ops:
+            add(seq, kind, key, value)
+            seq += 1
+
+    def get(self, key: bytes, read_seq: int) -> tuple | None:
+        """The newest version of ``key`` with seq <= read_seq, as
+        ``(seq, kind, value, older)``, or None if this memtable has none."""
+        version = self._latest.get(key)
+        while version is not None and version[0] > read_seq:
+            version = version[3]
+        return version
+
+    def newest(self, key: bytes) -> tuple | None:
+        return self._latest.get(key)
+
+    def visible(self, read_seq: int, start: bytes | None = None, end: bytes | None = None,
+                reverse: bool = False) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, kind, value) of the newest version <= read_seq of each key in
+        [start, end), tombstones included, ascending (or descending)."""
+        latest = self._latest
+        keys = self._index.iter_reverse(start, end) if reverse else self._index.iter_from(start, end)
+        for key in keys:
+            version = latest[key]
+            while version is not None and version[0] > read_seq:
+                version = version[3]
+            if version is not None:
+                yield key, version[1], version[2]
+
+    def versions(self) -> Iterator[tuple[bytes, list[tuple[int, int, bytes]]]]:
+        """Every key ascending with all its versions newest first, as
+        (key, [(seq, kind, value), ...]). For flushing; the memtable must be
+        immutable by then."""
+        latest = self._latest
+        for key in self._index:
+            version = latest[key]
+            if version[3] is None:
+                yield key, [(version[0], version[1], version[2])]
+                continue
+            chain = []
+            while version is not None:
+                chain.append((version[0], version[1], version[2]))
+                version = version[3]
+            yield key, chain
+
+
+__all__ = ["MemTable", "ENTRY_OVERHEAD", "NODE_LOAD"]

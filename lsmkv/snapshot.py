@@ -1,0 +1,57 @@
+"""Snapshot: a point-in-time, read-only view of a DB.
+
+A snapshot is a sequence number the DB promises to keep readable: flushes
+(and compactions) keep every version a live snapshot can see. Release it with
+``close()`` or a ``with`` block; a forgotten snapshot is released when it is
+garbage-collected, but until then it pins old versions on disk.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Iterator
+
+from .errors import ClosedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .db import DB
+
+
+class Snapshot:
+    __slots__ = ("_db", "sequence", "_finalizer", "__weakref__")
+
+    def __init__(self, db: "DB", sequence: int) -> None:
+        self._db = db
+        #: Reads through this snapshot see writes with sequence <= this.
+        self.sequence = sequence
+        self._finalizer = weakref.finalize(self, db._release_snapshot, sequence)
+
+    def _check(self) -> "DB":
+        if not self._finalizer.alive:
+            raise ClosedError("snapshot used after close()")
+        return self._db
+
+    def get(self, key: object, default: bytes | None = None) -> bytes | None:
+        return self._check()._get(key, self.sequence, default)
+
+    def __getitem__(self, key: object) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def scan(self, start: object = None, end: object = None, reverse: bool = False,
+             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+        return self._check()._scan(start, end, reverse, prefix, self.sequence)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,107 @@
+"""The per-table bloom filter: skip a table that cannot hold a key.
+
+Hashing is double hashing (Kirsch-Mitzenmacher) over the first 64-bit word of
+MurmurHash3 x64-128 (``mmh3.hash64(key, seed=0, signed=False)[0]``) of the
+user key, split into two 32-bit halves: ``h1 = h & 0xffffffff``,
+``h2 = h >> 32``; probe ``i`` tests bit ``(h1 + i * h2) mod num_bits`` for i in
+0..k-1 (exact integer arithmetic, no wrap-around).
+``k = round(bits_per_key * ln 2)`` clamped to 1..30. The expected
+false-positive rate is ``(1 - e^(-k n / m))^k``; tests/lsmkv/test_table.py
+measures it against that formula.
+
+Payload of the filter block: ``num_bits (u32) | k (u8) | bits``, the bits in
+little-endian bit order (bit j is bit j % 8 of byte j // 8). A table written
+with bloom_bits_per_key=0 has an empty filter block: every key "may" be there.
+
+The hash of a key is computed once per lookup and tested against every table.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import mmh3
+from bitarray import bitarray
+
+from ..errors import CorruptionError
+
+_HEADER = struct.Struct("<IB")
+_hash64 = mmh3.hash64
+_MASK32 = 0xFFFFFFFF
+
+
+def bloom_hash(key: bytes) -> int:
+    """The 64-bit hash a filter is built from and probed with."""
+    return _hash64(key, 0, False)[0]
+
+
+def hash_count(bits_per_key: int) -> int:
+    return max(1, min(30, round(bits_per_key * math.log(2))))
+
+
+def expected_false_positive_rate(bits_per_key: float, k: int | None = None) -> float:
+    if k is None:
+        k = hash_count(round(bits_per_key))
+    return (1.0 - math.exp(-k / bits_per_key)) ** k
+
+
+def build_filter(hashes: list[int], bits_per_key: int) -> bytes:
+    """The filter block payload for keys with these bloom_hash values."""
+    if bits_per_key <= 0 or not hashes:
+        return b""
+    k = hash_count(bits_per_key)
+    m = max(64, len(hashes) * bits_per_key)
+    positions = []
+    extend = positions.extend
+    probes = range(k)
+    for h in hashes:
+        h1 = h & _MASK32
+        h2 = h >> 32
+        extend([(h1 + i * h2) % m for i in probes])
+    bits = bitarray(m, endian="little")
+    bits.setall(0)
+    bits[positions] = 1
+    return _HEADER.pack(m, k) + bits.tobytes()
+
+
+class BloomFilter:
+    """A decoded filter. ``may_contain(h)`` is False only if the key is absent."""
+
+    __slots__ = ("bits", "num_bits", "k", "_range")
+
+    def __init__(self, payload: bytes, path: str = "", offset: int = 0) -> None:
+        if not payload:
+            self.bits = None
+            self.num_bits = 0
+            self.k = 0
+            self._range = range(0)
+            return
+        if len(payload) < _HEADER.size:
+            raise CorruptionError("filter block too short", path=path, offset=offset)
+        m, k = _HEADER.unpack_from(payload, 0)
+        if not 1 <= k <= 30 or m < 64 or (m + 7) // 8 != len(payload) - _HEADER.size:
+            raise CorruptionError(f"filter block malformed (bits={m}, k={k})", path=path, offset=offset)
+        bits = bitarray(endian="little")
+        bits.frombytes(payload[_HEADER.size:])
+        self.bits = bits
+        self.num_bits = m
+        self.k = k
+        self._range = range(k)
+
+    def may_contain(self, h: int) -> bool:
+        bits = self.bits
+        if bits is None:
+            return True
+        m = self.num_bits
+        h1 = h & _MASK32
+        h2 = h >> 32
+        for _ in self._range:
+            if not bits[h1 % m]:
+                return False
+            h1 += h2
+        return True
+
+    @property
+    def size_bytes(self) -> int:
+        return 0 if self.bits is None else len(self.bits) // 8

@@ -1,0 +1,130 @@
+"""TableBuilder: writes one table file from entries given in internal order.
+
+Internal order is user key ascending, then sequence descending. The builder
+cuts a data block when its encoded size reaches ``block_size``, then appends
+the filter, properties and index blocks and the footer (format.py). It never
+syncs or renames: the caller writes to a temporary name, calls ``finish``,
+fsyncs, renames, and only then records the table in the manifest.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import zstandard
+
+from ..fs import WritableFile
+from .block import BlockBuilder, encode_block
+from .bloom import bloom_hash, build_filter
+from .format import Footer, compress_block
+from .properties import TableProperties
+
+HANDLE_VALUE = struct.Struct("<QQ")
+_WRITE_BUFFER = 64 * 1024
+
+
+class TableBuilder:
+    def __init__(self, file: WritableFile, *, block_size: int = 4096, compression: str | None = "zstd",
+                 compression_level: int = 3, bloom_bits_per_key: int = 10) -> None:
+        self.file = file
+        self.block_size = block_size
+        self.bloom_bits_per_key = bloom_bits_per_key
+        self._compressor = zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
+        self._block = BlockBuilder()
+        self._index_keys: list[bytes] = []
+        self._index_seq_kinds: list[int] = []
+        self._index_values: list[bytes] = []
+        self._hashes: list[int] = []
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._offset = 0
+        self._last_key: bytes | None = None
+        self._last_seq = 0
+        self.props = TableProperties(compression=compression.encode() if compression else b"none")
+        self.props.smallest_seq = (1 << 56) - 1
+
+    @property
+    def file_size(self) -> int:
+        """Bytes written so far plus the data block under construction."""
+        return self._offset + self._pending_bytes + self._block.size
+
+    @property
+    def entries(self) -> int:
+        return self.props.entries
+
+    def add(self, key: bytes, seq: int, kind: int, value: bytes) -> None:
+        last = self._last_key
+        props = self.props
+        if last is None or key != last:
+            if last is not None and key < last:
+                raise ValueError(f"table entries out of order: {key!r} after {last!r}")
+            self._hashes.append(bloom_hash(key))
+            if last is None:
+                props.smallest_key = key
+            self._last_key = key
+        elif seq >= self._last_seq:
+            raise ValueError(f"table entries out of order: {key!r} seq {seq} after seq {self._last_seq}")
+        self._last_seq = seq
+        block = self._block
+        block.add(key, seq << 8 | kind, value)
+        props.entries += 1
+        if kind == 0:
+            props.tombstones += 1
+        props.raw_key_bytes += len(key)
+        props.raw_value_bytes += len(value)
+        if seq < props.smallest_seq:
+            props.smallest_seq = seq
+        if seq > props.largest_seq:
+            props.largest_seq = seq
+        if block.size >= self.block_size:
+            self._finish_data_block()
+
+    def _finish_data_block(self) -> None:
+        block = self._block
+        if not len(block):
+            return
+        stored = compress_block(block.finish(), self._compressor)
+        handle = self._append(stored)
+        self._index_keys.append(block.keys[-1])
+        self._index_seq_kinds.append(block.seq_kinds[-1])
+        self._index_values.append(HANDLE_VALUE.pack(*handle))
+        self.props.data_blocks += 1
+        self.props.data_bytes += len(stored)
+        block.reset()
+
+    def _append(self, stored: bytes) -> tuple[int, int]:
+        """Queue a stored block (payload + trailer); returns its handle."""
+        handle = (self._offset + self._pending_bytes, len(stored) - 5)
+        self._pending.append(stored)
+        self._pending_bytes += len(stored)
+        if self._pending_bytes >= _WRITE_BUFFER:
+            self._flush_pending()
+        return handle
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self.file.append(b"".join(self._pending))
+            self._offset += self._pending_bytes
+            self._pending = []
+            self._pending_bytes = 0
+
+    def finish(self) -> TableProperties:
+        """Write the remaining blocks and the footer; returns the properties."""
+        self._finish_data_block()
+        props = self.props
+        if props.entries == 0:
+            props.smallest_seq = 0
+        props.largest_key = self._last_key or b""
+        props.distinct_keys = len(self._hashes)
+        filter_payload = build_filter(self._hashes, self.bloom_bits_per_key)
+        filter_handle = self._append(compress_block(filter_payload, None))
+        props.filter_bytes = len(filter_payload)
+        index_raw = encode_block(self._index_keys, self._index_seq_kinds, self._index_values)
+        props.index_bytes = len(index_raw)
+        props_handle = self._append(compress_block(props.encode(), None))
+        index_handle = self._append(compress_block(index_raw, self._compressor))
+        footer = Footer(index_handle, filter_handle, props_handle).encode()
+        self._pending.append(footer)
+        self._pending_bytes += len(footer)
+        self._flush_pending()
+        return props

@@ -1,0 +1,223 @@
+"""TableReader: point lookups and ordered iteration over one table file.
+
+Opening a table reads its footer, index, filter and properties once and keeps
+them decoded; data blocks are read on demand through the shared block cache
+(keyed by table number and block index). Every block's checksum is verified
+when it is read from the file; a mismatch raises CorruptionError naming the
+file and offset, so damaged bytes never reach a caller.
+
+Versions: a table may hold several versions of a user key (newest first).
+``get`` and the ``visible*`` iterators return, per user key, the newest
+version whose sequence is <= the read sequence.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Iterator
+
+from ..cache import LRUCache
+from ..errors import CorruptionError
+from ..fs import FileSystem
+from .block import Block, decode_block
+from .bloom import BloomFilter
+from .builder import HANDLE_VALUE
+from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
+from .properties import TableProperties
+
+
+class IOStats:
+    """Counters of reads from table files, shared by a DB's readers."""
+
+    __slots__ = ("block_reads", "bytes_read")
+
+    def __init__(self) -> None:
+        self.block_reads = 0
+        self.bytes_read = 0
+
+
+class TableReader:
+    __slots__ = ("path", "number", "file", "file_size", "filter", "properties", "index_keys",
+                 "index_seq_kinds", "index_offsets", "index_sizes", "_cache", "_cache_base", "_io",
+                 "__weakref__")
+
+    def __init__(self, fs: FileSystem, path: str, number: int, cache: LRUCache | None,
+                 io: IOStats | None = None) -> None:
+        self.path = path
+        self.number = number
+        self._cache = cache
+        self._cache_base = number << 32
+        self._io = io if io is not None else IOStats()
+        self.file = fs.open_readable(path)
+        try:
+            self.file_size = self.file.size
+            if self.file_size < FOOTER_SIZE:
+                raise CorruptionError(f"file of {self.file_size} bytes is too short to be a table",
+                                      path=path, offset=0)
+            footer = Footer.decode(self.file.read_at(self.file_size - FOOTER_SIZE, FOOTER_SIZE), path,
+                                   self.file_size)
+            self.properties = TableProperties.decode(self._read_raw(*footer.properties), path,
+                                                     footer.properties[0])
+            self.filter = BloomFilter(self._read_raw(*footer.filter), path, footer.filter[0])
+            index = decode_block(self._read_raw(*footer.index), path, footer.index[0])
+            self.index_keys = index.keys
+            self.index_seq_kinds = list(index.seq_kinds)
+            offsets, sizes = [], []
+            for i in range(len(index)):
+                value = index.value(i)
+                if len(value) != HANDLE_VALUE.size:
+                    raise CorruptionError("index entry malformed", path=path, offset=footer.index[0])
+                off, size = HANDLE_VALUE.unpack(value)
+                if off + size + TRAILER_SIZE > footer.filter[0]:
+                    raise CorruptionError("index entry points outside the data blocks", path=path,
+                                          offset=footer.index[0])
+                offsets.append(off)
+                sizes.append(size)
+            self.index_offsets = offsets
+            self.index_sizes = sizes
+        except BaseException:
+            self.file.close()
+            raise
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __del__(self) -> None:
+        try:
+            self.file.close()
+        except Exception:
+            pass
+
+    # -- blocks ---------------------------------------------------------
+
+    def _read_raw(self, offset: int, size: int) -> bytes:
+        stored = self.file.read_at(offset, size + TRAILER_SIZE)
+        io = self._io
+        io.block_reads += 1
+        io.bytes_read += len(stored)
+        if len(stored) != size + TRAILER_SIZE:
+            raise CorruptionError("block runs past the end of the file (truncated table)",
+                                  path=self.path, offset=offset)
+        return decode_stored_block(stored, self.path, offset)
+
+    def block(self, i: int) -> Block:
+        """Data block ``i``, from the cache or the file."""
+        cache = self._cache
+        if cache is not None:
+            block = cache.get(self._cache_base + i)
+            if block is not None:
+                return block
+        offset = self.index_offsets[i]
+        block = decode_block(self._read_raw(offset, self.index_sizes[i]), self.path, offset)
+        if cache is not None:
+            cache.insert(self._cache_base + i, block, block.charge)
+        return block
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.index_keys)
+
+    # -- point lookup ---------------------------------------------------
+
+    def get(self, key: bytes, read_seq: int) -> tuple[int, bytes] | None:
+        """(kind, value) of the newest version of ``key`` with seq <= read_seq,
+        or None if this table has none. Does not consult the bloom filter
+        (the caller does, with a hash computed once per lookup)."""
+        index_keys = self.index_keys
+        i = bisect_left(index_keys, key)
+        n = len(index_keys)
+        while i < n:
+            block = self.block(i)
+            keys = block.keys
+            j = bisect_left(keys, key)
+            m = len(keys)
+            sks = block.seq_kinds
+            while j < m:
+                if keys[j] != key:
+                    return None
+                sk = sks[j]
+                if sk >> 8 <= read_seq:
+                    return sk & 0xFF, block.value(j)
+                j += 1
+            i += 1  # the key's older versions continue in the next block
+        return None
+
+    # -- iteration --------------------------------------------------------
+
+    def _first_block(self, start: bytes | None) -> int:
+        return 0 if start is None else bisect_left(self.index_keys, start)
+
+    def entries(self, start: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
+        """Every entry (key, seq_kind, value) in internal order from the first
+        key >= start: all versions, tombstones included (for compaction and
+        checks)."""
+        for i in range(self._first_block(start), len(self.index_keys)):
+            block = self.block(i)
+            keys = block.keys
+            j = 0 if start is None else bisect_left(keys, start)
+            start = None  # only the first block is entered part-way
+            sks = block.seq_kinds
+            value = block.value
+            for j in range(j, len(keys)):
+                yield keys[j], sks[j], value(j)
+
+    def visible(self, read_seq: int, start: bytes | None = None,
+                end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
+        """(key, kind, value) of the newest version <= read_seq of every key in
+        [start, end), ascending; tombstones included."""
+        prev = None
+        first = True
+        for i in range(self._first_block(start), len(self.index_keys)):
+            block = self.block(i)
+            keys = block.keys
+            sks = block.seq_kinds
+            value = block.value
+            j = bisect_left(keys, start) if first and start is not None else 0
+            first = False
+            for j in range(j, len(keys)):
+                k = keys[j]
+                if k == prev:
+                    continue
+                if end is not None and k >= end:
+                    return
+                sk = sks[j]
+                if sk >> 8 > read_seq:
+                    continue
+                prev = k
+                yield k, sk & 0xFF, value(j)
+
+    def visible_reverse(self, read_seq: int, start: bytes | None = None,
+                        end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
+        """Like ``visible`` but descending."""
+        index_keys = self.index_keys
+        if end is None:
+            i = len(index_keys) - 1
+        else:
+            i = bisect_left(index_keys, end)
+            if i == len(index_keys):
+                i -= 1
+        current = None
+        candidate = None
+        first = True
+        while i >= 0:
+            block = self.block(i)
+            keys = block.keys
+            sks = block.seq_kinds
+            j = (bisect_left(keys, end) if first and end is not None else len(keys)) - 1
+            first = False
+            while j >= 0:
+                k = keys[j]
+                if k != current:
+                    if candidate is not None:
+                        yield candidate
+                    if start is not None and k < start:
+                        return
+                    current = k
+                    candidate = None
+                sk = sks[j]
+                if sk >> 8 <= read_seq:
+                    candidate = (k, sk & 0xFF, block.value(j))
+                j -= 1
+            i -= 1
+        if candidate is not None:
+            yield candidate

@@ -1,0 +1,69 @@
+"""TableCache: keeps table files open, at most ``max_open_files`` of them.
+
+An open TableReader hangs off its FileMeta (``meta.reader``), so the read path
+finds it with one attribute load. When more than the limit are open, the
+oldest-opened reader is detached (FIFO). A detached reader is not closed
+explicitly: an iterator may still be reading it, and it closes its file when
+the last reference goes away.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+
+from .cache import LRUCache
+from .filenames import table_name
+from .fs import FileSystem
+from .table.reader import IOStats, TableReader
+from .version import FileMeta
+
+
+class TableCache:
+    def __init__(self, dbpath: str, fs: FileSystem, block_cache: LRUCache | None, io: IOStats,
+                 capacity: int) -> None:
+        self.dbpath = dbpath
+        self.fs = fs
+        self.block_cache = block_cache
+        self.io = io
+        self.capacity = capacity
+        self._open: OrderedDict[int, FileMeta] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def reader(self, meta: FileMeta) -> TableReader:
+        reader = meta.reader
+        if reader is not None:
+            return reader
+        with self._lock:
+            if meta.reader is not None:
+                return meta.reader
+            reader = TableReader(self.fs, os.path.join(self.dbpath, table_name(meta.number)), meta.number,
+                                 self.block_cache, self.io)
+            meta.reader = reader
+            self._open[meta.number] = meta
+            while len(self._open) > self.capacity:
+                _, old = self._open.popitem(last=False)
+                old.reader = None
+            return reader
+
+    def evict(self, number: int) -> None:
+        """Forget a table (its file is being deleted); drop its cached blocks."""
+        with self._lock:
+            meta = self._open.pop(number, None)
+            if meta is not None:
+                meta.reader = None
+        if self.block_cache is not None:
+            # Block cache keys are number << 32 | block index (TableReader).
+            self.block_cache.erase_where(lambda key: key >> 32 == number)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def close(self) -> None:
+        with self._lock:
+            for meta in self._open.values():
+                if meta.reader is not None:
+                    meta.reader.close()
+                    meta.reader = None
+            self._open.clear()

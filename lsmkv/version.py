@@ -1,0 +1,408 @@
+"""The manifest: which tables make up the database, level by level.
+
+* :class:`FileMeta`: one table as the manifest knows it (number, size, key
+  range, sequence range, counts).
+* :class:`VersionEdit`: a change (tables added and removed per level, counters)
+  and its encoding as one manifest record.
+* :class:`Version`: an immutable list of tables per level. Readers hold the
+  Version they started with; a table file is deleted only when no live
+  Version references it.
+* :class:`VersionSet`: the current Version, the counters (next file number,
+  last sequence, log number), the MANIFEST log they are recorded in, and
+  recovery from it.
+
+Level 0 holds tables that may overlap, newest first. Levels 1 and deeper
+hold non-overlapping tables sorted by key.
+
+VersionEdit encoding: a sequence of tagged fields::
+
+    1 log_number u64 | 2 next_file_number u64 | 3 last_sequence u64 |
+    4 deleted table: level u8, number u64 |
+    5 added table: level u8, number u64, size u64, smallest_seq u64, largest_seq u64,
+                   entries u64, tombstones u64, smallest key (u32 length + bytes),
+                   largest key (u32 length + bytes) |
+    6 compact pointer: level u8, key (u32 length + bytes) |
+    7 format version u32 (first field of every manifest's first record)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import weakref
+from bisect import bisect_left
+from typing import Iterable
+
+from .errors import CorruptionError, InvalidDatabaseError
+from .filenames import CURRENT, manifest_name
+from .fs import FileSystem
+from .wal import LogReader, LogWriter
+
+log = logging.getLogger(__name__)
+
+NUM_LEVELS = 7
+#: A manifest that grows past this is replaced by a fresh one holding a snapshot.
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+#: Manifest records larger than this are refused (bounds memory on corrupt input).
+MAX_EDIT_BYTES = 256 * 1024 * 1024
+
+_U8 = struct.Struct("<B")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_DELETED = struct.Struct("<BQ")
+_ADDED = struct.Struct("<BQQQQQQ")
+
+TAG_LOG_NUMBER = 1
+TAG_NEXT_FILE = 2
+TAG_LAST_SEQUENCE = 3
+TAG_DELETED = 4
+TAG_ADDED = 5
+TAG_COMPACT_POINTER = 6
+TAG_FORMAT_VERSION = 7
+
+#: Version of the database layout this code writes (recorded in each manifest).
+DB_FORMAT_VERSION = 1
+
+
+class FileMeta:
+    """A table file as the manifest records it."""
+
+    __slots__ = ("number", "size", "smallest", "largest", "smallest_seq", "largest_seq", "entries",
+                 "tombstones", "reader", "being_compacted")
+
+    def __init__(self, number: int, size: int, smallest: bytes, largest: bytes, smallest_seq: int,
+                 largest_seq: int, entries: int = 0, tombstones: int = 0) -> None:
+        self.number = number
+        self.size = size
+        self.smallest = smallest
+        self.largest = largest
+        self.smallest_seq = smallest_seq
+        self.largest_seq = largest_seq
+        self.entries = entries
+        self.tombstones = tombstones
+        #: The open TableReader, managed by the DB's table cache (None when closed).
+        self.reader = None
+        #: Set while a compaction has this table as input.
+        self.being_compacted = False
+
+    def __repr__(self) -> str:
+        return (f"FileMeta(#{self.number}, {self.size}B, {self.smallest!r}..{self.largest!r}, "
+                f"seq {self.smallest_seq}..{self.largest_seq})")
+
+
+class VersionEdit:
+    __slots__ = ("format_version", "log_number", "next_file_number", "last_sequence", "deleted", "added",
+                 "compact_pointers")
+
+    def __init__(self) -> None:
+        self.format_version: int | None = None
+        self.log_number: int | None = None
+        self.next_file_number: int | None = None
+        self.last_sequence: int | None = None
+        self.deleted: set[tuple[int, int]] = set()
+        self.added: list[tuple[int, FileMeta]] = []
+        self.compact_pointers: list[tuple[int, bytes]] = []
+
+    def add_file(self, level: int, meta: FileMeta) -> None:
+        self.added.append((level, meta))
+
+    def delete_file(self, level: int, number: int) -> None:
+        self.deleted.add((level, number))
+
+    def encode(self) -> bytes:
+        parts = []
+        if self.format_version is not None:
+            parts.append(_U8.pack(TAG_FORMAT_VERSION) + _U32.pack(self.format_version))
+        if self.log_number is not None:
+            parts.append(_U8.pack(TAG_LOG_NUMBER) + _U64.pack(self.log_number))
+        if self.next_file_number is not None:
+            parts.append(_U8.pack(TAG_NEXT_FILE) + _U64.pack(self.next_file_number))
+        if self.last_sequence is not None:
+            parts.append(_U8.pack(TAG_LAST_SEQUENCE) + _U64.pack(self.last_sequence))
+        for level, number in sorted(self.deleted):
+            parts.append(_U8.pack(TAG_DELETED) + _DELETED.pack(level, number))
+        for level, f in self.added:
+            parts.append(_U8.pack(TAG_ADDED) + _ADDED.pack(level, f.number, f.size, f.smallest_seq,
+                                                            f.largest_seq, f.entries, f.tombstones)
+                         + _U32.pack(len(f.smallest)) + f.smallest + _U32.pack(len(f.largest)) + f.largest)
+        for level, key in self.compact_pointers:
+            parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes, path: str = "", offset: int = 0) -> "VersionEdit":
+        edit = cls()
+        pos = 0
+        size = len(data)
+
+        def need(n: int) -> None:
+            if pos + n > size:
+                raise CorruptionError("manifest record truncated", path=path, offset=offset)
+
+        def key() -> bytes:
+            nonlocal pos
+            need(4)
+            (n,) = _U32.unpack_from(data, pos)
+            pos += 4
+            need(n)
+            value = data[pos: pos + n]
+            pos += n
+            return value
+
+        while pos < size:
+            tag = data[pos]
+            pos += 1
+            if tag in (TAG_LOG_NUMBER, TAG_NEXT_FILE, TAG_LAST_SEQUENCE):
+                need(8)
+                (value,) = _U64.unpack_from(data, pos)
+                pos += 8
+                if tag == TAG_LOG_NUMBER:
+                    edit.log_number = value
+                elif tag == TAG_NEXT_FILE:
+                    edit.next_file_number = value
+                else:
+                    edit.last_sequence = value
+            elif tag == TAG_DELETED:
+                need(_DELETED.size)
+                level, number = _DELETED.unpack_from(data, pos)
+                pos += _DELETED.size
+                if level >= NUM_LEVELS:
+                    raise CorruptionError(f"manifest names level {level}", path=path, offset=offset)
+                edit.deleted.add((level, number))
+            elif tag == TAG_ADDED:
+                need(_ADDED.size)
+                level, number, fsize, sseq, lseq, entries, tombstones = _ADDED.unpack_from(data, pos)
+                pos += _ADDED.size
+                smallest = key()
+                largest = key()
+                if level >= NUM_LEVELS or smallest > largest or sseq > lseq:
+                    raise CorruptionError(f"manifest entry for table {number} is inconsistent",
+                                          path=path, offset=offset)
+                edit.added.append((level, FileMeta(number, fsize, smallest, largest, sseq, lseq, entries,
+                                                   tombstones)))
+            elif tag == TAG_FORMAT_VERSION:
+                need(4)
+                (edit.format_version,) = _U32.unpack_from(data, pos)
+                pos += 4
+                if edit.format_version > DB_FORMAT_VERSION:
+                    raise InvalidDatabaseError(
+                        f"{path}: database format version {edit.format_version} is newer than this "
+                        f"lsmkv understands ({DB_FORMAT_VERSION}); upgrade lsmkv to open it")
+            elif tag == TAG_COMPACT_POINTER:
+                need(1)
+                level = data[pos]
+                pos += 1
+                if level >= NUM_LEVELS:
+                    raise CorruptionError(f"manifest names level {level}", path=path, offset=offset)
+                edit.compact_pointers.append((level, key()))
+            else:
+                raise CorruptionError(f"manifest record has unknown tag {tag}", path=path, offset=offset)
+        return edit
+
+
+class Version:
+    """Tables per level at one point in time. Immutable once built."""
+
+    __slots__ = ("levels", "largest_keys", "__weakref__")
+
+    def __init__(self, levels: list[list[FileMeta]]) -> None:
+        self.levels = levels
+        #: For levels >= 1: the largest key of each table, for bisecting.
+        self.largest_keys = [[f.largest for f in files] for files in levels]
+
+    def files(self) -> Iterable[FileMeta]:
+        for files in self.levels:
+            yield from files
+
+    def numbers(self) -> set[int]:
+        return {f.number for files in self.levels for f in files}
+
+    def overlapping(self, level: int, start: bytes | None, end: bytes | None) -> list[FileMeta]:
+        """Tables of ``level`` whose key range meets [start, end] (both inclusive; None = open)."""
+        files = self.levels[level]
+        if level == 0:
+            return [f for f in files
+                    if (start is None or f.largest >= start) and (end is None or f.smallest <= end)]
+        i = 0 if start is None else bisect_left(self.largest_keys[level], start)
+        out = []
+        for f in files[i:]:
+            if end is not None and f.smallest > end:
+                break
+            out.append(f)
+        return out
+
+    def level_bytes(self, level: int) -> int:
+        return sum(f.size for f in self.levels[level])
+
+    def apply(self, edit: VersionEdit, path: str = "") -> "Version":
+        """The Version that results from applying ``edit`` to this one."""
+        levels = [list(files) for files in self.levels]
+        if edit.deleted:
+            for level, number in edit.deleted:
+                before = len(levels[level])
+                levels[level] = [f for f in levels[level] if f.number != number]
+                if len(levels[level]) == before:
+                    raise CorruptionError(f"manifest deletes table {number} from level {level}, "
+                                          "which does not hold it", path=path)
+        for level, meta in edit.added:
+            levels[level].append(meta)
+        levels[0].sort(key=lambda f: (f.largest_seq, f.number), reverse=True)
+        for level in range(1, NUM_LEVELS):
+            files = levels[level]
+            files.sort(key=lambda f: f.smallest)
+            for a, b in zip(files, files[1:]):
+                if a.largest >= b.smallest:
+                    raise CorruptionError(f"tables {a.number} and {b.number} overlap in level {level}",
+                                          path=path)
+        return Version(levels)
+
+
+def _empty_version() -> Version:
+    return Version([[] for _ in range(NUM_LEVELS)])
+
+
+class VersionSet:
+    """The current Version and the counters, persisted in the MANIFEST."""
+
+    def __init__(self, dbpath: str, fs: FileSystem) -> None:
+        self.dbpath = dbpath
+        self.fs = fs
+        self.current = _empty_version()
+        self.next_file_number = 2
+        self.last_sequence = 0
+        #: Logs with numbers >= log_number hold data not yet in tables.
+        self.log_number = 0
+        self.compact_pointers: dict[int, bytes] = {}
+        self.manifest_number = 0
+        self.manifest_bytes_written = 0
+        self._manifest: LogWriter | None = None
+        self._live: weakref.WeakSet[Version] = weakref.WeakSet([self.current])
+        self._lock = threading.Lock()
+
+    # -- counters ---------------------------------------------------------
+
+    def new_file_number(self) -> int:
+        with self._lock:
+            n = self.next_file_number
+            self.next_file_number += 1
+            return n
+
+    def live_table_numbers(self) -> set[int]:
+        """Tables referenced by any Version still in use (current or held by a reader)."""
+        with self._lock:
+            versions = list(self._live)
+        out: set[int] = set()
+        for v in versions:
+            out |= v.numbers()
+        return out
+
+    # -- recovery -------------------------------------------------------
+
+    def recover(self) -> None:
+        """Load the state recorded by CURRENT and its manifest."""
+        fs = self.fs
+        current_path = os.path.join(self.dbpath, CURRENT)
+        raw = fs.read_file(current_path)
+        name = raw.decode("ascii", "replace").strip()
+        if not raw.endswith(b"\n") or not name.startswith("MANIFEST-") or not name[9:].isdigit():
+            raise CorruptionError(f"CURRENT does not name a manifest ({raw[:40]!r})", path=current_path, offset=0)
+        path = os.path.join(self.dbpath, name)
+        if not fs.exists(path):
+            raise CorruptionError(f"CURRENT names {name}, which is missing", path=current_path, offset=0)
+        reader = LogReader(fs.read_file(path), path, salvage=False)
+        version = _empty_version()
+        seen_any = False
+        for offset, payload in reader.records():
+            edit = VersionEdit.decode(payload, path, offset)
+            version = version.apply(edit, path)
+            self._absorb_counters(edit)
+            seen_any = True
+        if not seen_any:
+            raise CorruptionError("manifest holds no records", path=path, offset=0)
+        if reader.report.torn_tail_bytes:
+            log.warning("%s: dropped a torn record of %d bytes at its end", path,
+                        reader.report.torn_tail_bytes)
+        self.manifest_number = int(name[9:])
+        self.next_file_number = max(self.next_file_number, self.manifest_number + 1)
+        self._install(version)
+
+    def _absorb_counters(self, edit: VersionEdit) -> None:
+        if edit.log_number is not None:
+            self.log_number = edit.log_number
+        if edit.next_file_number is not None:
+            self.next_file_number = edit.next_file_number
+        if edit.last_sequence is not None:
+            self.last_sequence = max(self.last_sequence, edit.last_sequence)
+        for level, key in edit.compact_pointers:
+            self.compact_pointers[level] = key
+
+    # -- writing the manifest ---------------------------------------------
+
+    def write_new_manifest(self) -> None:
+        """Start a fresh MANIFEST holding the whole current state and point
+        CURRENT at it (atomically); the old manifest becomes obsolete."""
+        number = self.new_file_number()
+        path = os.path.join(self.dbpath, manifest_name(number))
+        snapshot = VersionEdit()
+        snapshot.format_version = DB_FORMAT_VERSION
+        for level, files in enumerate(self.current.levels):
+            for f in files:
+                snapshot.add_file(level, f)
+        for level, key in sorted(self.compact_pointers.items()):
+            snapshot.compact_pointers.append((level, key))
+        with self._lock:
+            snapshot.log_number = self.log_number
+            snapshot.next_file_number = self.next_file_number
+            snapshot.last_sequence = self.last_sequence
+        f = self.fs.create(path)
+        writer = LogWriter(f)
+        try:
+            self.manifest_bytes_written += writer.add_record(snapshot.encode())
+            writer.sync()
+            self.fs.sync_dir(self.dbpath)
+            self.fs.write_file_atomically(os.path.join(self.dbpath, CURRENT),
+                                          (manifest_name(number) + "\n").encode())
+        except BaseException:
+            writer.close()
+            raise
+        self.manifest_bytes_written += len(manifest_name(number)) + 1
+        if self._manifest is not None:
+            self._manifest.close()
+        self._manifest = writer
+        self.manifest_number = number
+
+    def log_and_apply(self, edit: VersionEdit, last_sequence: int | None = None) -> Version:
+        """Record ``edit`` durably in the manifest, then make it current.
+
+        The caller serializes calls (the DB holds its manifest lock)."""
+        with self._lock:
+            if edit.next_file_number is None:
+                edit.next_file_number = self.next_file_number
+            if last_sequence is not None:
+                edit.last_sequence = last_sequence
+        version = self.current.apply(edit, manifest_name(self.manifest_number))
+        assert self._manifest is not None, "manifest not open"
+        self.manifest_bytes_written += self._manifest.add_record(edit.encode())
+        self._manifest.sync()
+        self._absorb_counters(edit)
+        self._install(version)
+        if self._manifest.file.size > MAX_MANIFEST_BYTES:
+            self.write_new_manifest()
+        return version
+
+    def _install(self, version: Version) -> None:
+        with self._lock:
+            self.current = version
+            self._live.add(version)
+
+    @property
+    def manifest_size(self) -> int:
+        return self._manifest.file.size if self._manifest is not None else 0
+
+    def close(self) -> None:
+        if self._manifest is not None:
+            self._manifest.close()
+            self._manifest = None
+

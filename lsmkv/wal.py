@@ -1,0 +1,245 @@
+"""The log format: the write-ahead log and the manifest are both written in it.
+
+A log is a sequence of 32 KiB blocks. A record (one write batch, or one
+manifest edit) is stored as one or more fragments; each fragment has a 7-byte
+header ``crc32 (u32) | length (u16) | type (u8)`` followed by ``length`` bytes.
+The crc covers the type byte and the fragment's bytes. A record that fits in
+the rest of its block is one FULL fragment; otherwise FIRST, MIDDLE..., LAST.
+When fewer than 7 bytes remain in a block they are zero-filled and the next
+fragment starts at the next block. (LevelDB's log format, with zlib's crc32.)
+
+Reading tells apart three kinds of damage:
+
+* a *torn tail*: the file ends inside a header or fragment, or inside a
+  fragmented record, or a damaged record is followed by nothing valid. That is
+  what a crash leaves behind while a record was being appended; such a record
+  was never acknowledged as synced, so it is dropped quietly (and counted).
+* a *zeroed region*: a header of zeros. Never written by the writer (it never
+  pre-allocates); left by a power loss that kept the file's length but not its
+  unsynced pages. Everything from there on was unsynced, so reading stops.
+* *corruption*: a damaged record followed by valid records. Strict reading
+  raises CorruptionError naming the file and offset; salvage reading skips to
+  the next block boundary and records what it dropped.
+
+This module must never interpret record payloads; see write_batch.py and
+version.py for those.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .checksum import crc32
+from .errors import CorruptionError
+from .fs import WritableFile
+
+BLOCK_SIZE = 32 * 1024
+HEADER = struct.Struct("<IHB")
+HEADER_SIZE = HEADER.size  # 7
+
+ZERO, FULL, FIRST, MIDDLE, LAST = 0, 1, 2, 3, 4
+_TYPE_SEED = [crc32(bytes([t])) for t in range(5)]
+_PAD = bytes(HEADER_SIZE)
+
+
+class LogWriter:
+    """Appends records to a log file. Not thread-safe: the DB serializes writers."""
+
+    __slots__ = ("file", "_block_offset")
+
+    def __init__(self, file: WritableFile) -> None:
+        self.file = file
+        self._block_offset = file.size % BLOCK_SIZE
+
+    def add_record(self, payload: bytes) -> int:
+        """Append one record; returns the bytes appended (headers included).
+
+        The whole record goes to the OS in one write call.
+        """
+        n = len(payload)
+        left = BLOCK_SIZE - self._block_offset
+        if n + HEADER_SIZE <= left:
+            # The common case: one FULL fragment in the current block.
+            frame = HEADER.pack(crc32(payload, _TYPE_SEED[FULL]), n, FULL) + payload
+            self._block_offset += len(frame)
+            if self._block_offset > BLOCK_SIZE - HEADER_SIZE:
+                # Too little room for another header: pad the block now.
+                frame += _PAD[: BLOCK_SIZE - self._block_offset]
+                self._block_offset = 0
+            self.file.append(frame)
+            return len(frame)
+        return self._add_fragmented(payload)
+
+    def _add_fragmented(self, payload: bytes) -> int:
+        parts: list[bytes] = []
+        view = memoryview(payload)
+        pos = 0
+        n = len(payload)
+        first = True
+        offset = self._block_offset
+        while True:
+            left = BLOCK_SIZE - offset
+            if left < HEADER_SIZE:
+                parts.append(_PAD[:left])
+                offset = 0
+                left = BLOCK_SIZE
+            avail = left - HEADER_SIZE
+            chunk = view[pos: pos + avail]
+            end = pos + len(chunk) == n
+            if first and end:
+                kind = FULL
+            elif first:
+                kind = FIRST
+            elif end:
+                kind = LAST
+            else:
+                kind = MIDDLE
+            parts.append(HEADER.pack(crc32(chunk, _TYPE_SEED[kind]), len(chunk), kind))
+            parts.append(bytes(chunk))
+            offset += HEADER_SIZE + len(chunk)
+            pos += len(chunk)
+            first = False
+            if end:
+                break
+        if BLOCK_SIZE - offset < HEADER_SIZE:
+            parts.append(_PAD[: BLOCK_SIZE - offset])
+            offset = 0
+        data = b"".join(parts)
+        self.file.append(data)
+        self._block_offset = offset % BLOCK_SIZE
+        return len(data)
+
+    def sync(self) -> None:
+        self.file.sync()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class LogReadReport:
+    """What reading a log found besides its records."""
+
+    path: str
+    records: int = 0
+    #: Bytes at the tail dropped as torn (never acknowledged as synced).
+    torn_tail_bytes: int = 0
+    #: (offset, bytes, reason) of each damaged region skipped in salvage mode.
+    dropped: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+class LogReader:
+    """Reads the records of a whole log held in memory.
+
+    ``salvage=False`` (strict) raises CorruptionError for damage that is not a
+    torn tail; ``salvage=True`` skips it and lists it in ``report.dropped``.
+    """
+
+    def __init__(self, data: bytes, path: str, *, salvage: bool = False) -> None:
+        self._data = data
+        self._path = path
+        self._salvage = salvage
+        self.report = LogReadReport(path)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self.records()
+
+    def records(self) -> Iterator[tuple[int, bytes]]:
+        """Yield (offset of the record's first fragment, payload)."""
+        data = self._data
+        size = len(data)
+        pos = 0
+        pending: list[bytes] = []
+        pending_start = -1
+        while pos < size:
+            block_left = BLOCK_SIZE - pos % BLOCK_SIZE
+            if block_left < HEADER_SIZE:
+                pos += block_left  # trailer padding
+                continue
+            if pos + HEADER_SIZE > size:
+                self._torn(pending_start if pending else pos, size)
+                return
+            crc, length, kind = HEADER.unpack_from(data, pos)
+            if crc == 0 and length == 0 and kind == ZERO:
+                # A zeroed region: nothing from here on was synced.
+                self._torn(pending_start if pending else pos, size)
+                return
+            end = pos + HEADER_SIZE + length
+            problem = None
+            if kind < FULL or kind > LAST:
+                problem = f"unknown fragment type {kind}"
+            elif HEADER_SIZE + length > block_left:
+                problem = f"fragment length {length} runs past its block"
+            elif end > size:
+                # Runs past end of file: a torn append.
+                self._torn(pending_start if pending else pos, size)
+                return
+            elif crc32(data[pos + HEADER_SIZE: end], _TYPE_SEED[kind]) != crc:
+                problem = "checksum mismatch"
+            if problem is not None:
+                start = pending_start if pending else pos
+                resume = self._next_valid_record(pos)
+                if resume is None:
+                    self._torn(start, size)
+                    return
+                if not self._salvage:
+                    raise CorruptionError(f"log record damaged: {problem}", path=self._path, offset=pos)
+                self.report.dropped.append((start, resume - start, problem))
+                pending = []
+                pos = resume
+                continue
+            fragment = data[pos + HEADER_SIZE: end]
+            if kind == FULL:
+                if pending:
+                    self._orphan(pending_start, pos, "record interrupted by a new record")
+                    pending = []
+                self.report.records += 1
+                yield pos, fragment
+            elif kind == FIRST:
+                if pending:
+                    self._orphan(pending_start, pos, "record interrupted by a new record")
+                pending = [fragment]
+                pending_start = pos
+            else:
+                if not pending:
+                    self._orphan(pos, end, "fragment without a first fragment")
+                else:
+                    pending.append(fragment)
+                    if kind == LAST:
+                        self.report.records += 1
+                        yield pending_start, b"".join(pending)
+                        pending = []
+            pos = end
+        if pending:
+            self._torn(pending_start, size)
+
+    def _torn(self, start: int, size: int) -> None:
+        self.report.torn_tail_bytes += size - start
+
+    def _orphan(self, start: int, end: int, reason: str) -> None:
+        if not self._salvage:
+            raise CorruptionError(f"log damaged: {reason}", path=self._path, offset=start)
+        self.report.dropped.append((start, end - start, reason))
+
+    def _next_valid_record(self, pos: int) -> int | None:
+        """Offset of the first intact FULL/FIRST fragment at a block boundary after ``pos``."""
+        data = self._data
+        size = len(data)
+        block = (pos // BLOCK_SIZE + 1) * BLOCK_SIZE
+        while block + HEADER_SIZE <= size:
+            p = block
+            # Scan the fragments of this block for a record start.
+            while p + HEADER_SIZE <= min(size, block + BLOCK_SIZE):
+                crc, length, kind = HEADER.unpack_from(data, p)
+                end = p + HEADER_SIZE + length
+                if kind < FULL or kind > LAST or end > size or end > block + BLOCK_SIZE:
+                    break
+                if crc32(data[p + HEADER_SIZE: end], _TYPE_SEED[kind]) != crc:
+                    break
+                if kind in (FULL, FIRST):
+                    return p
+                p = end
+            block += BLOCK_SIZE
+        return None

@@ -1,0 +1,125 @@
+"""Write batches: the user-facing WriteBatch and its encoding in the log.
+
+A batch is the unit of atomicity: it is one log record, applied to the memtable
+as a whole, and gets consecutive sequence numbers starting at its first.
+
+Encoding (one log record):
+    first_sequence u64 | count u32 | count x op
+    op = kind u8 | key_length u32 | value_length u32 | key | value
+kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from .errors import CorruptionError, SizeLimitError
+from .keys import as_key, as_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .db import DB
+
+TOMBSTONE = 0
+VALUE = 1
+
+BATCH_HEADER = struct.Struct("<QI")
+OP_HEADER = struct.Struct("<BII")
+#: Largest encoded batch (log records are bounded so that replay memory is bounded).
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+
+
+def encode_single(seq: int, kind: int, key: bytes, value: bytes) -> bytes:
+    """The log record of a one-operation batch (the put/delete fast path)."""
+    return BATCH_HEADER.pack(seq, 1) + OP_HEADER.pack(kind, len(key), len(value)) + key + value
+
+
+def encode_batch(seq: int, ops: list[tuple[int, bytes, bytes]]) -> bytes:
+    parts = [BATCH_HEADER.pack(seq, len(ops))]
+    pack = OP_HEADER.pack
+    for kind, key, value in ops:
+        parts.append(pack(kind, len(key), len(value)))
+        parts.append(key)
+        parts.append(value)
+    return b"".join(parts)
+
+
+def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tuple[int, bytes, bytes]]]:
+    """(first_sequence, ops) of a log record; CorruptionError if malformed."""
+    size = len(payload)
+    if size < BATCH_HEADER.size:
+        raise CorruptionError(f"write batch of {size} bytes is shorter than its header", path=path, offset=offset)
+    seq, count = BATCH_HEADER.unpack_from(payload, 0)
+    pos = BATCH_HEADER.size
+    if count * OP_HEADER.size > size - pos:
+        raise CorruptionError(f"write batch claims {count} operations in {size} bytes", path=path, offset=offset)
+    ops = []
+    unpack = OP_HEADER.unpack_from
+    hsize = OP_HEADER.size
+    for _ in range(count):
+        if pos + hsize > size:
+            raise CorruptionError("write batch truncated inside an operation header", path=path, offset=offset)
+        kind, klen, vlen = unpack(payload, pos)
+        pos += hsize
+        end = pos + klen + vlen
+        if kind not in (TOMBSTONE, VALUE) or end > size or (kind == TOMBSTONE and vlen):
+            raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
+        ops.append((kind, payload[pos: pos + klen], payload[pos + klen: end]))
+        pos = end
+    if pos != size:
+        raise CorruptionError(f"write batch has {size - pos} trailing bytes", path=path, offset=offset)
+    return seq, ops
+
+
+class WriteBatch:
+    """Puts and deletes applied atomically: all of them or none, also across a crash.
+
+    Used as ``with db.write_batch(sync=False) as batch: ...``: the batch is
+    written when the block exits normally and discarded if it raises. It can
+    also be built standalone and passed to ``db.write(batch)``.
+    """
+
+    __slots__ = ("ops", "user_bytes", "_db", "_sync", "_done")
+
+    def __init__(self, db: "DB | None" = None, sync: bool = False) -> None:
+        self.ops: list[tuple[int, bytes, bytes]] = []
+        self.user_bytes = 0
+        self._db = db
+        self._sync = sync
+        self._done = False
+
+    def put(self, key: object, value: object) -> None:
+        k = as_key(key)
+        v = as_value(value)
+        self._check_size(len(k) + len(v))
+        self.ops.append((VALUE, k, v))
+        self.user_bytes += len(k) + len(v)
+
+    def delete(self, key: object) -> None:
+        k = as_key(key)
+        self._check_size(len(k))
+        self.ops.append((TOMBSTONE, k, b""))
+        self.user_bytes += len(k)
+
+    def _check_size(self, extra: int) -> None:
+        if self._done:
+            raise RuntimeError("this write batch was already written or discarded")
+        if self.user_bytes + extra + OP_HEADER.size * (len(self.ops) + 1) > MAX_BATCH_BYTES:
+            raise SizeLimitError(f"write batch would exceed {MAX_BATCH_BYTES} bytes")
+
+    def clear(self) -> None:
+        self.ops.clear()
+        self.user_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def __enter__(self) -> "WriteBatch":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._done:
+            return
+        self._done = True
+        if exc_type is None and self._db is not None and self.ops:
+            self._db.write(self, sync=self._sync)

@@ -1,0 +1,189 @@
+"""SSTables: block codec, bloom filter, builder/reader round trips, corruption."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lsmkv.cache import LRUCache
+from lsmkv.errors import CorruptionError
+from lsmkv.fs import DEFAULT_FS
+from lsmkv.table.block import decode_block, encode_block
+from lsmkv.table.bloom import BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
+from lsmkv.table.builder import TableBuilder
+from lsmkv.table.format import FOOTER_SIZE
+from lsmkv.table.reader import TableReader
+from lsmkv.write_batch import TOMBSTONE, VALUE
+
+
+def build(path, entries, **kw):
+    f = DEFAULT_FS.create(str(path))
+    b = TableBuilder(f, **kw)
+    for e in entries:
+        b.add(*e)
+    props = b.finish()
+    f.sync()
+    f.close()
+    return props
+
+
+def internal_entries(draw_keys, rng):
+    """(key, seq, kind, value) in internal order with several versions per key."""
+    seq = 10_000
+    out = []
+    for k in sorted(set(draw_keys)):
+        for _ in range(rng.randint(1, 3)):
+            seq -= 1
+            kind = rng.choice([VALUE, VALUE, TOMBSTONE])
+            out.append((k, seq, kind, rng.randbytes(rng.randint(0, 30)) if kind else b""))
+    return out
+
+
+@given(st.lists(st.tuples(st.binary(max_size=12), st.integers(0, 2**56 - 1), st.integers(0, 1),
+                          st.binary(max_size=40)), max_size=50))
+def test_block_round_trip(rows):
+    block = decode_block(encode_block([r[0] for r in rows], [r[1] << 8 | r[2] for r in rows], [r[3] for r in rows]))
+    assert block.keys == [r[0] for r in rows]
+    assert [block.value(i) for i in range(len(rows))] == [r[3] for r in rows]
+    assert [sk >> 8 for sk in block.seq_kinds] == [r[1] for r in rows]
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_block_decoder_rejects_garbage_cleanly(data):
+    try:
+        block = decode_block(data)
+    except CorruptionError:
+        return
+    for i in range(len(block)):
+        block.value(i)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=10), max_size=300), st.integers(0, 2**32), st.sampled_from([64, 512, 4096]),
+       st.sampled_from(["zstd", None]))
+def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression):
+    rng = random.Random(seed)
+    entries = internal_entries(keys, rng)
+    path = tmp_path_factory.mktemp("t") / "000001.sst"
+    props = build(path, entries, block_size=block_size, compression=compression)
+    assert props.entries == len(entries)
+    reader = TableReader(DEFAULT_FS, str(path), 1, LRUCache(1 << 20))
+    assert [(k, sk >> 8, sk & 0xFF, v) for k, sk, v in reader.entries()] == entries
+    newest = {}
+    for k, seq, kind, v in entries:
+        newest.setdefault(k, (kind, v))
+    for k, (kind, v) in newest.items():
+        assert reader.get(k, 2**56) == (kind, v)
+        assert reader.filter.may_contain(bloom_hash(k))
+    visible = [(k, kind, v) for k, (kind, v) in sorted(newest.items())]
+    assert list(reader.visible(2**56)) == visible
+    assert list(reader.visible_reverse(2**56)) == visible[::-1]
+    if len(visible) > 2:
+        lo, hi = visible[1][0], visible[-1][0]
+        assert list(reader.visible(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi]
+        assert list(reader.visible_reverse(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi][::-1]
+    # Reading at an older sequence sees older versions.
+    mid = 10_000 - len(entries) // 2
+    expected_mid = {}
+    for k, seq, kind, v in entries:
+        if seq <= mid:
+            expected_mid.setdefault(k, (kind, v))
+    for k in newest:
+        assert reader.get(k, mid) == expected_mid.get(k)
+    assert list(reader.visible(mid)) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
+    reader.close()
+
+
+def test_builder_rejects_out_of_order(tmp_path):
+    f = DEFAULT_FS.create(str(tmp_path / "x.sst"))
+    b = TableBuilder(f)
+    b.add(b"b", 5, VALUE, b"")
+    with pytest.raises(ValueError, match="out of order"):
+        b.add(b"a", 4, VALUE, b"")
+    with pytest.raises(ValueError, match="out of order"):
+        b.add(b"b", 6, VALUE, b"")
+    f.close()
+
+
+def test_bloom_false_positive_rate_matches_formula():
+    rng = random.Random(11)
+    keys = {rng.randbytes(16) for _ in range(20000)}
+    probes = [rng.randbytes(17) for _ in range(50000)]
+    for bits_per_key in (5, 10, 15):
+        bloom = BloomFilter(build_filter([bloom_hash(k) for k in keys], bits_per_key))
+        assert all(bloom.may_contain(bloom_hash(k)) for k in keys)
+        measured = sum(bloom.may_contain(bloom_hash(p)) for p in probes) / len(probes)
+        expected = expected_false_positive_rate(bits_per_key)
+        # Within 40% of the formula (and the formula at 10 bits is ~0.8%).
+        assert expected * 0.6 <= measured <= expected * 1.4, (bits_per_key, measured, expected)
+
+
+def test_empty_filter_admits_everything():
+    assert BloomFilter(b"").may_contain(bloom_hash(b"anything"))
+    assert build_filter([1, 2, 3], 0) == b""
+
+
+def test_corrupted_data_block_is_detected_never_returned(tmp_path):
+    path = tmp_path / "000002.sst"
+    entries = [(b"key%05d" % i, 100000 - i, VALUE, b"value%05d" % i) for i in range(2000)]
+    build(path, entries, compression=None)
+    raw = bytearray(path.read_bytes())
+    raw[100] ^= 0x10  # inside the first data block
+    path.write_bytes(bytes(raw))
+    reader = TableReader(DEFAULT_FS, str(path), 2, None)
+    with pytest.raises(CorruptionError, match="checksum mismatch") as info:
+        reader.get(b"key00000", 2**56)
+    assert info.value.path == str(path) and info.value.offset == 0
+    # Other blocks still read fine.
+    assert reader.get(b"key01999", 2**56) == (VALUE, b"value01999")
+
+
+def test_corrupted_footer_and_truncation(tmp_path):
+    path = tmp_path / "000003.sst"
+    build(path, [(b"a", 1, VALUE, b"1")])
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-3])
+    with pytest.raises(CorruptionError):
+        TableReader(DEFAULT_FS, str(path), 3, None)
+    bad = bytearray(raw)
+    bad[-FOOTER_SIZE + 2] ^= 1
+    path.write_bytes(bytes(bad))
+    with pytest.raises(CorruptionError, match="footer checksum"):
+        TableReader(DEFAULT_FS, str(path), 3, None)
+    path.write_bytes(b"")
+    with pytest.raises(CorruptionError, match="too short"):
+        TableReader(DEFAULT_FS, str(path), 3, None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_single_bit_flip_is_detected(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("flip") / "000004.sst"
+    entries = [(b"k%03d" % i, 1000 - i, VALUE, b"v" * (i % 7)) for i in range(200)]
+    build(path, entries, block_size=256)
+    raw = bytearray(path.read_bytes())
+    pos = data.draw(st.integers(0, len(raw) - 1))
+    raw[pos] ^= 1 << data.draw(st.integers(0, 7))
+    path.write_bytes(bytes(raw))
+    # Every byte of a table is covered by a checksum (blocks, their trailers,
+    # the footer), so opening and reading all of it must notice the flip.
+    with pytest.raises(CorruptionError):
+        reader = TableReader(DEFAULT_FS, str(path), 4, None)
+        list(reader.entries())
+
+
+def test_lru_cache_evicts_by_charge():
+    c = LRUCache(100)
+    c.insert(1, "a", 40)
+    c.insert(2, "b", 40)
+    assert c.get(1) == "a"  # 1 is now most recent
+    c.insert(3, "c", 40)  # evicts 2
+    assert c.get(2) is None and c.get(1) == "a" and c.get(3) == "c"
+    assert c.usage == 80
+    c.insert(4, "huge", 1000)  # larger than the cache: not cached
+    assert c.get(4) is None
+    c.erase_where(lambda k: k == 1)
+    assert c.get(1) is None and c.usage == 40
