@@ -206,10 +206,11 @@ class _TerminalProgress(Progress):
         self.console.print(
             f"{run['engine']:>8} {run['workload']:<14} {run['operations']:>9,} ops "
             f"{fmt_rate(run['ops_per_sec']):>10} ops/s  p50 {fmt_us(lat.get('p50')):>6} µs  "
-            f"p99 {fmt_us(lat.get('p99')):>6} µs  " + "  ".join(extra), highlight=False)
+            f"p99 {fmt_us(lat.get('p99')):>6} µs  " + "  ".join(extra), markup=False, soft_wrap=True)
 
     def engine_error(self, engine: str, message: str) -> None:
-        self.console.print(f"[red]{message}[/red] (its remaining phases are skipped)", highlight=False)
+        self.console.print(f"{message} (its remaining phases are skipped)", style="red", markup=False,
+                           soft_wrap=True)
 
 
 def _rich_table(table: Table) -> RichTable:
@@ -261,7 +262,7 @@ def _run(argv: list[str], console: Console) -> int:
             chosen.append(name)
         else:
             unavailable[name] = reason
-            console.print(f"[yellow]{reason}[/yellow]", highlight=False)
+            console.print(reason, style="yellow", markup=False, soft_wrap=True)
     if not chosen:
         raise ConfigError("none of the chosen engines can run here (see above)")
 
@@ -273,11 +274,11 @@ def _run(argv: list[str], console: Console) -> int:
 
     for w in workloads:
         if isinstance(w, YcsbWorkload) and w.spec.unknown:
-            console.print(f"[yellow]{w.name}: unknown YCSB properties, not applied: "
-                          f"{', '.join(w.spec.unknown)}[/yellow]", highlight=False)
+            console.print(f"{w.name}: unknown YCSB properties, not applied: {', '.join(w.spec.unknown)}",
+                          style="yellow", markup=False, soft_wrap=True)
         if isinstance(w, YcsbWorkload) and w.spec.ignored and w.name.startswith("ycsb:"):
             console.print(f"{w.name}: YCSB properties without effect here: {', '.join(w.spec.ignored)}",
-                          highlight=False, style="dim")
+                          style="dim", markup=False, soft_wrap=True)
     console.print(f"engines: {', '.join(chosen)}; workloads: {', '.join(w.name for w in workloads)}; "
                   f"{cfg.records:,} records; results in {out}", highlight=False)
 
@@ -341,7 +342,7 @@ def _compare(argv: list[str], console: Console) -> int:
     old, new = load_results(args.old), load_results(args.new)
     cmp = compare(old, new, args.threshold)
     for line in cmp.setting_changes:
-        console.print(f"[yellow]settings differ: {line}[/yellow]", highlight=False)
+        console.print(f"settings differ: {line}", style="yellow", markup=False, soft_wrap=True)
     t = RichTable(title=f"{args.old} -> {args.new}", title_justify="left")
     for h in ("engine", "workload", "ops/s old", "ops/s new", "Δ", "p99 µs old", "p99 µs new", "Δ",
               "write amp", "space amp", "verdict"):
@@ -409,7 +410,10 @@ def main(argv: list[str]) -> int:
     """Entry point of ``lsmkv bench ARGS...``; returns the exit code."""
     # Not a terminal (a log, CI): wide lines rather than wrapped tables.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    err = Console(stderr=True, highlight=False)
+
+    def fail(message: str, code: int) -> int:
+        print(f"lsmkv bench: {message}", file=sys.stderr)
+        return code
     argv = list(argv)
     try:
         if argv and argv[0] == "compare":
@@ -418,19 +422,15 @@ def main(argv: list[str]) -> int:
             return _list(argv[1:], console)
         return _run(argv, console)
     except _UsageError as exc:
-        err.print(f"lsmkv bench: error: {exc} (see lsmkv bench --help)", markup=False)
-        return 2
+        return fail(f"error: {exc} (see lsmkv bench --help)", 2)
     except (ConfigError, YcsbError, engines_mod.EngineUnavailable) as exc:
-        err.print(f"lsmkv bench: error: {exc}", markup=False)
-        return 2
+        return fail(f"error: {exc}", 2)
     except ResultsError as exc:
-        err.print(f"lsmkv bench: error: {exc}", markup=False)
-        return 1
+        return fail(f"error: {exc}", 1)
     except KeyboardInterrupt:
-        err.print("lsmkv bench: interrupted", markup=False)
-        return 130
+        return fail("interrupted", 130)
     except OSError as exc:
-        err.print(f"lsmkv bench: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), markup=False)
-        return 1
+        where = f" ({exc.filename})" if exc.filename else ""
+        return fail(f"error: {exc.strerror or exc}{where}", 1)
     except SystemExit as exc:  # argparse --help
         return int(exc.code or 0)

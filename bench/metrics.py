@@ -33,7 +33,8 @@ from hdrh.histogram import HdrHistogram
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LATENCY_PERCENTILES", "new_histogram", "histogram_from_ns", "latency_summary", "IoCounters",
+__all__ = ["LATENCY_PERCENTILES", "new_histogram", "histogram_from_ns", "latency_summary", "latency_cdf",
+           "IoCounters",
            "read_io", "cpu_seconds", "reset_peak_rss", "peak_rss_bytes", "directory_bytes",
            "throughput_timeline", "ratio", "engine_deltas", "phase_read_amp"]
 
@@ -85,10 +86,29 @@ def latency_summary(hist: HdrHistogram, exact_max_ns: int | None = None) -> dict
     """
     if hist.get_total_count() == 0:
         return None
-    out = {key: hist.get_value_at_percentile(p) / 1000.0 for key, p in LATENCY_PERCENTILES.items()}
-    out["max"] = (exact_max_ns if exact_max_ns is not None else hist.get_max_value()) / 1000.0
+    top = exact_max_ns if exact_max_ns is not None else hist.get_max_value()
+    # A percentile is the top of its bucket, which may lie above the largest sample.
+    out = {key: min(hist.get_value_at_percentile(p), top) / 1000.0 for key, p in LATENCY_PERCENTILES.items()}
+    out["max"] = top / 1000.0
     out["mean"] = hist.get_mean_value() / 1000.0
     return {k: round(v, 3) for k, v in out.items()}
+
+
+#: Fractions at which latency_cdf samples the distribution: dense in the tail.
+_CDF_FRACTIONS = np.unique(np.round(np.concatenate([
+    np.linspace(0.005, 0.9, 60), 1 - np.logspace(-1, -4.5, 60)]), 6))
+
+
+def latency_cdf(samples_ns: Any) -> dict[str, list[float]] | None:
+    """The latency distribution as (fraction of operations, latency in µs) points,
+    exact from the raw samples (for the CDF plot)."""
+    values = np.asarray(samples_ns, dtype=np.int64)
+    if values.size == 0:
+        return None
+    fractions = _CDF_FRACTIONS[_CDF_FRACTIONS < 1 - 0.5 / values.size]
+    us = np.quantile(values, fractions, method="inverted_cdf") / 1000.0
+    return {"fraction": [float(f) for f in fractions] + [1.0],
+            "us": [round(float(u), 3) for u in us] + [round(float(values.max()) / 1000.0, 3)]}
 
 
 @dataclass
@@ -163,7 +183,7 @@ def directory_bytes(path: str) -> int:
 
 
 def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 100,
-                        min_interval_s: float = 0.05) -> dict[str, Any]:
+                        min_interval_s: float = 0.01) -> dict[str, Any]:
     """Operations per second in consecutive intervals of the phase.
 
     ``ends_ns``: each operation's completion time since the phase started.

@@ -17,7 +17,6 @@ the file name it wrote (or None when there was nothing to plot).
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
 import os
@@ -28,7 +27,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from hdrh.histogram import HdrHistogram  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -128,25 +126,16 @@ def plot_throughput(doc: dict[str, Any], out_dir: str) -> str | None:
 
 
 def _cdf_points(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    encoded = run.get("latency_hist")
-    if not encoded:
+    cdf = run.get("latency_cdf")
+    if not cdf or not cdf.get("us"):
         return None
-    hist = HdrHistogram.decode(base64.b64decode(encoded))
-    total = hist.get_total_count()
-    if not total:
-        return None
-    values, counts = [], []
-    for item in hist.get_recorded_iterator():
-        values.append(hist.get_highest_equivalent_value(item.value_iterated_to) / 1000.0)
-        counts.append(item.count_at_value_iterated_to)
-    cum = np.cumsum(counts) / total
-    return np.asarray(values), cum
+    return np.asarray(cdf["us"]), np.asarray(cdf["fraction"])
 
 
 def plot_latency_cdf(doc: dict[str, Any], out_dir: str) -> str | None:
     engines, workloads = _order(doc)
     idx = _index(doc)
-    workloads = [w for w in workloads if any(idx.get((e, w), {}).get("latency_hist") for e in engines)]
+    workloads = [w for w in workloads if any(idx.get((e, w), {}).get("latency_cdf") for e in engines)]
     if not workloads:
         return None
     cols = min(4, len(workloads))
@@ -162,7 +151,7 @@ def plot_latency_cdf(doc: dict[str, Any], out_dir: str) -> str | None:
                 continue
             x, y = pts
             y = np.clip(y, lo_p, hi_p)
-            ax.step(x, y, where="post", color=_color(e, engines), label=e, linewidth=1.4)
+            ax.plot(x, y, color=_color(e, engines), label=e, linewidth=1.4)
         ax.set_xscale("log")
         ax.set_yscale("logit")
         ax.set_ylim(lo_p, hi_p)

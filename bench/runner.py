@@ -430,6 +430,7 @@ class Runner:
             "timeline": metrics.throughput_timeline(window["ends"], window["elapsed_ns"]),
             "engine_stats": _json_safe(stats1),
             "engine_deltas": {k: _round(v) for k, v in deltas.items()},
+            "latency_cdf": metrics.latency_cdf(lat),
             "latency_hist": base64.b64encode(hist.encode() if hist.get_total_count() else b"").decode(),
         }
         if workload.full_scan:
