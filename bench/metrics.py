@@ -78,19 +78,24 @@ def histogram_from_ns(samples: Any) -> HdrHistogram:
     return hist
 
 
-def latency_summary(hist: HdrHistogram, exact_max_ns: int | None = None) -> dict[str, float] | None:
+def latency_summary(hist: HdrHistogram, samples_ns: Any = None) -> dict[str, float] | None:
     """Percentiles, max and mean in microseconds (None for an empty histogram).
 
-    ``exact_max_ns``: the true maximum, when known (the histogram only knows
-    the maximum's bucket).
+    With the raw ``samples_ns`` the maximum and the mean are exact (the
+    histogram only knows the maximum's bucket, and its mean walks every bucket
+    in Python); percentiles are capped at the true maximum.
     """
     if hist.get_total_count() == 0:
         return None
-    top = exact_max_ns if exact_max_ns is not None else hist.get_max_value()
+    if samples_ns is not None and len(samples_ns):
+        values = np.asarray(samples_ns, dtype=np.int64)
+        top, mean = int(values.max()), float(values.mean())
+    else:
+        top, mean = hist.get_max_value(), hist.get_mean_value()
     # A percentile is the top of its bucket, which may lie above the largest sample.
     out = {key: min(hist.get_value_at_percentile(p), top) / 1000.0 for key, p in LATENCY_PERCENTILES.items()}
     out["max"] = top / 1000.0
-    out["mean"] = hist.get_mean_value() / 1000.0
+    out["mean"] = mean / 1000.0
     return {k: round(v, 3) for k, v in out.items()}
 
 

@@ -393,7 +393,7 @@ class Runner:
             "operations": ops,
             "elapsed_s": round(elapsed_s, 4),
             "ops_per_sec": round(ops / elapsed_s, 1) if elapsed_s > 0 else 0.0,
-            "latency_us": metrics.latency_summary(hist, int(lat.max()) if lat.size else None),
+            "latency_us": metrics.latency_summary(hist, lat),
             "latency_basis": "from the due time (--rate: coordinated-omission corrected)" if rate
                              else "service time",
             "by_op": _by_op(lat, kinds, elapsed_s),
@@ -437,8 +437,7 @@ class Runner:
             run["entries_expected"] = workload.entries(dataset)
         if rate:
             svc = np.frombuffer(window["service"], dtype=np.int64)
-            run["service_us"] = metrics.latency_summary(metrics.histogram_from_ns(svc),
-                                                        int(svc.max()) if svc.size else None)
+            run["service_us"] = metrics.latency_summary(metrics.histogram_from_ns(svc), svc)
         return run
 
     def _pregenerate(self, stream, engine: str, workload: str) -> tuple[list[Chunk], bool]:
@@ -545,7 +544,7 @@ def _by_op(lat: np.ndarray, kinds: np.ndarray, elapsed_s: float) -> dict[str, An
         out[OP_NAMES[kind]] = {
             "operations": int(sel.size),
             "ops_per_sec": round(sel.size / elapsed_s, 1) if elapsed_s > 0 else 0.0,
-            "latency_us": metrics.latency_summary(hist, int(sel.max()) if sel.size else None),
+            "latency_us": metrics.latency_summary(hist, sel),
         }
     return out
 
