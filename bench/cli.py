@@ -215,7 +215,7 @@ class _TerminalProgress(Progress):
 
 def _rich_table(table: Table) -> RichTable:
     t = RichTable(title=table.title, title_justify="left", caption=table.caption or None,
-                  caption_justify="left")
+                  caption_justify="left", min_width=len(table.title) + 2)
     for i, h in enumerate(table.headers):
         t.add_column(h, justify="left" if i == 0 or h in ("workload", "operation") else "right", no_wrap=i == 0)
     for r, row in enumerate(table.rows):

@@ -267,30 +267,21 @@ class SqliteAdapter(EngineAdapter):
         upsert = "INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v"
         select = "SELECT v FROM kv WHERE k = ?"
         remove = "DELETE FROM kv WHERE k = ?"
+        # One connection shared by the worker threads: every statement holds the lock
+        # (uncontended with one thread; it costs about 0.1 µs).
         self._lock = lock = threading.Lock()
 
-        if settings.threads > 1:
-            def put(k: bytes, v: bytes) -> None:
-                with lock:
-                    execute(upsert, (k, v))
-
-            def get(k: bytes) -> bytes | None:
-                with lock:
-                    row = execute(select, (k,)).fetchone()
-                return None if row is None else row[0]
-
-            def delete(k: bytes) -> None:
-                with lock:
-                    execute(remove, (k,))
-        else:
-            def put(k: bytes, v: bytes) -> None:
+        def put(k: bytes, v: bytes) -> None:
+            with lock:
                 execute(upsert, (k, v))
 
-            def get(k: bytes) -> bytes | None:
+        def get(k: bytes) -> bytes | None:
+            with lock:
                 row = execute(select, (k,)).fetchone()
-                return None if row is None else row[0]
+            return None if row is None else row[0]
 
-            def delete(k: bytes) -> None:
+        def delete(k: bytes) -> None:
+            with lock:
                 execute(remove, (k,))
 
         self.put, self.get, self.delete = put, get, delete  # type: ignore[method-assign]
@@ -558,14 +549,16 @@ class LmdbAdapter(EngineAdapter):
 
     def iterate(self, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
         txn = self.env.begin()
-        cur = txn.cursor()
-        if reverse:
-            cur.last()
-            yield from cur.iterprev()
-        else:
-            cur.first()
-            yield from cur.iternext()
-        txn.abort()
+        try:
+            cur = txn.cursor()
+            if reverse:
+                cur.last()
+                yield from cur.iterprev()
+            else:
+                cur.first()
+                yield from cur.iternext()
+        finally:
+            txn.abort()
 
     def write_batch(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
         with self.env.begin(write=True) as txn:

@@ -187,8 +187,8 @@ def directory_bytes(path: str) -> int:
     return total
 
 
-def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 100,
-                        min_interval_s: float = 0.01) -> dict[str, Any]:
+def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 60,
+                        min_interval_s: float = 0.02) -> dict[str, Any]:
     """Operations per second in consecutive intervals of the phase.
 
     ``ends_ns``: each operation's completion time since the phase started.

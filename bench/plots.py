@@ -27,7 +27,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +184,8 @@ def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
     writing = [w for w in workloads if any((idx.get((e, w)) or {}).get("write_amp") for e in engines)]
     reading = [w for w in workloads if any((idx.get((e, w)) or {}).get("read_amp") is not None for e in engines)]
     panels = 1 + bool(writing) + bool(reading)
-    fig, axes = plt.subplots(panels, 1, figsize=(max(10, 0.55 * len(workloads) * max(2, len(engines)) * 0.6 + 4),
-                                                 3.9 * panels), squeeze=False)
+    width = min(18.0, max(10.0, 0.33 * len(workloads) * max(2, len(engines)) + 4))
+    fig, axes = plt.subplots(panels, 1, figsize=(width, 3.9 * panels), squeeze=False)
     axes = list(axes[:, 0])
     if writing:
         ax = axes.pop(0)
@@ -206,7 +206,9 @@ def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
     ax.set_xticks(x)
     ax.set_xticklabels(workloads, rotation=30, ha="right")
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(FixedLocator([0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128]))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, p: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
     ax.set_title("Space amplification after each phase: database directory bytes / live key+value bytes "
                  "(log scale; lower is better)", fontsize=10)
     ax.set_ylabel("space amp (x)")
@@ -248,21 +250,19 @@ def plot_timeline(doc: dict[str, Any], out_dir: str) -> str | None:
                 continue
             rates = np.asarray(tl["ops_per_sec"], dtype=float)
             t = (np.arange(len(rates)) + 0.5) * tl["interval_s"]
-            rates[rates <= 0] = np.nan
-            ax.plot(t, rates, color=_color(e, engines), label=e, linewidth=1.2,
+            ax.plot(t, rates, color=_color(e, engines), label=e, linewidth=1.1,
                     marker="o" if len(rates) < 12 else None, markersize=3)
-        ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(_si))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
         ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
         ax.set_title(w, fontsize=9)
         ax.set_xlabel("seconds into the phase", fontsize=8)
         ax.set_ylabel("operations / s", fontsize=8)
-        ax.grid(alpha=0.3, which="both")
+        ax.grid(alpha=0.3)
     for k in range(len(heavy), rows * cols):
         axes[k // cols, k % cols].axis("off")
-    _title_and_legend(fig, engines, "Throughput over time in the write-heavy phases (log scale; dips are "
-                                    "flushes, compactions, checkpoints)")
+    _title_and_legend(fig, engines, "Throughput over time in the write-heavy phases (dips, down to 0 for a "
+                                    "stall, are flushes, compactions, checkpoints)")
     name = "timeline.png"
     fig.savefig(os.path.join(out_dir, name), dpi=DPI)
     plt.close(fig)

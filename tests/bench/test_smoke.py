@@ -214,3 +214,16 @@ def test_missing_library_run_gives_hint(tmp_path, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert "leveldb: not installed; pip install 'lsmkv[references]'" in captured.out
     assert "none of the chosen engines can run here" in captured.err
+
+
+@pytest.mark.skipif("lsm" not in AVAILABLE, reason="lsm engine not available")
+def test_engine_failure_is_reported_and_the_run_goes_on(tmp_path, capsys):
+    out = tmp_path / "f"
+    code = main(["--engines", "lsm,sqlite", "--workloads", "fillrandom", "--records", "200",
+                 "--lsm-opt", "no_such_option=1", "--out", str(out), "--no-plots", "--quiet"])
+    assert code == 1
+    text = capsys.readouterr().out
+    assert "lsm: open: OptionError" in text and "no_such_option" in text and "Traceback" not in text
+    doc = json.loads((out / "results.json").read_text())
+    assert [r["engine"] for r in doc["runs"]] == ["sqlite"]
+    assert doc["engines"][0]["error"].startswith("lsm: open: OptionError")
