@@ -204,7 +204,7 @@ def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 60,
     last_len = elapsed_s - (bins - 1) * interval
     if bins > 1 and last_len > 0:
         rates[-1] = counts[-1] / last_len
-    return {"interval_s": round(interval, 4), "ops_per_sec": [round(float(r), 1) for r in rates]}
+    return {"interval_s": interval, "ops_per_sec": [round(float(r), 1) for r in rates]}
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
