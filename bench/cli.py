@@ -30,8 +30,8 @@ from rich.text import Text
 
 from . import engines as engines_mod
 from .compare import DEFAULT_THRESHOLD, compare
-from .config import (DEFAULT_ENGINES, DEFAULT_WORKLOADS, BenchConfig, ConfigError, parse_option, parse_size,
-                     parse_workloads)
+from .config import (DEFAULT_CACHE_SIZE, DEFAULT_ENGINES, DEFAULT_OPERATIONS, DEFAULT_RECORDS, DEFAULT_WORKLOADS,
+                     BenchConfig, ConfigError, format_size, parse_option, parse_size, parse_workloads)
 from .report import Table, amplification_table, fmt_rate, fmt_us, summary_table, write_report
 from .results import FORMAT, ResultsError, load_results, write_csv, write_json
 from .runner import EngineRun, Progress, Runner
@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--workloads", help="comma-separated workloads, each optionally NAME:OPERATIONS")
     a("--ycsb-workload", action="append", metavar="FILE", dest="ycsb_files",
       help="run a YCSB workload properties file (repeatable)")
-    a("--records", type=_int, help="records to load/fill (default 50,000)")
-    a("--operations", type=_int, help="operations per phase (default 20,000)")
+    a("--records", type=_int, help=f"records to load/fill (default {DEFAULT_RECORDS:,})")
+    a("--operations", type=_int, help=f"operations per phase (default {DEFAULT_OPERATIONS:,}; "
+                                      "scan phases a tenth)")
     a("--key-size", type=_int, help="db_bench key size in bytes (default 16)")
     a("--value-size", type=_int, help="value size in bytes (default 100; for YCSB: one field of this size "
                                       "instead of 10 x 100 bytes)")
@@ -109,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
       help="fraction of each value a compressor can remove, 0 <= x < 1 (default 0.5)")
     a("--threads", type=_int, help="client threads per phase (default 1)")
     a("--sync", action="store_true", default=None, help="fsync every write (default: writes reach the OS only)")
-    a("--cache-size", type=_size, help="each engine's cache (e.g. 64MiB; default 8MiB); 'lmdb' has none")
+    a("--cache-size", type=_size, help=f"each engine's cache (e.g. 64MiB; default "
+                                       f"{format_size(DEFAULT_CACHE_SIZE).replace(' ', '')}); lmdb has none")
     a("--seed", type=_int, help="seed of the data and operation sequences (default 42)")
-    a("--duration", type=_positive_float, help="stop each phase after this many seconds")
+    a("--duration", type=_positive_float, help="stop each phase after this many seconds (phases that could "
+                                               "go on run until then, unless given a count)")
     a("--rate", type=_positive_float, help="target operations/s; latency is measured from each "
                                            "operation's due time (no coordinated omission)")
     a("--warmup", type=_int, help="untimed reads before each reading phase (default: 10%% of it, at most 5,000)")
