@@ -84,6 +84,8 @@ class DB:
         self._bg_thread: threading.Thread | None = None
         self._bg_error: BaseException | None = None
         self._shutting_down = False
+        #: True while the background thread runs a job (flush() waits for it).
+        self._bg_busy = False
         self._snapshots: SortedList = SortedList()
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
@@ -124,6 +126,7 @@ class DB:
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
+            self._check_tables_present()
             if self._read_only:
                 self._recover_read_only()
             else:
@@ -151,6 +154,15 @@ class DB:
                 fs.remove(os.path.join(self.path, LOCK))
             finally:
                 lock.release()
+
+    def _check_tables_present(self) -> None:
+        names = set(self._fs.listdir(self.path))
+        for level, files in enumerate(self._versions.current.levels):
+            for meta in files:
+                if table_name(meta.number) not in names:
+                    raise CorruptionError(
+                        f"table {table_name(meta.number)} (level {level}) recorded in the manifest is missing; "
+                        "`lsmkv check` reports the damage", path=os.path.join(self.path, table_name(meta.number)))
 
     def _logs_to_replay(self) -> list[int]:
         numbers = []
@@ -517,7 +529,7 @@ class DB:
             if len(self._state.mem):
                 self._switch_memtable()
         with self._bg_cond:
-            while self._state.imms and self._bg_error is None:
+            while (self._state.imms or self._bg_busy) and self._bg_error is None:
                 self._bg_cond.wait()
             if self._bg_error is not None:
                 raise BackgroundError(f"{self.path}: background flush failed: {self._bg_error}") \
@@ -531,6 +543,7 @@ class DB:
                 if not self._state.imms or self._bg_error is not None:
                     return
                 imm = self._state.imms[-1]
+                self._bg_busy = True
             try:
                 self._flush_immutable(imm)
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
@@ -538,8 +551,12 @@ class DB:
                 with self._bg_cond:
                     if self._bg_error is None:
                         self._bg_error = exc
+                    self._bg_busy = False
                     self._bg_cond.notify_all()
                 return
+            with self._bg_cond:
+                self._bg_busy = False
+                self._bg_cond.notify_all()
 
     def _write_level0(self, mem: MemTable, snapshots: list[int]):
         """Write ``mem`` as a new table; the caller records it in the manifest
