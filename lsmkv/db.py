@@ -34,7 +34,7 @@ from typing import Iterator
 
 from sortedcontainers import SortedList
 
-from .cache import LRUCache
+from .cache import BlockCache
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
@@ -44,7 +44,7 @@ from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
-from .table.bloom import bloom_hash
+from .table.bloom import _hash64, bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
@@ -90,7 +90,7 @@ class DB:
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
         self._io = IOStats()
-        self._block_cache = LRUCache(options.block_cache_size) if options.block_cache_size else None
+        self._block_cache = BlockCache(options.block_cache_size) if options.block_cache_size else None
         self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
                                   1 << 62 if self._read_only else options.max_open_files)
         self._versions = VersionSet(self.path, self._fs)
@@ -102,8 +102,6 @@ class DB:
         self._flush_bytes_written = 0
         self._flush_count = 0
         self._gets = 0
-        self._get_table_probes = 0
-        self._get_block_reads = 0
         self._stall_count = 0
         self._stall_seconds = 0.0
         self._recovery: dict = {}
@@ -241,7 +239,7 @@ class DB:
         versions._absorb_counters(edit)
         versions.write_new_manifest()
         self._pending_outputs.clear()
-        self._log = LogWriter(self._fs.create(os.path.join(self.path, log_name(new_log))))
+        self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
         self._last_seq = max_seq
         self._state = _ReadState(MemTable(new_log), (), versions.current)
@@ -253,6 +251,11 @@ class DB:
     # ------------------------------------------------------------------
     # Writes
     # ------------------------------------------------------------------
+
+    def _create_log(self, number: int) -> LogWriter:
+        # A log holds somewhat less than its memtable's charged size; it grows if needed.
+        capacity = self.options.write_buffer_size + (1 << 20)
+        return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
 
     def put(self, key: object, value: object, sync: bool = False) -> None:
         """Set ``key`` to ``value``. With sync=True, returns once the write is fsynced."""
@@ -347,7 +350,7 @@ class DB:
                 self._raise_not_writable()
         number = self._versions.new_file_number()
         try:
-            new_log = LogWriter(self._fs.create(os.path.join(self.path, log_name(number))))
+            new_log = self._create_log(number)
             # The old log is synced so that a later synced write in the new log
             # can never survive a crash that loses earlier writes.
             self._log.sync()
@@ -372,6 +375,8 @@ class DB:
         seq = self._last_seq
         st = self._state
         k = key if type(key) is bytes else as_key(key)
+        # The read path is written out here rather than shared with
+        # _get_at() through calls: each call is a measurable share of a get.
         version = st.mem._latest.get(k)
         if version is not None:
             while version is not None and version[0] > seq:
@@ -384,12 +389,32 @@ class DB:
                 version = version[3]
             if version is not None:
                 return version[2] if version[1] else default
-        found = self._get_from_tables(st.version, k, seq)
+        self._gets += 1
+        h = _hash64(k, 0, False)[0]  # table.bloom.bloom_hash, inlined
+        found = None
+        for meta in st.version.levels[0]:
+            if meta.smallest <= k <= meta.largest:
+                found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                if found is not None:
+                    break
+        else:
+            levels = st.version.levels
+            largest_keys = st.version.largest_keys
+            for level in range(1, NUM_LEVELS):
+                files = levels[level]
+                if files:
+                    i = bisect_left(largest_keys[level], k)
+                    if i < len(files):
+                        meta = files[i]
+                        if meta.smallest <= k:
+                            found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                            if found is not None:
+                                break
         if found is None or found[0] == TOMBSTONE:
             return default
         return found[1]
 
-    def _get(self, key: object, seq: int, default: bytes | None) -> bytes | None:
+    def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
@@ -405,42 +430,31 @@ class DB:
         return found[1]
 
     def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
+        """(kind, value) of the newest version <= seq in the tables, or None.
+
+        Level 0 newest first, then the one table per deeper level whose key
+        range holds the key; each table checks its bloom filter first."""
         self._gets += 1
-        io = self._io
-        reads_before = io.block_reads
         h = bloom_hash(key)
         open_table = self._tables.reader
-        probes = 0
-        found = None
         for meta in version.levels[0]:
             if meta.smallest <= key <= meta.largest:
-                reader = meta.reader or open_table(meta)
-                if reader.filter.may_contain(h):
-                    probes += 1
-                    found = reader.get(key, seq)
-                    if found is not None:
-                        break
-        else:
-            largest_keys = version.largest_keys
-            for level in range(1, NUM_LEVELS):
-                files = version.levels[level]
-                if not files:
-                    continue
+                found = (meta.reader or open_table(meta)).get(key, h, seq)
+                if found is not None:
+                    return found
+        levels = version.levels
+        largest_keys = version.largest_keys
+        for level in range(1, NUM_LEVELS):
+            files = levels[level]
+            if files:
                 i = bisect_left(largest_keys[level], key)
-                if i == len(files):
-                    continue
-                meta = files[i]
-                if meta.smallest > key:
-                    continue
-                reader = meta.reader or open_table(meta)
-                if reader.filter.may_contain(h):
-                    probes += 1
-                    found = reader.get(key, seq)
-                    if found is not None:
-                        break
-        self._get_table_probes += probes
-        self._get_block_reads += io.block_reads - reads_before
-        return found
+                if i < len(files):
+                    meta = files[i]
+                    if meta.smallest <= key:
+                        found = (meta.reader or open_table(meta)).get(key, h, seq)
+                        if found is not None:
+                            return found
+        return None
 
     def __getitem__(self, key: object) -> bytes:
         value = self.get(key)
@@ -669,15 +683,17 @@ class DB:
             "bytes_read": self._io.bytes_read,
             "block_reads": self._io.block_reads,
             "gets": gets,
-            "read_amp": self._get_block_reads / gets if gets else 0.0,
-            "tables_probed_per_get": self._get_table_probes / gets if gets else 0.0,
+            # Blocks read from table files per get (0 when the cache holds them).
+            "read_amp": self._io.get_block_reads / gets if gets else 0.0,
+            "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
             "block_cache": {
                 "capacity": cache.capacity if cache else 0,
                 "usage": cache.usage if cache else 0,
-                "hits": cache.hits if cache else 0,
-                "misses": cache.misses if cache else 0,
+                "blocks": len(cache) if cache else 0,
+                "admitted": cache.admitted if cache else 0,
+                "evicted": cache.evicted if cache else 0,
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
