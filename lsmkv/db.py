@@ -35,12 +35,14 @@ from typing import Iterator
 from sortedcontainers import SortedList
 
 from .cache import BlockCache
+from .compaction import level_scores
+from .compactor import Compactor
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import memtable_entries, write_table
 from .iterators import level_visible, merge_visible
-from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
@@ -104,6 +106,13 @@ class DB:
         self._gets = 0
         self._stall_count = 0
         self._stall_seconds = 0.0
+        self._slowdown_count = 0
+        self._slowdown_seconds = 0.0
+        self._slowdown_debt = 0.0
+        #: Level-0 pressure, updated whenever a Version is installed.
+        self._l0_slowdown = False
+        self._l0_stop = False
+        self._compactor: Compactor | None = None
         self._recovery: dict = {}
         self._open()
 
@@ -244,9 +253,15 @@ class DB:
         self._last_seq = max_seq
         self._state = _ReadState(MemTable(new_log), (), versions.current)
         self._delete_obsolete_files(at_open=True)
-        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-bg:{self.path}",
+        self._update_write_pressure(versions.current)
+        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
                                            daemon=True)
         self._bg_thread.start()
+        self._compactor = Compactor(self)
+        self._compactor.start()
+        with self._bg_cond:
+            self._compactor.changes += 1  # look at the scores once at open
+            self._bg_cond.notify_all()
 
     # ------------------------------------------------------------------
     # Writes
@@ -269,6 +284,8 @@ class DB:
         self._write_one(TOMBSTONE, k, b"", sync)
 
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
+        if self._l0_slowdown:
+            self._delay_write(len(key) + len(value))
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -298,6 +315,8 @@ class DB:
         ops = batch.ops
         if not ops:
             return
+        if self._l0_slowdown:
+            self._delay_write(batch.user_bytes)
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -316,6 +335,24 @@ class DB:
             mem.add_batch(seq, ops)
             self._last_seq = seq + len(ops) - 1
             self._user_bytes_written += batch.user_bytes
+
+    def _delay_write(self, nbytes: int) -> None:
+        """Level 0 is past l0_slowdown_trigger: hold writers to
+        delayed_write_rate bytes per second (sleeping once a millisecond of
+        delay has built up), so compaction can catch up."""
+        self._slowdown_debt += nbytes / self.options.delayed_write_rate
+        if self._slowdown_debt >= 0.001:
+            delay, self._slowdown_debt = self._slowdown_debt, 0.0
+            time.sleep(delay)
+            self._slowdown_count += 1
+            self._slowdown_seconds += delay
+
+    def _update_write_pressure(self, version: Version) -> None:
+        if self.options.disable_auto_compactions:
+            return
+        level0 = len(version.levels[0])
+        self._l0_slowdown = level0 >= self.options.l0_slowdown_trigger
+        self._l0_stop = level0 >= self.options.l0_stop_trigger
 
     def _raise_not_writable(self) -> None:
         if self._closed:
@@ -340,10 +377,10 @@ class DB:
         memtables wait for flushing."""
         limit = self.options.max_immutable_memtables
         with self._bg_cond:
-            if len(self._state.imms) >= limit:
+            if len(self._state.imms) >= limit or self._l0_stop:
                 self._stall_count += 1
                 started = time.perf_counter()
-                while len(self._state.imms) >= limit and self._bg_error is None:
+                while (len(self._state.imms) >= limit or self._l0_stop) and self._bg_error is None:
                     self._bg_cond.wait()
                 self._stall_seconds += time.perf_counter() - started
             if self._bg_error is not None:
@@ -561,10 +598,8 @@ class DB:
             try:
                 self._flush_immutable(imm)
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
-                log.exception("%s: background flush failed; writes are stopped", self.path)
+                self._background_failed("flush", exc)
                 with self._bg_cond:
-                    if self._bg_error is None:
-                        self._bg_error = exc
                     self._bg_busy = False
                     self._bg_cond.notify_all()
                 return
@@ -591,32 +626,67 @@ class DB:
 
     def _flush_immutable(self, imm: MemTable) -> None:
         meta = self._write_level0(imm, self._live_snapshots())
-        with self._manifest_lock:
-            edit = VersionEdit()
-            if meta is not None:
-                edit.add_file(0, meta)
-            with self._state_lock:
-                st = self._state
-                remaining = st.imms[:-1]
-                edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
-            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
-            with self._bg_cond:
-                st = self._state
-                assert st.imms and st.imms[-1] is imm
-                self._state = _ReadState(st.mem, st.imms[:-1], version)
-                self._bg_cond.notify_all()
+        edit = VersionEdit()
+        if meta is not None:
+            edit.add_file(0, meta)
+        with self._state_lock:
+            st = self._state
+            remaining = st.imms[:-1]
+            edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
+        self._apply_edit(edit, flushed=imm)
         if meta is not None:
             self._pending_outputs.discard(meta.number)
         self._delete_obsolete_files()
+
+    def _apply_edit(self, edit: VersionEdit, flushed: MemTable | None = None) -> Version:
+        """Record ``edit`` in the manifest and make the resulting Version the
+        one readers see (dropping ``flushed``, the immutable memtable the edit
+        put in a table, in the same step)."""
+        with self._manifest_lock:
+            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
+            with self._bg_cond:
+                st = self._state
+                imms = st.imms
+                if flushed is not None:
+                    assert imms and imms[-1] is flushed
+                    imms = imms[:-1]
+                self._state = _ReadState(st.mem, imms, version)
+                self._update_write_pressure(version)
+                if self._compactor is not None:
+                    self._compactor.changes += 1
+                self._bg_cond.notify_all()
+        return version
+
+    def _background_failed(self, what: str, exc: BaseException) -> None:
+        log.error("%s: background %s failed; writes are stopped: %r", self.path, what, exc)
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = exc
+            self._bg_cond.notify_all()
+
+    def compact_range(self, start: object = None, end: object = None) -> None:
+        """Compact the tables holding keys in [start, end] (None: unbounded)
+        down to the deepest level with data there, dropping overwritten
+        versions and (where no snapshot needs them) tombstones. Flushes the
+        memtable first. Returns when done."""
+        lo = as_optional_key(start, "start")
+        hi = as_optional_key(end, "end")
+        self.flush()
+        self._compactor.compact_range(lo, hi)
 
     def _delete_obsolete_files(self, at_open: bool = False) -> None:
         """Remove tables no live Version references, logs already in tables,
         old manifests, and (at open) temporary files left by a crash."""
         fs = self._fs
         versions = self._versions
-        live = versions.live_table_numbers() | self._pending_outputs
+        names = fs.listdir(self.path)
+        # Read in this order: a table listed above is either still pending
+        # (its number added before it got its name) or already in a Version
+        # (installed before its number left the pending set).
+        pending = set(self._pending_outputs)
+        live = versions.live_table_numbers() | pending
         removed = []
-        for name in fs.listdir(self.path):
+        for name in names:
             parsed = parse(name)
             if parsed is None:
                 continue
@@ -643,6 +713,10 @@ class DB:
         """A plain dict of counters and shape; see docs/architecture.md for each key."""
         st = self._state
         version = st.version
+        compactor = self._compactor
+        limits = compactor.limits if compactor is not None else Compactor.limits_for(self.options)
+        scores = level_scores(version, limits)
+        compaction = compactor.stats.as_dict() if compactor is not None else Compactor.empty_stats()
         levels = []
         table_entries = 0
         table_tombstones = 0
@@ -652,10 +726,11 @@ class DB:
             table_entries += entries
             table_tombstones += tombstones
             levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
-                           "entries": entries, "tombstones": tombstones})
+                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3)})
         mem_entries = sum(len(m) for m in (st.mem, *st.imms))
         user = self._user_bytes_written
-        written = self._wal_bytes_written + self._flush_bytes_written + self._versions.manifest_bytes_written
+        written = (self._wal_bytes_written + self._flush_bytes_written + compaction["bytes_written"]
+                   + self._versions.manifest_bytes_written)
         gets = self._gets
         cache = self._block_cache
         return {
@@ -674,8 +749,13 @@ class DB:
             "user_bytes_written": user,
             "wal_bytes_written": self._wal_bytes_written,
             "flush_bytes_written": self._flush_bytes_written,
-            "compaction_bytes_written": 0,
-            "compaction_bytes_read": 0,
+            "compaction_bytes_written": compaction["bytes_written"],
+            "compaction_bytes_read": compaction["bytes_read"],
+            "compactions": compaction["compactions"],
+            "trivial_moves": compaction["trivial_moves"],
+            "compaction_seconds": compaction["seconds"],
+            "entries_dropped": compaction["versions_dropped"],
+            "tombstones_dropped": compaction["tombstones_dropped"],
             "manifest_bytes_written": self._versions.manifest_bytes_written,
             "bytes_written": written,
             "write_amp": written / user if user else 0.0,
@@ -688,6 +768,8 @@ class DB:
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
+            "slowdown_count": self._slowdown_count,
+            "slowdown_seconds": self._slowdown_seconds,
             "block_cache": {
                 "capacity": cache.capacity if cache else 0,
                 "usage": cache.usage if cache else 0,
@@ -730,6 +812,8 @@ class DB:
                 self._bg_cond.notify_all()
         if self._bg_thread is not None:
             self._bg_thread.join()
+        if self._compactor is not None:
+            self._compactor.stop()
         self._release_resources()
 
     def _release_resources(self) -> None:
