@@ -34,17 +34,19 @@ from typing import Iterator
 
 from sortedcontainers import SortedList
 
-from .cache import LRUCache
+from .cache import BlockCache
+from .compaction import level_scores
+from .compactor import Compactor
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import memtable_entries, write_table
 from .iterators import level_visible, merge_visible
-from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
-from .table.bloom import bloom_hash
+from .table.bloom import _hash64, bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
@@ -84,11 +86,13 @@ class DB:
         self._bg_thread: threading.Thread | None = None
         self._bg_error: BaseException | None = None
         self._shutting_down = False
+        #: True while the background thread runs a job (flush() waits for it).
+        self._bg_busy = False
         self._snapshots: SortedList = SortedList()
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
         self._io = IOStats()
-        self._block_cache = LRUCache(options.block_cache_size) if options.block_cache_size else None
+        self._block_cache = BlockCache(options.block_cache_size) if options.block_cache_size else None
         self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
                                   1 << 62 if self._read_only else options.max_open_files)
         self._versions = VersionSet(self.path, self._fs)
@@ -100,10 +104,15 @@ class DB:
         self._flush_bytes_written = 0
         self._flush_count = 0
         self._gets = 0
-        self._get_table_probes = 0
-        self._get_block_reads = 0
         self._stall_count = 0
         self._stall_seconds = 0.0
+        self._slowdown_count = 0
+        self._slowdown_seconds = 0.0
+        self._slowdown_debt = 0.0
+        #: Level-0 pressure, updated whenever a Version is installed.
+        self._l0_slowdown = False
+        self._l0_stop = False
+        self._compactor: Compactor | None = None
         self._recovery: dict = {}
         self._open()
 
@@ -124,6 +133,7 @@ class DB:
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
+            self._check_tables_present()
             if self._read_only:
                 self._recover_read_only()
             else:
@@ -151,6 +161,15 @@ class DB:
                 fs.remove(os.path.join(self.path, LOCK))
             finally:
                 lock.release()
+
+    def _check_tables_present(self) -> None:
+        names = set(self._fs.listdir(self.path))
+        for level, files in enumerate(self._versions.current.levels):
+            for meta in files:
+                if table_name(meta.number) not in names:
+                    raise CorruptionError(
+                        f"table {table_name(meta.number)} (level {level}) recorded in the manifest is missing; "
+                        "`lsmkv check` reports the damage", path=os.path.join(self.path, table_name(meta.number)))
 
     def _logs_to_replay(self) -> list[int]:
         numbers = []
@@ -229,18 +248,29 @@ class DB:
         versions._absorb_counters(edit)
         versions.write_new_manifest()
         self._pending_outputs.clear()
-        self._log = LogWriter(self._fs.create(os.path.join(self.path, log_name(new_log))))
+        self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
         self._last_seq = max_seq
         self._state = _ReadState(MemTable(new_log), (), versions.current)
         self._delete_obsolete_files(at_open=True)
-        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-bg:{self.path}",
+        self._update_write_pressure(versions.current)
+        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
                                            daemon=True)
         self._bg_thread.start()
+        self._compactor = Compactor(self)
+        self._compactor.start()
+        with self._bg_cond:
+            self._compactor.changes += 1  # look at the scores once at open
+            self._bg_cond.notify_all()
 
     # ------------------------------------------------------------------
     # Writes
     # ------------------------------------------------------------------
+
+    def _create_log(self, number: int) -> LogWriter:
+        # A log holds somewhat less than its memtable's charged size; it grows if needed.
+        capacity = self.options.write_buffer_size + (1 << 20)
+        return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
 
     def put(self, key: object, value: object, sync: bool = False) -> None:
         """Set ``key`` to ``value``. With sync=True, returns once the write is fsynced."""
@@ -254,6 +284,8 @@ class DB:
         self._write_one(TOMBSTONE, k, b"", sync)
 
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
+        if self._l0_slowdown:
+            self._delay_write(len(key) + len(value))
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -283,6 +315,8 @@ class DB:
         ops = batch.ops
         if not ops:
             return
+        if self._l0_slowdown:
+            self._delay_write(batch.user_bytes)
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -301,6 +335,24 @@ class DB:
             mem.add_batch(seq, ops)
             self._last_seq = seq + len(ops) - 1
             self._user_bytes_written += batch.user_bytes
+
+    def _delay_write(self, nbytes: int) -> None:
+        """Level 0 is past l0_slowdown_trigger: hold writers to
+        delayed_write_rate bytes per second (sleeping once a millisecond of
+        delay has built up), so compaction can catch up."""
+        self._slowdown_debt += nbytes / self.options.delayed_write_rate
+        if self._slowdown_debt >= 0.001:
+            delay, self._slowdown_debt = self._slowdown_debt, 0.0
+            time.sleep(delay)
+            self._slowdown_count += 1
+            self._slowdown_seconds += delay
+
+    def _update_write_pressure(self, version: Version) -> None:
+        if self.options.disable_auto_compactions:
+            return
+        level0 = len(version.levels[0])
+        self._l0_slowdown = level0 >= self.options.l0_slowdown_trigger
+        self._l0_stop = level0 >= self.options.l0_stop_trigger
 
     def _raise_not_writable(self) -> None:
         if self._closed:
@@ -325,17 +377,17 @@ class DB:
         memtables wait for flushing."""
         limit = self.options.max_immutable_memtables
         with self._bg_cond:
-            if len(self._state.imms) >= limit:
+            if len(self._state.imms) >= limit or self._l0_stop:
                 self._stall_count += 1
                 started = time.perf_counter()
-                while len(self._state.imms) >= limit and self._bg_error is None:
+                while (len(self._state.imms) >= limit or self._l0_stop) and self._bg_error is None:
                     self._bg_cond.wait()
                 self._stall_seconds += time.perf_counter() - started
             if self._bg_error is not None:
                 self._raise_not_writable()
         number = self._versions.new_file_number()
         try:
-            new_log = LogWriter(self._fs.create(os.path.join(self.path, log_name(number))))
+            new_log = self._create_log(number)
             # The old log is synced so that a later synced write in the new log
             # can never survive a crash that loses earlier writes.
             self._log.sync()
@@ -360,6 +412,8 @@ class DB:
         seq = self._last_seq
         st = self._state
         k = key if type(key) is bytes else as_key(key)
+        # The read path is written out here rather than shared with
+        # _get_at() through calls: each call is a measurable share of a get.
         version = st.mem._latest.get(k)
         if version is not None:
             while version is not None and version[0] > seq:
@@ -372,12 +426,32 @@ class DB:
                 version = version[3]
             if version is not None:
                 return version[2] if version[1] else default
-        found = self._get_from_tables(st.version, k, seq)
+        self._gets += 1
+        h = _hash64(k, 0, False)[0]  # table.bloom.bloom_hash, inlined
+        found = None
+        for meta in st.version.levels[0]:
+            if meta.smallest <= k <= meta.largest:
+                found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                if found is not None:
+                    break
+        else:
+            levels = st.version.levels
+            largest_keys = st.version.largest_keys
+            for level in range(1, NUM_LEVELS):
+                files = levels[level]
+                if files:
+                    i = bisect_left(largest_keys[level], k)
+                    if i < len(files):
+                        meta = files[i]
+                        if meta.smallest <= k:
+                            found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                            if found is not None:
+                                break
         if found is None or found[0] == TOMBSTONE:
             return default
         return found[1]
 
-    def _get(self, key: object, seq: int, default: bytes | None) -> bytes | None:
+    def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
@@ -393,42 +467,31 @@ class DB:
         return found[1]
 
     def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
+        """(kind, value) of the newest version <= seq in the tables, or None.
+
+        Level 0 newest first, then the one table per deeper level whose key
+        range holds the key; each table checks its bloom filter first."""
         self._gets += 1
-        io = self._io
-        reads_before = io.block_reads
         h = bloom_hash(key)
         open_table = self._tables.reader
-        probes = 0
-        found = None
         for meta in version.levels[0]:
             if meta.smallest <= key <= meta.largest:
-                reader = meta.reader or open_table(meta)
-                if reader.filter.may_contain(h):
-                    probes += 1
-                    found = reader.get(key, seq)
-                    if found is not None:
-                        break
-        else:
-            largest_keys = version.largest_keys
-            for level in range(1, NUM_LEVELS):
-                files = version.levels[level]
-                if not files:
-                    continue
+                found = (meta.reader or open_table(meta)).get(key, h, seq)
+                if found is not None:
+                    return found
+        levels = version.levels
+        largest_keys = version.largest_keys
+        for level in range(1, NUM_LEVELS):
+            files = levels[level]
+            if files:
                 i = bisect_left(largest_keys[level], key)
-                if i == len(files):
-                    continue
-                meta = files[i]
-                if meta.smallest > key:
-                    continue
-                reader = meta.reader or open_table(meta)
-                if reader.filter.may_contain(h):
-                    probes += 1
-                    found = reader.get(key, seq)
-                    if found is not None:
-                        break
-        self._get_table_probes += probes
-        self._get_block_reads += io.block_reads - reads_before
-        return found
+                if i < len(files):
+                    meta = files[i]
+                    if meta.smallest <= key:
+                        found = (meta.reader or open_table(meta)).get(key, h, seq)
+                        if found is not None:
+                            return found
+        return None
 
     def __getitem__(self, key: object) -> bytes:
         value = self.get(key)
@@ -517,7 +580,7 @@ class DB:
             if len(self._state.mem):
                 self._switch_memtable()
         with self._bg_cond:
-            while self._state.imms and self._bg_error is None:
+            while (self._state.imms or self._bg_busy) and self._bg_error is None:
                 self._bg_cond.wait()
             if self._bg_error is not None:
                 raise BackgroundError(f"{self.path}: background flush failed: {self._bg_error}") \
@@ -531,15 +594,18 @@ class DB:
                 if not self._state.imms or self._bg_error is not None:
                     return
                 imm = self._state.imms[-1]
+                self._bg_busy = True
             try:
                 self._flush_immutable(imm)
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
-                log.exception("%s: background flush failed; writes are stopped", self.path)
+                self._background_failed("flush", exc)
                 with self._bg_cond:
-                    if self._bg_error is None:
-                        self._bg_error = exc
+                    self._bg_busy = False
                     self._bg_cond.notify_all()
                 return
+            with self._bg_cond:
+                self._bg_busy = False
+                self._bg_cond.notify_all()
 
     def _write_level0(self, mem: MemTable, snapshots: list[int]):
         """Write ``mem`` as a new table; the caller records it in the manifest
@@ -560,32 +626,67 @@ class DB:
 
     def _flush_immutable(self, imm: MemTable) -> None:
         meta = self._write_level0(imm, self._live_snapshots())
-        with self._manifest_lock:
-            edit = VersionEdit()
-            if meta is not None:
-                edit.add_file(0, meta)
-            with self._state_lock:
-                st = self._state
-                remaining = st.imms[:-1]
-                edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
-            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
-            with self._bg_cond:
-                st = self._state
-                assert st.imms and st.imms[-1] is imm
-                self._state = _ReadState(st.mem, st.imms[:-1], version)
-                self._bg_cond.notify_all()
+        edit = VersionEdit()
+        if meta is not None:
+            edit.add_file(0, meta)
+        with self._state_lock:
+            st = self._state
+            remaining = st.imms[:-1]
+            edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
+        self._apply_edit(edit, flushed=imm)
         if meta is not None:
             self._pending_outputs.discard(meta.number)
         self._delete_obsolete_files()
+
+    def _apply_edit(self, edit: VersionEdit, flushed: MemTable | None = None) -> Version:
+        """Record ``edit`` in the manifest and make the resulting Version the
+        one readers see (dropping ``flushed``, the immutable memtable the edit
+        put in a table, in the same step)."""
+        with self._manifest_lock:
+            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
+            with self._bg_cond:
+                st = self._state
+                imms = st.imms
+                if flushed is not None:
+                    assert imms and imms[-1] is flushed
+                    imms = imms[:-1]
+                self._state = _ReadState(st.mem, imms, version)
+                self._update_write_pressure(version)
+                if self._compactor is not None:
+                    self._compactor.changes += 1
+                self._bg_cond.notify_all()
+        return version
+
+    def _background_failed(self, what: str, exc: BaseException) -> None:
+        log.error("%s: background %s failed; writes are stopped: %r", self.path, what, exc)
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = exc
+            self._bg_cond.notify_all()
+
+    def compact_range(self, start: object = None, end: object = None) -> None:
+        """Compact the tables holding keys in [start, end] (None: unbounded)
+        down to the deepest level with data there, dropping overwritten
+        versions and (where no snapshot needs them) tombstones. Flushes the
+        memtable first. Returns when done."""
+        lo = as_optional_key(start, "start")
+        hi = as_optional_key(end, "end")
+        self.flush()
+        self._compactor.compact_range(lo, hi)
 
     def _delete_obsolete_files(self, at_open: bool = False) -> None:
         """Remove tables no live Version references, logs already in tables,
         old manifests, and (at open) temporary files left by a crash."""
         fs = self._fs
         versions = self._versions
-        live = versions.live_table_numbers() | self._pending_outputs
+        names = fs.listdir(self.path)
+        # Read in this order: a table listed above is either still pending
+        # (its number added before it got its name) or already in a Version
+        # (installed before its number left the pending set).
+        pending = set(self._pending_outputs)
+        live = versions.live_table_numbers() | pending
         removed = []
-        for name in fs.listdir(self.path):
+        for name in names:
             parsed = parse(name)
             if parsed is None:
                 continue
@@ -612,6 +713,10 @@ class DB:
         """A plain dict of counters and shape; see docs/architecture.md for each key."""
         st = self._state
         version = st.version
+        compactor = self._compactor
+        limits = compactor.limits if compactor is not None else Compactor.limits_for(self.options)
+        scores = level_scores(version, limits)
+        compaction = compactor.stats.as_dict() if compactor is not None else Compactor.empty_stats()
         levels = []
         table_entries = 0
         table_tombstones = 0
@@ -621,10 +726,11 @@ class DB:
             table_entries += entries
             table_tombstones += tombstones
             levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
-                           "entries": entries, "tombstones": tombstones})
+                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3)})
         mem_entries = sum(len(m) for m in (st.mem, *st.imms))
         user = self._user_bytes_written
-        written = self._wal_bytes_written + self._flush_bytes_written + self._versions.manifest_bytes_written
+        written = (self._wal_bytes_written + self._flush_bytes_written + compaction["bytes_written"]
+                   + self._versions.manifest_bytes_written)
         gets = self._gets
         cache = self._block_cache
         return {
@@ -643,8 +749,13 @@ class DB:
             "user_bytes_written": user,
             "wal_bytes_written": self._wal_bytes_written,
             "flush_bytes_written": self._flush_bytes_written,
-            "compaction_bytes_written": 0,
-            "compaction_bytes_read": 0,
+            "compaction_bytes_written": compaction["bytes_written"],
+            "compaction_bytes_read": compaction["bytes_read"],
+            "compactions": compaction["compactions"],
+            "trivial_moves": compaction["trivial_moves"],
+            "compaction_seconds": compaction["seconds"],
+            "entries_dropped": compaction["versions_dropped"],
+            "tombstones_dropped": compaction["tombstones_dropped"],
             "manifest_bytes_written": self._versions.manifest_bytes_written,
             "bytes_written": written,
             "write_amp": written / user if user else 0.0,
@@ -652,15 +763,19 @@ class DB:
             "bytes_read": self._io.bytes_read,
             "block_reads": self._io.block_reads,
             "gets": gets,
-            "read_amp": self._get_block_reads / gets if gets else 0.0,
-            "tables_probed_per_get": self._get_table_probes / gets if gets else 0.0,
+            # Blocks read from table files per get (0 when the cache holds them).
+            "read_amp": self._io.get_block_reads / gets if gets else 0.0,
+            "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
+            "slowdown_count": self._slowdown_count,
+            "slowdown_seconds": self._slowdown_seconds,
             "block_cache": {
                 "capacity": cache.capacity if cache else 0,
                 "usage": cache.usage if cache else 0,
-                "hits": cache.hits if cache else 0,
-                "misses": cache.misses if cache else 0,
+                "blocks": len(cache) if cache else 0,
+                "admitted": cache.admitted if cache else 0,
+                "evicted": cache.evicted if cache else 0,
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
@@ -697,6 +812,8 @@ class DB:
                 self._bg_cond.notify_all()
         if self._bg_thread is not None:
             self._bg_thread.join()
+        if self._compactor is not None:
+            self._compactor.stop()
         self._release_resources()
 
     def _release_resources(self) -> None:

@@ -47,9 +47,30 @@ class Options:
     block_cache_size: int = 32 * MiB
     #: Table files kept open (readers with their decoded index and filter).
     max_open_files: int = 1000
-    #: Verify block checksums on every read (always done for blocks entering
-    #: the cache; this flag exists for symmetry with the CLI's check).
-    verify_checksums: bool = True
+
+    #: Leveled compaction (compaction.py): level 1's target size; each deeper
+    #: level's target is level_size_multiplier times the one above.
+    level1_max_bytes: int = 16 * MiB
+    level_size_multiplier: int = 10
+    #: Compaction outputs are cut at about this size.
+    target_file_size: int = 2 * MiB
+    #: Level-0 table counts: compact at the first, slow writers down at the
+    #: second, stop them (until compaction catches up) at the third.
+    l0_compaction_trigger: int = 4
+    l0_slowdown_trigger: int = 8
+    l0_stop_trigger: int = 12
+    #: While slowed down, writers are held to this many bytes per second.
+    delayed_write_rate: int = 16 * MiB
+    #: Outputs are also cut before they overlap more than this many times
+    #: target_file_size bytes of the level below them.
+    max_grandparent_overlap_factor: int = 10
+    #: Turn off background compaction (tables accumulate in level 0;
+    #: compact_range() still works).
+    disable_auto_compactions: bool = False
+    #: Where merges run: "process" (a worker process, so compaction does not
+    #: compete with writers for the GIL) or "thread". A custom ``fs`` always
+    #: uses "thread", since the worker does its own I/O.
+    compaction_executor: str = "process"
 
     #: How log corruption found at open is handled: "strict" raises
     #: CorruptionError for any damaged record except a torn tail (which was
@@ -76,7 +97,7 @@ class Options:
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise OptionError(f"option {name} must be an integer >= {minimum}, got {value!r}")
 
-        for name in ("create_if_missing", "error_if_exists", "read_only", "verify_checksums"):
+        for name in ("create_if_missing", "error_if_exists", "read_only", "disable_auto_compactions"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(f"option {name} must be True or False, got {getattr(self, name)!r}")
         positive_int("write_buffer_size", 1)
@@ -85,6 +106,21 @@ class Options:
         positive_int("block_cache_size", 0)
         positive_int("max_open_files", 10)
         positive_int("bloom_bits_per_key", 0)
+        positive_int("level1_max_bytes", 1)
+        positive_int("level_size_multiplier", 2)
+        positive_int("target_file_size", 1)
+        positive_int("l0_compaction_trigger", 1)
+        positive_int("l0_slowdown_trigger", 1)
+        positive_int("l0_stop_trigger", 1)
+        positive_int("delayed_write_rate", 1)
+        positive_int("max_grandparent_overlap_factor", 1)
+        if not self.l0_compaction_trigger <= self.l0_slowdown_trigger <= self.l0_stop_trigger:
+            raise OptionError("options must satisfy l0_compaction_trigger <= l0_slowdown_trigger <= "
+                              f"l0_stop_trigger, got {self.l0_compaction_trigger}, "
+                              f"{self.l0_slowdown_trigger}, {self.l0_stop_trigger}")
+        if self.compaction_executor not in ("process", "thread"):
+            raise OptionError(f"option compaction_executor must be 'process' or 'thread', "
+                              f"got {self.compaction_executor!r}")
         if self.compression not in ("zstd", None):
             raise OptionError(f"option compression must be 'zstd' or None, got {self.compression!r}")
         if not isinstance(self.compression_level, int) or not 1 <= self.compression_level <= 22:

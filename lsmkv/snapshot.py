@@ -32,7 +32,7 @@ class Snapshot:
         return self._db
 
     def get(self, key: object, default: bytes | None = None) -> bytes | None:
-        return self._check()._get(key, self.sequence, default)
+        return self._check()._get_at(key, self.sequence, default)
 
     def __getitem__(self, key: object) -> bytes:
         value = self.get(key)

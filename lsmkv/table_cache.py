@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 
-from .cache import LRUCache
+from .cache import BlockCache
 from .filenames import table_name
 from .fs import FileSystem
 from .table.reader import IOStats, TableReader
@@ -21,7 +21,7 @@ from .version import FileMeta
 
 
 class TableCache:
-    def __init__(self, dbpath: str, fs: FileSystem, block_cache: LRUCache | None, io: IOStats,
+    def __init__(self, dbpath: str, fs: FileSystem, block_cache: BlockCache | None, io: IOStats,
                  capacity: int) -> None:
         self.dbpath = dbpath
         self.fs = fs
@@ -48,14 +48,14 @@ class TableCache:
             return reader
 
     def evict(self, number: int) -> None:
-        """Forget a table (its file is being deleted); drop its cached blocks."""
+        """Forget a table (its file is being deleted) and free its cached blocks."""
         with self._lock:
             meta = self._open.pop(number, None)
+            reader = meta.reader if meta is not None else None
             if meta is not None:
                 meta.reader = None
-        if self.block_cache is not None:
-            # Block cache keys are number << 32 | block index (TableReader).
-            self.block_cache.erase_where(lambda key: key >> 32 == number)
+        if reader is not None and self.block_cache is not None:
+            self.block_cache.drop_reader(reader)
 
     def __len__(self) -> int:
         return len(self._open)

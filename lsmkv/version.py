@@ -329,12 +329,15 @@ class VersionSet:
         self._install(version)
 
     def _absorb_counters(self, edit: VersionEdit) -> None:
-        if edit.log_number is not None:
-            self.log_number = edit.log_number
-        if edit.next_file_number is not None:
-            self.next_file_number = edit.next_file_number
-        if edit.last_sequence is not None:
-            self.last_sequence = max(self.last_sequence, edit.last_sequence)
+        # Counters only move forward: numbers may have been handed out (by
+        # new_file_number, without the manifest lock) after the edit was made.
+        with self._lock:
+            if edit.log_number is not None:
+                self.log_number = max(self.log_number, edit.log_number)
+            if edit.next_file_number is not None:
+                self.next_file_number = max(self.next_file_number, edit.next_file_number)
+            if edit.last_sequence is not None:
+                self.last_sequence = max(self.last_sequence, edit.last_sequence)
         for level, key in edit.compact_pointers:
             self.compact_pointers[level] = key
 

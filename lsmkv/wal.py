@@ -41,35 +41,36 @@ HEADER_SIZE = HEADER.size  # 7
 
 ZERO, FULL, FIRST, MIDDLE, LAST = 0, 1, 2, 3, 4
 _TYPE_SEED = [crc32(bytes([t])) for t in range(5)]
+_FULL_SEED = _TYPE_SEED[FULL]
 _PAD = bytes(HEADER_SIZE)
+_pack_header = HEADER.pack
+#: A fragment ending at or before this offset in its block leaves room for another header.
+_LAST_HEADER_START = BLOCK_SIZE - HEADER_SIZE
 
 
 class LogWriter:
     """Appends records to a log file. Not thread-safe: the DB serializes writers."""
 
-    __slots__ = ("file", "_block_offset")
+    __slots__ = ("file", "_block_offset", "_append")
 
     def __init__(self, file: WritableFile) -> None:
         self.file = file
         self._block_offset = file.size % BLOCK_SIZE
+        self._append = file.append
 
     def add_record(self, payload: bytes) -> int:
         """Append one record; returns the bytes appended (headers included).
 
-        The whole record goes to the OS in one write call.
+        The whole record goes to the OS in one append.
         """
         n = len(payload)
-        left = BLOCK_SIZE - self._block_offset
-        if n + HEADER_SIZE <= left:
-            # The common case: one FULL fragment in the current block.
-            frame = HEADER.pack(crc32(payload, _TYPE_SEED[FULL]), n, FULL) + payload
-            self._block_offset += len(frame)
-            if self._block_offset > BLOCK_SIZE - HEADER_SIZE:
-                # Too little room for another header: pad the block now.
-                frame += _PAD[: BLOCK_SIZE - self._block_offset]
-                self._block_offset = 0
-            self.file.append(frame)
-            return len(frame)
+        end = self._block_offset + HEADER_SIZE + n
+        if end <= _LAST_HEADER_START:
+            # The common case: one FULL fragment, with room left in the block
+            # for the next header.
+            self._block_offset = end
+            self._append(_pack_header(crc32(payload, _FULL_SEED), n, FULL) + payload)
+            return HEADER_SIZE + n
         return self._add_fragmented(payload)
 
     def _add_fragmented(self, payload: bytes) -> int:

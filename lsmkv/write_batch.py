@@ -25,13 +25,16 @@ VALUE = 1
 
 BATCH_HEADER = struct.Struct("<QI")
 OP_HEADER = struct.Struct("<BII")
+#: Batch header and op header of a one-operation batch, packed in one call.
+_SINGLE = struct.Struct("<QIBII")
+_pack_single = _SINGLE.pack
 #: Largest encoded batch (log records are bounded so that replay memory is bounded).
 MAX_BATCH_BYTES = 256 * 1024 * 1024
 
 
 def encode_single(seq: int, kind: int, key: bytes, value: bytes) -> bytes:
     """The log record of a one-operation batch (the put/delete fast path)."""
-    return BATCH_HEADER.pack(seq, 1) + OP_HEADER.pack(kind, len(key), len(value)) + key + value
+    return _pack_single(seq, 1, kind, len(key), len(value)) + key + value
 
 
 def encode_batch(seq: int, ops: list[tuple[int, bytes, bytes]]) -> bytes:

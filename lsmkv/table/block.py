@@ -25,8 +25,9 @@ from ..errors import CorruptionError
 _COUNT = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
-#: decoded key (on top of the raw block size).
-DECODED_ENTRY_OVERHEAD = 48
+#: decoded entry (two bytes objects, list slots, an int, a positions-dict
+#: slot) on top of the raw block size.
+DECODED_ENTRY_OVERHEAD = 160
 
 
 def _u32(data: bytes) -> array:
@@ -98,24 +99,34 @@ def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -
 
 
 class Block:
-    """A decoded block: ``keys`` is a list (bisect it), the rest is looked up
-    by entry index."""
+    """A decoded block: parallel lists of keys, values and seq_kinds.
 
-    __slots__ = ("keys", "seq_kinds", "value_end", "value_start", "data", "charge")
+    ``keys`` is sorted (bisect it). ``position(key)`` finds a key's first
+    (newest) entry through a dict built on the block's first point lookup, so
+    a cached block answers a get with one hash probe instead of a binary search.
+    """
 
-    def __init__(self, keys: list[bytes], seq_kinds: array, value_end: array, value_start: int,
-                 data: bytes) -> None:
+    __slots__ = ("keys", "values", "seq_kinds", "charge", "_positions")
+
+    def __init__(self, keys: list[bytes], values: list[bytes], seq_kinds: list[int], raw_size: int) -> None:
         self.keys = keys
+        self.values = values
         self.seq_kinds = seq_kinds
-        self.value_end = value_end
-        self.value_start = value_start
-        self.data = data
-        #: What the block costs in the cache, in bytes.
-        self.charge = len(data) + DECODED_ENTRY_OVERHEAD * len(keys)
+        #: What the block costs in the cache, in bytes (an estimate of its objects).
+        self.charge = raw_size + DECODED_ENTRY_OVERHEAD * len(keys)
+        self._positions: dict[bytes, int] | None = None
 
     def value(self, i: int) -> bytes:
-        start = self.value_end[i - 1] if i else self.value_start
-        return self.data[start: self.value_end[i]]
+        return self.values[i]
+
+    def positions(self) -> dict[bytes, int]:
+        """key -> index of its first entry (its newest version in the block)."""
+        positions = self._positions
+        if positions is None:
+            keys = self.keys
+            # Later assignments win, so walk backwards to keep first occurrences.
+            positions = self._positions = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+        return positions
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -130,17 +141,18 @@ def decode_block(data: bytes, path: str = "", offset: int = 0) -> Block:
     base = size - 4 - 16 * n
     if base < 0:
         raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=offset)
-    key_end = _u32(data[base: base + 4 * n])
-    value_end = _u32(data[base + 4 * n: base + 8 * n])
-    seq_kinds = _u64(data[base + 8 * n: base + 16 * n])
+    key_end = _u32(data[base: base + 4 * n]).tolist()
+    value_end = _u32(data[base + 4 * n: base + 8 * n]).tolist()
+    seq_kinds = _u64(data[base + 8 * n: base + 16 * n]).tolist()
     if n:
         value_start = key_end[-1]
         if value_end[-1] != base or value_start > base or key_end[0] > value_start:
             raise CorruptionError("block offsets inconsistent", path=path, offset=offset)
         keys = [data[s:e] for s, e in pairwise([0, *key_end])]
+        values = [data[s:e] for s, e in pairwise([value_start, *value_end])]
     else:
         if base != 0:
             raise CorruptionError("empty block has data", path=path, offset=offset)
-        value_start = 0
         keys = []
-    return Block(keys, seq_kinds, value_end, value_start, data)
+        values = []
+    return Block(keys, values, seq_kinds, size)

@@ -1,8 +1,8 @@
 """TableReader: point lookups and ordered iteration over one table file.
 
 Opening a table reads its footer, index, filter and properties once and keeps
-them decoded; data blocks are read on demand through the shared block cache
-(keyed by table number and block index). Every block's checksum is verified
+them decoded; data blocks are read on demand and kept in ``blocks`` for as
+long as the DB's BlockCache admits them (cache.py). Every block's checksum is verified
 when it is read from the file; a mismatch raises CorruptionError naming the
 file and offset, so damaged bytes never reach a caller.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Iterator
 
-from ..cache import LRUCache
+from ..cache import BlockCache
 from ..errors import CorruptionError
 from ..fs import FileSystem
 from .block import Block, decode_block
@@ -27,26 +27,30 @@ from .properties import TableProperties
 
 
 class IOStats:
-    """Counters of reads from table files, shared by a DB's readers."""
+    """Counters of table reads, shared by a DB's readers."""
 
-    __slots__ = ("block_reads", "bytes_read")
+    __slots__ = ("block_reads", "bytes_read", "searches", "get_block_reads")
 
     def __init__(self) -> None:
+        #: Blocks read from files (cache misses included, cache hits not).
         self.block_reads = 0
         self.bytes_read = 0
+        #: Point lookups that passed a table's bloom filter and searched its blocks.
+        self.searches = 0
+        #: Blocks point lookups had to read from files (block cache misses).
+        self.get_block_reads = 0
 
 
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "filter", "properties", "index_keys",
-                 "index_seq_kinds", "index_offsets", "index_sizes", "_cache", "_cache_base", "_io",
-                 "__weakref__")
+                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "_cache", "_io",
+                 "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
 
-    def __init__(self, fs: FileSystem, path: str, number: int, cache: LRUCache | None,
+    def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
                  io: IOStats | None = None) -> None:
         self.path = path
         self.number = number
         self._cache = cache
-        self._cache_base = number << 32
         self._io = io if io is not None else IOStats()
         self.file = fs.open_readable(path)
         try:
@@ -75,6 +79,12 @@ class TableReader:
                 sizes.append(size)
             self.index_offsets = offsets
             self.index_sizes = sizes
+            #: Decoded blocks the cache holds (None where not cached) and their CLOCK bits.
+            self.blocks: list = [None] * len(offsets)
+            self.refs = bytearray(len(offsets))
+            self._bloom_bits = self.filter.bits
+            self._bloom_m = self.filter.num_bits
+            self._bloom_probes = range(self.filter.k)
         except BaseException:
             self.file.close()
             raise
@@ -102,15 +112,17 @@ class TableReader:
 
     def block(self, i: int) -> Block:
         """Data block ``i``, from the cache or the file."""
-        cache = self._cache
-        if cache is not None:
-            block = cache.get(self._cache_base + i)
-            if block is not None:
-                return block
+        block = self.blocks[i]
+        if block is None:
+            return self._load(i)
+        self.refs[i] = 1
+        return block
+
+    def _load(self, i: int) -> Block:
         offset = self.index_offsets[i]
         block = decode_block(self._read_raw(offset, self.index_sizes[i]), self.path, offset)
-        if cache is not None:
-            cache.insert(self._cache_base + i, block, block.charge)
+        if self._cache is not None:
+            self._cache.admit(self, i, block)
         return block
 
     @property
@@ -119,27 +131,46 @@ class TableReader:
 
     # -- point lookup ---------------------------------------------------
 
-    def get(self, key: bytes, read_seq: int) -> tuple[int, bytes] | None:
+    def get(self, key: bytes, h: int, read_seq: int) -> tuple[int, bytes] | None:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
-        or None if this table has none. Does not consult the bloom filter
-        (the caller does, with a hash computed once per lookup)."""
+        or None if this table has none. ``h`` is the key's bloom_hash, computed
+        once per lookup for all tables."""
+        bits = self._bloom_bits
+        if bits is not None:
+            # BloomFilter.may_contain, inlined: this is the hottest loop of a get.
+            m = self._bloom_m
+            h1 = h & 0xFFFFFFFF
+            h2 = h >> 32
+            for _ in self._bloom_probes:
+                if not bits[h1 % m]:
+                    return None
+                h1 += h2
+        self._io.searches += 1
         index_keys = self.index_keys
         i = bisect_left(index_keys, key)
         n = len(index_keys)
+        blocks = self.blocks
         while i < n:
-            block = self.block(i)
+            block = blocks[i]
+            if block is None:
+                self._io.get_block_reads += 1
+                block = self._load(i)
+            else:
+                self.refs[i] = 1
+            j = (block._positions or block.positions()).get(key)
+            if j is None:
+                return None
             keys = block.keys
-            j = bisect_left(keys, key)
-            m = len(keys)
             sks = block.seq_kinds
+            m = len(keys)
             while j < m:
                 if keys[j] != key:
                     return None
                 sk = sks[j]
                 if sk >> 8 <= read_seq:
-                    return sk & 0xFF, block.value(j)
+                    return sk & 0xFF, block.values[j]
                 j += 1
-            i += 1  # the key's older versions continue in the next block
+            i += 1  # the key's older versions continue at the start of the next block
         return None
 
     # -- iteration --------------------------------------------------------
@@ -157,9 +188,9 @@ class TableReader:
             j = 0 if start is None else bisect_left(keys, start)
             start = None  # only the first block is entered part-way
             sks = block.seq_kinds
-            value = block.value
+            values = block.values
             for j in range(j, len(keys)):
-                yield keys[j], sks[j], value(j)
+                yield keys[j], sks[j], values[j]
 
     def visible(self, read_seq: int, start: bytes | None = None,
                 end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
@@ -171,7 +202,7 @@ class TableReader:
             block = self.block(i)
             keys = block.keys
             sks = block.seq_kinds
-            value = block.value
+            values = block.values
             j = bisect_left(keys, start) if first and start is not None else 0
             first = False
             for j in range(j, len(keys)):
@@ -184,7 +215,7 @@ class TableReader:
                 if sk >> 8 > read_seq:
                     continue
                 prev = k
-                yield k, sk & 0xFF, value(j)
+                yield k, sk & 0xFF, values[j]
 
     def visible_reverse(self, read_seq: int, start: bytes | None = None,
                         end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
@@ -216,7 +247,7 @@ class TableReader:
                     candidate = None
                 sk = sks[j]
                 if sk >> 8 <= read_seq:
-                    candidate = (k, sk & 0xFF, block.value(j))
+                    candidate = (k, sk & 0xFF, block.values[j])
                 j -= 1
             i -= 1
         if candidate is not None:

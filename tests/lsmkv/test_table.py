@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.cache import LRUCache
+from lsmkv.cache import BlockCache
 from lsmkv.errors import CorruptionError
 from lsmkv.fs import DEFAULT_FS
 from lsmkv.table.block import decode_block, encode_block
@@ -70,13 +70,13 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
     path = tmp_path_factory.mktemp("t") / "000001.sst"
     props = build(path, entries, block_size=block_size, compression=compression)
     assert props.entries == len(entries)
-    reader = TableReader(DEFAULT_FS, str(path), 1, LRUCache(1 << 20))
+    reader = TableReader(DEFAULT_FS, str(path), 1, BlockCache(1 << 20))
     assert [(k, sk >> 8, sk & 0xFF, v) for k, sk, v in reader.entries()] == entries
     newest = {}
     for k, seq, kind, v in entries:
         newest.setdefault(k, (kind, v))
     for k, (kind, v) in newest.items():
-        assert reader.get(k, 2**56) == (kind, v)
+        assert reader.get(k, bloom_hash(k), 2**56) == (kind, v)
         assert reader.filter.may_contain(bloom_hash(k))
     visible = [(k, kind, v) for k, (kind, v) in sorted(newest.items())]
     assert list(reader.visible(2**56)) == visible
@@ -92,7 +92,7 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
         if seq <= mid:
             expected_mid.setdefault(k, (kind, v))
     for k in newest:
-        assert reader.get(k, mid) == expected_mid.get(k)
+        assert reader.get(k, bloom_hash(k), mid) == expected_mid.get(k)
     assert list(reader.visible(mid)) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
     reader.close()
 
@@ -135,10 +135,10 @@ def test_corrupted_data_block_is_detected_never_returned(tmp_path):
     path.write_bytes(bytes(raw))
     reader = TableReader(DEFAULT_FS, str(path), 2, None)
     with pytest.raises(CorruptionError, match="checksum mismatch") as info:
-        reader.get(b"key00000", 2**56)
+        reader.get(b"key00000", bloom_hash(b"key00000"), 2**56)
     assert info.value.path == str(path) and info.value.offset == 0
     # Other blocks still read fine.
-    assert reader.get(b"key01999", 2**56) == (VALUE, b"value01999")
+    assert reader.get(b"key01999", bloom_hash(b"key01999"), 2**56) == (VALUE, b"value01999")
 
 
 def test_corrupted_footer_and_truncation(tmp_path):
@@ -175,15 +175,42 @@ def test_any_single_bit_flip_is_detected(tmp_path_factory, data):
         list(reader.entries())
 
 
-def test_lru_cache_evicts_by_charge():
-    c = LRUCache(100)
-    c.insert(1, "a", 40)
-    c.insert(2, "b", 40)
-    assert c.get(1) == "a"  # 1 is now most recent
-    c.insert(3, "c", 40)  # evicts 2
-    assert c.get(2) is None and c.get(1) == "a" and c.get(3) == "c"
-    assert c.usage == 80
-    c.insert(4, "huge", 1000)  # larger than the cache: not cached
-    assert c.get(4) is None
-    c.erase_where(lambda k: k == 1)
-    assert c.get(1) is None and c.usage == 40
+class FakeBlock:
+    def __init__(self, charge):
+        self.charge = charge
+
+
+class FakeReader:
+    def __init__(self, n):
+        self.blocks = [None] * n
+        self.refs = bytearray(n)
+
+
+def test_block_cache_evicts_by_charge_with_second_chance():
+    cache = BlockCache(100)
+    r = FakeReader(5)
+    cache.admit(r, 0, FakeBlock(40))
+    cache.admit(r, 1, FakeBlock(40))
+    r.refs[0] = 1  # block 0 was read since it was admitted
+    cache.admit(r, 2, FakeBlock(40))  # evicts 1 (0 gets a second chance)
+    assert r.blocks[0] is not None and r.blocks[1] is None and r.blocks[2] is not None
+    assert cache.usage == 80 and cache.evicted == 1
+    cache.admit(r, 3, FakeBlock(1000))  # larger than the cache: not kept
+    assert r.blocks[3] is None
+    cache.drop_reader(r)
+    assert cache.usage == 0 and r.blocks == [None] * 5
+    cache.admit(r, 4, FakeBlock(10))
+    assert cache.usage == 10
+
+
+def test_reader_serves_blocks_from_the_cache(tmp_path):
+    path = tmp_path / "000005.sst"
+    build(path, [(b"k%04d" % i, 10_000 - i, VALUE, b"v" * 50) for i in range(2000)])
+    cache = BlockCache(1 << 20)
+    reader = TableReader(DEFAULT_FS, str(path), 5, cache)
+    reads = reader._io.block_reads
+    assert reader.get(b"k0100", bloom_hash(b"k0100"), 2**56) == (VALUE, b"v" * 50)
+    assert reader._io.block_reads == reads + 1
+    assert reader.get(b"k0101", bloom_hash(b"k0101"), 2**56) == (VALUE, b"v" * 50)
+    assert reader._io.block_reads == reads + 1  # same block, from the cache
+    assert cache.usage > 0

@@ -1,0 +1,261 @@
+"""Compactor: runs leveled compaction for one DB, in the background and on demand.
+
+It owns the compaction thread, the optional worker process that does the
+merging (compaction_job.py), and the install step: output files are renamed
+to their table numbers and fsynced into the directory, then one manifest edit
+removes the inputs and adds the outputs, and the DB's read state switches to
+the new Version. Input files are deleted later, when no live Version (an open
+scan, say) still references them.
+
+One compaction runs at a time (``_lock``): the background loop and
+``compact_range`` take turns. Compaction never blocks reads; writers are
+only slowed or stopped by the level-0 triggers (db.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .compaction import Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_manual
+from .compaction_job import CompactionJob, CompactionResult, TableOptions, run_compaction
+from .compaction_worker import CompactionWorker
+from .filenames import table_name
+from .fs import DEFAULT_FS
+from .version import NUM_LEVELS, FileMeta, VersionEdit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .db import DB
+
+log = logging.getLogger(__name__)
+
+
+class CompactionStats:
+    __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
+                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds")
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def add(self, result: CompactionResult) -> None:
+        self.compactions += 1
+        self.bytes_read += result.bytes_read
+        self.bytes_written += result.bytes_written
+        self.entries_read += result.entries_read
+        self.entries_written += result.entries_written
+        self.versions_dropped += result.versions_dropped
+        self.tombstones_dropped += result.tombstones_dropped
+        self.seconds += result.seconds
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class Compactor:
+    def __init__(self, db: "DB") -> None:
+        self.db = db
+        opts = db.options
+        self.limits = self.limits_for(opts)
+        self.table_options = TableOptions(opts.block_size, opts.compression, opts.compression_level,
+                                          opts.bloom_bits_per_key)
+        self.use_process = opts.compaction_executor == "process" and opts.fs is DEFAULT_FS
+        self.stats = CompactionStats()
+        self._lock = threading.Lock()
+        self._worker: CompactionWorker | None = CompactionWorker() if self.use_process else None
+        self._job_ids = 0
+        self._thread: threading.Thread | None = None
+        #: Bumped (under the DB's _bg_cond) whenever the tree changes shape.
+        self.changes = 0
+
+    @staticmethod
+    def limits_for(opts) -> CompactionLimits:
+        return CompactionLimits(
+            level1_max_bytes=opts.level1_max_bytes, level_size_multiplier=opts.level_size_multiplier,
+            target_file_size=opts.target_file_size, l0_compaction_trigger=opts.l0_compaction_trigger,
+            max_grandparent_overlap_bytes=opts.max_grandparent_overlap_factor * opts.target_file_size)
+
+    @staticmethod
+    def empty_stats() -> dict:
+        return CompactionStats().as_dict()
+
+    # -- background loop ----------------------------------------------------
+
+    def start(self) -> None:
+        if self.db.options.disable_auto_compactions:
+            return
+        self._thread = threading.Thread(target=self._loop, name=f"lsmkv-compact:{self.db.path}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        db = self.db
+        seen = -1
+        while True:
+            with db._bg_cond:
+                while self.changes == seen and not db._shutting_down and db._bg_error is None:
+                    db._bg_cond.wait()
+                if db._shutting_down or db._bg_error is not None:
+                    return
+                seen = self.changes
+            try:
+                while not db._shutting_down and self._run_one_scored():
+                    pass
+            except BaseException as exc:  # noqa: BLE001 - any failure stops writes
+                db._background_failed("compaction", exc)
+                return
+
+    def _run_one_scored(self) -> bool:
+        """Run the compaction the scores ask for; False if there is none."""
+        with self._lock:
+            db = self.db
+            compaction = pick_compaction(db._state.version, self.limits, db._versions.compact_pointers)
+            if compaction is None:
+                return False
+            self._run(compaction)
+            return True
+
+    # -- on demand ----------------------------------------------------------
+
+    def compact_range(self, start: bytes | None, end: bytes | None) -> None:
+        """Compact every table overlapping [start, end] down to the deepest
+        level holding data in that range, dropping overwritten versions and
+        tombstones there."""
+        db = self.db
+        with self._lock:
+            version = db._state.version
+            last = max(1, deepest_level_with_data(version, start, end))
+            for level in range(last):
+                compaction = pick_manual(db._state.version, level, start, end)
+                if compaction is not None:
+                    self._run(compaction)
+            version = db._state.version
+            # Tables already in the last level can still hold tombstones (a
+            # level-0 table moved down whole, say): rewrite those in place.
+            if any(f.tombstones for f in version.overlapping(last, start, end)):
+                compaction = pick_manual(version, last, start, end, bottommost=True)
+                if compaction is not None:
+                    self._run(compaction)
+
+    # -- running and installing -----------------------------------------------
+
+    def _run(self, c: Compaction) -> None:
+        for f in c.all_inputs:
+            f.being_compacted = True
+        try:
+            if c.is_trivial_move(self.limits):
+                self._install_trivial_move(c)
+            else:
+                result = self._merge(c)
+                self._install(c, result)
+        finally:
+            for f in c.all_inputs:
+                f.being_compacted = False
+
+    def _job(self, c: Compaction) -> CompactionJob:
+        db = self.db
+        path = db.path
+
+        def source(files: list[FileMeta]) -> list[tuple[str, int]]:
+            return [(os.path.join(path, table_name(f.number)), f.number) for f in files]
+
+        if c.level == 0:
+            sources = [source([f]) for f in c.inputs]  # overlapping: one source each, newest first
+        else:
+            sources = [source(c.inputs)]
+        if c.next_inputs:
+            sources.append(source(c.next_inputs))
+        lo, hi = c.key_range()
+        version = db._state.version
+        lower = [[(f.smallest, f.largest) for f in version.overlapping(level, lo, hi)]
+                 for level in range(c.output_level + 1, NUM_LEVELS)]
+        self._job_ids += 1
+        return CompactionJob(
+            dbpath=path, job_id=f"{os.getpid()}-{self._job_ids}", sources=sources, output_level=c.output_level,
+            snapshots=db._live_snapshots(), lower_ranges=lower,
+            grandparents=[(f.largest, f.size) for f in c.grandparents],
+            target_file_size=self.limits.target_file_size,
+            max_grandparent_overlap_bytes=self.limits.max_grandparent_overlap_bytes,
+            table=self.table_options)
+
+    def _merge(self, c: Compaction) -> CompactionResult:
+        job = self._job(c)
+        if self._worker is not None:
+            return self._worker.run(job)
+        return run_compaction(job, self.db._fs)
+
+    def _install_trivial_move(self, c: Compaction) -> None:
+        meta = c.inputs[0]
+        edit = VersionEdit()
+        edit.delete_file(c.level, meta.number)
+        moved = FileMeta(meta.number, meta.size, meta.smallest, meta.largest, meta.smallest_seq,
+                         meta.largest_seq, meta.entries, meta.tombstones)
+        moved.reader = meta.reader
+        edit.add_file(c.output_level, moved)
+        if c.level > 0:
+            edit.compact_pointers.append((c.level, meta.largest))
+        self.db._apply_edit(edit)
+        self.stats.trivial_moves += 1
+        log.debug("%s: moved table %d from level %d to %d", self.db.path, meta.number, c.level, c.output_level)
+
+    def _install(self, c: Compaction, result: CompactionResult) -> None:
+        db = self.db
+        fs = db._fs
+        edit = VersionEdit()
+        for f in c.inputs:
+            edit.delete_file(c.level, f.number)
+        for f in c.next_inputs:
+            edit.delete_file(c.output_level, f.number)
+        renamed = []
+        try:
+            for out in result.outputs:
+                number = db._versions.new_file_number()
+                db._pending_outputs.add(number)
+                renamed.append(number)
+                fs.rename(out.tmp_path, os.path.join(db.path, table_name(number)))
+                edit.add_file(c.output_level, FileMeta(number, out.size, out.smallest, out.largest,
+                                                       out.smallest_seq, out.largest_seq, out.entries,
+                                                       out.tombstones))
+            fs.sync_dir(db.path)
+            if c.reason == "score" and c.level > 0:
+                edit.compact_pointers.append((c.level, max(f.largest for f in c.inputs)))
+            db._apply_edit(edit)
+        except BaseException:
+            for out in result.outputs:
+                try:
+                    fs.remove(out.tmp_path)
+                except OSError:
+                    pass
+            raise
+        finally:
+            for number in renamed:
+                db._pending_outputs.discard(number)
+        self.stats.add(result)
+        log.debug("%s: compacted %d+%d tables of level %d into %d tables of level %d (%.2fs)", db.path,
+                  len(c.inputs), len(c.next_inputs), c.level, len(result.outputs), c.output_level,
+                  result.seconds)
+        db._delete_obsolete_files()
+
+    def stop(self) -> None:
+        """Wait for the running compaction (if any) and release the worker."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no compaction is due (scores below 1) or the timeout passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        db = self.db
+        while True:
+            with self._lock:
+                due = pick_compaction(db._state.version, self.limits, db._versions.compact_pointers)
+            if due is None or db._bg_error is not None:
+                return due is None
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
