@@ -34,7 +34,7 @@ from hdrh.histogram import HdrHistogram
 log = logging.getLogger(__name__)
 
 __all__ = ["LATENCY_PERCENTILES", "new_histogram", "histogram_from_ns", "latency_summary", "latency_cdf",
-           "IoCounters",
+           "IoCounters", "child_pids",
            "read_io", "cpu_seconds", "reset_peak_rss", "peak_rss_bytes", "directory_bytes",
            "throughput_timeline", "ratio", "engine_deltas", "phase_read_amp"]
 
@@ -134,9 +134,35 @@ class IoCounters:
                           self.rchar - other.rchar, self.wchar - other.wchar)
 
 
-def read_io() -> IoCounters:
+def child_pids() -> list[int]:
+    """Live descendants of this process (e.g. an engine's compaction worker), from /proc."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
     try:
-        with open("/proc/self/io", encoding="ascii") as f:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1:
+            parents[int(name)] = int(fields[1])
+    tree, frontier = [], {me}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier}
+        tree += sorted(frontier)
+    return tree
+
+
+def _read_io_file(path: str) -> IoCounters:
+    try:
+        with open(path, encoding="ascii") as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)
     except OSError:
         return IoCounters(False)
@@ -145,32 +171,78 @@ def read_io() -> IoCounters:
                       get("rchar"), get("wchar"))
 
 
+def read_io() -> IoCounters:
+    """I/O of this process and its live descendants.
+
+    /proc/self/io covers every thread of this process and every child it has
+    already reaped; a live child (lsmkv's compaction worker) is read from its
+    own /proc/<pid>/io.
+    """
+    total = _read_io_file("/proc/self/io")
+    if not total.available:
+        return total
+    for pid in child_pids():
+        child = _read_io_file(f"/proc/{pid}/io")
+        if child.available:
+            total.read_bytes += child.read_bytes
+            total.write_bytes += child.write_bytes
+            total.cancelled_write_bytes += child.cancelled_write_bytes
+            total.rchar += child.rchar
+            total.wchar += child.wchar
+    return total
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def cpu_seconds() -> float:
-    """User + system CPU time of the whole process (all threads) so far."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    """User + system CPU time so far of this process (all threads), of its reaped
+    children, and of its live descendants."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+    for pid in child_pids():
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return total
 
 
 def reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM); False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process and its live
+    descendants; False where that is not possible."""
+    ok = True
+    for pid in ["self"] + [str(p) for p in child_pids()]:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+                f.write("5")
+        except OSError:
+            ok = ok and pid != "self"
+    return ok
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident set size since the last reset (or since the process started)."""
+def _hwm(pid: str) -> int | None:
     try:
-        with open("/proc/self/status", encoding="ascii") as f:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return None
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size since the last reset: this process's, plus that of
+    each live descendant (each peak on its own, so the sum can exceed any moment's total)."""
+    own = _hwm("self")
+    if own is None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return own + sum(_hwm(str(p)) or 0 for p in child_pids())
 
 
 def directory_bytes(path: str) -> int:

@@ -125,9 +125,11 @@ def amplification_table(doc: dict[str, Any]) -> Table:
         headers.append(f"space amp after {last}")
     if reading:
         headers.append(f"read amp {reading}")
-    headers += ["stall s", "compaction written", "CPU µs/op"]
+    headers += ["write amp whole run", "stall s", "compaction written", "CPU µs/op"]
     table = Table(headers, title="Amplification and cost per engine",
-                  caption="CPU µs/op: process CPU time (all threads) over all phases / operations.")
+                  caption="write amp whole run: bytes written to storage over all phases and loads / user bytes "
+                          "they wrote. CPU µs/op: CPU time of the process and its helpers over all phases / "
+                          "operations.")
     for e in engines:
         runs = [r for r in doc["runs"] if r["engine"] == e]
         get = lambda w, k: (idx.get((e, w)) or {}).get(k)  # noqa: E731
@@ -142,7 +144,12 @@ def amplification_table(doc: dict[str, Any]) -> Table:
         comp = [r["compaction_bytes_written"] for r in runs if r.get("compaction_bytes_written") is not None]
         ops = sum(r["operations"] for r in runs)
         cpu = sum(r.get("cpu_s") or 0 for r in runs)
-        row += ["-" if not stalls else f"{sum(stalls):.2f}", "-" if not comp else format_size(sum(comp)),
+        loads = [ld for ld in doc.get("loads", []) if ld["engine"] == e]
+        written = [x.get("io_write_bytes") for x in runs + loads]
+        user = sum(x.get("user_bytes_written") or 0 for x in runs + loads)
+        whole = sum(written) / user if user and None not in written else None
+        row += [fmt_amp(whole), "-" if not stalls else f"{sum(stalls):.2f}",
+                "-" if not comp else format_size(sum(comp)),
                 f"{cpu / ops * 1e6:.1f}" if ops else "-"]
         table.rows.append(row)
     return table

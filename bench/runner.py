@@ -57,6 +57,32 @@ __all__ = ["Progress", "EngineRun", "Runner"]
 PREGENERATE_LIMIT_BYTES = 768 << 20
 
 
+#: After a phase's flush(), the engine counts as idle once it has written nothing and used
+#: under IDLE_CPU_SHARE of a core for IDLE_WINDOW_S; the wait ends after SETTLE_LIMIT_S anyway.
+IDLE_WINDOW_S = 0.3
+IDLE_CPU_SHARE = 0.1
+SETTLE_LIMIT_S = 30.0
+_IDLE_POLL_S = 0.1
+
+
+def _settle() -> float:
+    """Wait until the engine's background work (compactions, write-back of its own)
+    is done, so that a phase's I/O and CPU include the work it caused; returns the wait."""
+    start = time.perf_counter()
+    io, cpu, since = metrics.read_io().write_bytes, metrics.cpu_seconds(), start
+    while True:
+        time.sleep(_IDLE_POLL_S)
+        now = time.perf_counter()
+        io2, cpu2 = metrics.read_io().write_bytes, metrics.cpu_seconds()
+        if io2 != io or cpu2 - cpu > IDLE_CPU_SHARE * (now - since):
+            io, cpu, since = io2, cpu2, now
+        elif now - since >= IDLE_WINDOW_S:
+            return now - start - (now - since)
+        if now - start >= SETTLE_LIMIT_S:
+            log.warning("the engine was still busy %.0f s after the phase; measuring anyway", SETTLE_LIMIT_S)
+            return now - start
+
+
 class Progress:
     """Callbacks the runner makes; the CLI shows them, tests ignore them."""
 
@@ -282,16 +308,19 @@ class Runner:
         values = ValuePool(self.config.seed, self.config.value_compressibility)
         self.progress.stage(engine, workload, "load", len(plan.nums))
         io0, t0 = metrics.read_io(), time.perf_counter()
+        user_bytes = 0
         for chunk in plan.chunks(values):
             adapter.write_batch(list(zip(chunk.keys, chunk.args)))
             dataset.apply(chunk)
+            user_bytes += chunk.user_bytes_written()
             self.progress.advance(len(chunk))
         adapter.flush()
         seconds = time.perf_counter() - t0
+        _settle()
         io = metrics.read_io() - io0
         return {"engine": engine, "before": workload, "origin": plan.origin, "records": len(plan.nums),
                 "seconds": round(seconds, 3), "records_per_sec": round(len(plan.nums) / max(seconds, 1e-9), 1),
-                "io_write_bytes": io.write_bytes if io.available else None,
+                "user_bytes_written": user_bytes, "io_write_bytes": io.write_bytes if io.available else None,
                 "disk_bytes": metrics.directory_bytes(path), "live_bytes": dataset.live_bytes()}
 
     def _warmup(self, adapter: EngineAdapter, engine: str, workload: Workload, index: int,
@@ -367,6 +396,9 @@ class Runner:
         t_flush = time.perf_counter()
         adapter.flush()
         flush_s = time.perf_counter() - t_flush
+        user_bytes = sum(c.user_bytes_written() for c in executed)
+        # A phase that wrote (or during which something wrote) waits for the engine to go idle.
+        settle_s = _settle() if user_bytes or (metrics.read_io() - io0).write_bytes else 0.0
         io = metrics.read_io() - io0
         cpu = metrics.cpu_seconds() - cpu0
         peak_rss = metrics.peak_rss_bytes()
@@ -374,7 +406,6 @@ class Runner:
         for chunk in executed:
             dataset.apply(chunk)
 
-        user_bytes = sum(c.user_bytes_written() for c in executed)
         disk = metrics.directory_bytes(path)
         live = dataset.live_bytes()
         deltas = metrics.engine_deltas(stats0, stats1)
@@ -423,7 +454,8 @@ class Runner:
             "cpu_us_per_op": round(cpu / ops * 1e6, 2) if ops else None,
             "peak_rss_mb": round(peak_rss / (1 << 20), 1),
             "flush_s": round(flush_s, 4),
-            "stall_s": _round(deltas.get("stall_seconds")),
+            "settle_s": round(settle_s, 3),
+            "stall_s": _round(_stall_seconds(deltas)),
             "compaction_bytes_written": deltas.get("compaction_bytes_written"),
             "flush_bytes_written": deltas.get("flush_bytes_written"),
             "write_heavy": workload.write_fraction >= 0.5,
@@ -547,6 +579,13 @@ def _by_op(lat: np.ndarray, kinds: np.ndarray, elapsed_s: float) -> dict[str, An
             "latency_us": metrics.latency_summary(hist, sel),
         }
     return out
+
+
+def _stall_seconds(deltas: dict[str, float]) -> float | None:
+    """Time writers were held back: stopped (``stall_seconds``) plus slowed down
+    (``slowdown_seconds``), where the engine counts them."""
+    parts = [deltas[k] for k in ("stall_seconds", "slowdown_seconds") if k in deltas]
+    return sum(parts) if parts else None
 
 
 def _safe_stats(adapter: EngineAdapter) -> dict[str, Any]:
