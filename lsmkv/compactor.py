@@ -125,19 +125,21 @@ class Compactor:
         tombstones there."""
         db = self.db
         with self._lock:
-            version = db._state.version
-            last = max(1, deepest_level_with_data(version, start, end))
+            # (No Version is kept in a local across compactions: it would
+            # keep the files it names from being deleted.)
+            last = max(1, deepest_level_with_data(db._state.version, start, end))
             for level in range(last):
                 compaction = pick_manual(db._state.version, level, start, end)
                 if compaction is not None:
                     self._run(compaction)
-            version = db._state.version
             # Tables already in the last level can still hold tombstones (a
             # level-0 table moved down whole, say): rewrite those in place.
-            if any(f.tombstones for f in version.overlapping(last, start, end)):
-                compaction = pick_manual(version, last, start, end, bottommost=True)
+            if any(f.tombstones for f in db._state.version.overlapping(last, start, end)):
+                compaction = pick_manual(db._state.version, last, start, end, bottommost=True)
                 if compaction is not None:
                     self._run(compaction)
+            compaction = None
+        db._delete_obsolete_files()
 
     # -- running and installing -----------------------------------------------
 

@@ -814,6 +814,11 @@ class DB:
             self._bg_thread.join()
         if self._compactor is not None:
             self._compactor.stop()
+        if self._bg_error is None:
+            try:
+                self._delete_obsolete_files()
+            except OSError as exc:  # leftovers are removed at the next open
+                log.warning("%s: could not remove obsolete files at close: %s", self.path, exc)
         self._release_resources()
 
     def _release_resources(self) -> None:
