@@ -40,7 +40,7 @@ from .compactor import Compactor
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
-from .flush import memtable_entries, write_table
+from .flush import write_table
 from .iterators import level_visible, merge_visible
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .memtable import MemTable
@@ -427,7 +427,7 @@ class DB:
             if version is not None:
                 return version[2] if version[1] else default
         self._gets += 1
-        h = _hash64(k, 0, False)[0]  # table.bloom.bloom_hash, inlined
+        h = _hash64(k, 0)[0]  # table.bloom.bloom_hash, inlined
         found = None
         for meta in st.version.levels[0]:
             if meta.smallest <= k <= meta.largest:
@@ -613,7 +613,7 @@ class DB:
         number = self._versions.new_file_number()
         self._pending_outputs.add(number)
         try:
-            meta = write_table(self._fs, self.path, number, memtable_entries(mem, snapshots), self.options)
+            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options)
         except BaseException:
             self._pending_outputs.discard(number)
             raise

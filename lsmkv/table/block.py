@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 from ..errors import CorruptionError
 
@@ -80,16 +80,11 @@ class BlockBuilder:
 
 def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> bytes:
     n = len(keys)
-    key_end = array("I")
-    total = 0
-    for k in keys:
-        total += len(k)
-        key_end.append(total)
-    value_end = array("I")
-    for v in values:
-        total += len(v)
-        value_end.append(total)
-    if total >= 1 << 32:
+    key_end = array("I", accumulate(map(len, keys)))
+    keys_total = key_end[-1] if n else 0
+    value_end = array("I", accumulate(map(len, values), initial=keys_total))
+    del value_end[0]
+    if n and value_end[-1] >= 1 << 32:
         raise ValueError("block larger than 4 GiB")
     sk = array("Q", seq_kinds)
     if not _LITTLE:  # pragma: no cover
