@@ -208,6 +208,18 @@ def _resolve(keys, seq_kinds, values, snapshots: list[int], bottommost: _Bottomm
     return list(compress(keys, mask)), list(compress(seq_kinds, mask)), list(compress(values, mask))
 
 
+def _zero_sequences(keys: list[bytes], seq_kinds: list[int], snapshots: list[int]) -> list[int]:
+    """At the bottom of the tree, a key's last version that every reader can
+    see gets sequence 0 (as RocksDB does): nothing older exists to order it
+    against, and a column of zeros compresses to nearly nothing."""
+    if not snapshots:
+        # Retention left one version per key: every one of them qualifies.
+        return list(map(and_, seq_kinds, repeat(0xFF)))
+    limit = snapshots[0]
+    last_of_key = [*map(bytes.__ne__, keys[:-1], keys[1:]), True]
+    return [sk & 0xFF if last and sk >> 8 <= limit else sk for sk, last in zip(seq_kinds, last_of_key)]
+
+
 class _OutputWriter:
     """Writes merged runs into output tables, cut at user-key boundaries when
     a table reaches target_file_size or overlaps too many grandparent bytes."""
@@ -331,11 +343,14 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
             readers.extend(source_readers)
             sources.append(_Source(source_readers))
         bottommost = _BottommostTest(job.lower_ranges)
+        at_bottom = not any(job.lower_ranges)
         for hi in [*_chunk_bounds(readers, BLOCKS_PER_CHUNK), None]:
             keys, seq_kinds, values = _merge([source.take_below(hi) for source in sources])
             result.entries_read += len(keys)
             if keys:
                 keys, seq_kinds, values = _resolve(keys, seq_kinds, values, job.snapshots, bottommost, result)
+                if at_bottom and keys:
+                    seq_kinds = _zero_sequences(keys, seq_kinds, job.snapshots)
                 result.entries_written += len(keys)
                 out.add(keys, seq_kinds, values)
         out.finish_file()
