@@ -268,8 +268,9 @@ class DB:
     # ------------------------------------------------------------------
 
     def _create_log(self, number: int) -> LogWriter:
-        # A log holds somewhat less than its memtable's charged size; it grows if needed.
-        capacity = self.options.write_buffer_size + (1 << 20)
+        # A log holds somewhat less than its memtable's charged size (which
+        # counts per-entry overhead); it grows if a big batch needs it to.
+        capacity = self.options.write_buffer_size + (self.options.write_buffer_size >> 3)
         return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
 
     def put(self, key: object, value: object, sync: bool = False) -> None:
@@ -709,8 +710,12 @@ class DB:
     # Stats, close
     # ------------------------------------------------------------------
 
-    def stats(self) -> dict:
-        """A plain dict of counters and shape; see docs/architecture.md for each key."""
+    def stats(self, space_amp: bool = False) -> dict:
+        """A plain dict of counters and shape; see docs/architecture.md for each key.
+
+        With ``space_amp=True`` it also scans the whole database to measure the
+        live data (key + value bytes of every live key) and reports
+        ``live_bytes`` and ``space_amp`` (bytes on disk / live bytes)."""
         st = self._state
         version = st.version
         compactor = self._compactor
@@ -733,7 +738,7 @@ class DB:
                    + self._versions.manifest_bytes_written)
         gets = self._gets
         cache = self._block_cache
-        return {
+        result = {
             "engine": "lsm",
             "path": self.path,
             "entries": table_entries + mem_entries,
@@ -783,6 +788,11 @@ class DB:
             "recovery": dict(self._recovery),
             "background_error": None if self._bg_error is None else str(self._bg_error),
         }
+        if space_amp:
+            live = sum(len(k) + len(v) for k, v in self._scan(None, None, False, None, None))
+            result["live_bytes"] = live
+            result["space_amp"] = result["disk_bytes"] / live if live else 0.0
+        return result
 
     def _disk_bytes(self) -> int:
         total = 0

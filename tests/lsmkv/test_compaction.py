@@ -104,6 +104,9 @@ def test_deleting_half_then_compacting_removes_tombstones_and_dead_values(db_pat
         assert stats["entries_dropped"] >= len(deleted)
         assert sum(stats["bytes_per_level"]) < 0.6 * sum(full["bytes_per_level"])
         assert all(db.get(k) is None for k in list(deleted)[:300])
+        measured = db.stats(space_amp=True)
+        assert measured["live_bytes"] == sum(len(k) + len(k) + 1 + 200 for k in set(keys) - deleted)
+        assert 0 < measured["space_amp"] < 1.2
     dumped = set()
     for name in os.listdir(db_path):
         if name.endswith(".sst"):
