@@ -1,0 +1,291 @@
+"""Page images: the byte layout of every page type and the in-memory node.
+
+This module owns the translation between the fixed-size page images in the
+page file and the decoded objects the rest of the engine works on:
+
+* :class:`Node`, a decoded leaf or internal node (sorted key list plus values
+  or child page numbers), and its slotted-page encoding;
+* :class:`Overflow`, the reference a leaf holds for a value stored in an
+  overflow page chain, and the overflow page encoding;
+* free-list page encoding.
+
+Every page starts with the same 32-byte header (checksum, page number, type,
+entry count, checkpoint epoch, two type-specific links); docs/formats.md has
+the byte-by-byte layout. Decoding verifies the checksum and the page number
+first and raises :class:`~lsmkv.errors.CorruptionError` naming file and page,
+so a torn or misplaced page is never taken for data.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from lsmkv.checksum import crc32
+from lsmkv.errors import CorruptionError
+
+#: crc u32, page number u32, type u8, flags u8, count u16, cell start u16,
+#: reserved u16, epoch u64, link a u32, link b u32.
+HEADER = struct.Struct("<IIBBHHHQII")
+HEADER_SIZE = HEADER.size  # 32
+_HDR_AFTER_CRC = struct.Struct("<IBBHHHQII")  # the header without its checksum
+_U32 = struct.Struct("<I")
+
+PAGE_META = 1
+PAGE_INTERNAL = 2
+PAGE_LEAF = 3
+PAGE_OVERFLOW = 4
+PAGE_FREELIST = 5
+PAGE_TYPE_NAMES = {PAGE_META: "meta", PAGE_INTERNAL: "internal", PAGE_LEAF: "leaf",
+                   PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list"}
+
+#: Leaf cell header: key length u16, kind u8 (0 inline, 1 overflow), value length u32.
+LEAF_CELL = struct.Struct("<HBI")
+LEAF_CELL_SIZE = LEAF_CELL.size  # 7
+#: Internal cell header: key length u16, child page u32 (the child right of the key).
+INTERNAL_CELL = struct.Struct("<HI")
+INTERNAL_CELL_SIZE = INTERNAL_CELL.size  # 6
+SLOT_SIZE = 2
+KIND_INLINE = 0
+KIND_OVERFLOW = 1
+
+MIN_PAGE_SIZE = 512
+MAX_PAGE_SIZE = 32768
+
+_slot_structs: dict[int, struct.Struct] = {}
+
+
+def _slots(count: int) -> struct.Struct:
+    s = _slot_structs.get(count)
+    if s is None:
+        s = _slot_structs[count] = struct.Struct(f"<{count}H")
+    return s
+
+
+class Overflow:
+    """A leaf's reference to a value stored in an overflow page chain."""
+
+    __slots__ = ("page", "length")
+
+    def __init__(self, page: int, length: int) -> None:
+        self.page = page
+        self.length = length
+
+    def __repr__(self) -> str:
+        return f"Overflow(page={self.page}, length={self.length})"
+
+
+class Node:
+    """A decoded leaf or internal node, as held by the buffer pool.
+
+    Leaves: ``keys[i]`` maps to ``vals[i]`` (bytes, or an :class:`Overflow`);
+    ``prev``/``next`` are the neighbouring leaves' page numbers (0 = none).
+    Internal nodes: ``kids`` has ``len(keys) + 1`` child page numbers;
+    ``kids[i]`` holds keys < ``keys[i]`` and ``kids[i + 1]`` keys >= it.
+    ``used`` is the encoded size in bytes; ``dirty`` says the node differs
+    from its page image on disk; ``ref`` is the CLOCK reference bit.
+    """
+
+    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref")
+
+    def __init__(self, pgno: int, leaf: bool) -> None:
+        self.pgno = pgno
+        self.leaf = leaf
+        self.keys: list[bytes] = []
+        self.vals: list = []
+        self.kids: list[int] = []
+        self.prev = 0
+        self.next = 0
+        self.used = HEADER_SIZE
+        self.dirty = False
+        self.ref = True
+
+    def __repr__(self) -> str:
+        kind = "leaf" if self.leaf else "internal"
+        return f"Node({kind}, page={self.pgno}, n={len(self.keys)}, used={self.used})"
+
+
+def leaf_cell_size(key: bytes, val) -> int:
+    """Bytes one leaf entry takes in its page, slot included."""
+    if type(val) is bytes:
+        return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + len(val)
+    return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + 4
+
+
+def internal_cell_size(key: bytes) -> int:
+    return SLOT_SIZE + INTERNAL_CELL_SIZE + len(key)
+
+
+def seal(page: bytearray, pgno: int, ptype: int, count: int, cell_start: int,
+         epoch: int, a: int, b: int) -> bytearray:
+    """Write the header of ``page`` (a full page image) and its checksum."""
+    _HDR_AFTER_CRC.pack_into(page, 4, pgno, ptype, 0, count, cell_start, 0, epoch, a, b)
+    _U32.pack_into(page, 0, crc32(memoryview(page)[4:]))
+    return page
+
+
+def encode_node(node: Node, page_size: int, epoch: int) -> bytearray:
+    """The slotted page image of ``node``: header, slot array, cells at the end."""
+    keys = node.keys
+    count = len(keys)
+    cells = []
+    append = cells.append
+    if node.leaf:
+        pack = LEAF_CELL.pack
+        for key, val in zip(keys, node.vals):
+            if type(val) is bytes:
+                append(pack(len(key), KIND_INLINE, len(val)))
+                append(key)
+                append(val)
+            else:
+                append(pack(len(key), KIND_OVERFLOW, val.length))
+                append(key)
+                append(_U32.pack(val.page))
+        a, b, ptype = node.prev, node.next, PAGE_LEAF
+        sizes = [LEAF_CELL_SIZE + len(k) + (len(v) if type(v) is bytes else 4)
+                 for k, v in zip(keys, node.vals)]
+    else:
+        pack = INTERNAL_CELL.pack
+        for key, kid in zip(keys, node.kids[1:]):
+            append(pack(len(key), kid))
+            append(key)
+        a, b, ptype = node.kids[0], 0, PAGE_INTERNAL
+        sizes = [INTERNAL_CELL_SIZE + len(k) for k in keys]
+    body = b"".join(cells)
+    cell_start = page_size - len(body)
+    if cell_start < HEADER_SIZE + SLOT_SIZE * count:
+        raise AssertionError(f"node on page {node.pgno} does not fit its page ({node.used} bytes)")
+    offsets = []
+    off = cell_start
+    for size in sizes:
+        offsets.append(off)
+        off += size
+    page = bytearray(page_size)
+    if count:
+        _slots(count).pack_into(page, HEADER_SIZE, *offsets)
+    page[cell_start:] = body
+    return seal(page, node.pgno, ptype, count, cell_start % 65536, epoch, a, b)
+
+
+def check_header(buf: bytes, pgno: int, page_size: int, path: str) -> tuple:
+    """Verify checksum and page number; return the unpacked header."""
+    if len(buf) != page_size:
+        raise CorruptionError(f"short page: {len(buf)} of {page_size} bytes (file truncated?)",
+                              path=path, page=pgno)
+    hdr = HEADER.unpack_from(buf, 0)
+    if hdr[0] != crc32(memoryview(buf)[4:]):
+        raise CorruptionError("page checksum mismatch", path=path, page=pgno)
+    if hdr[1] != pgno:
+        raise CorruptionError(f"page holds the image of page {hdr[1]} (misplaced write)",
+                              path=path, page=pgno)
+    return hdr
+
+
+def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
+    """Decode a verified leaf or internal page into a :class:`Node`."""
+    _crc, _pg, ptype, _flags, count, cell_start, _r, _epoch, a, b = check_header(buf, pgno, page_size, path)
+    if ptype == PAGE_LEAF:
+        leaf = True
+    elif ptype == PAGE_INTERNAL:
+        leaf = False
+    else:
+        raise CorruptionError(f"expected a tree page, found a {PAGE_TYPE_NAMES.get(ptype, f'type-{ptype}')} page",
+                              path=path, page=pgno)
+    node = Node(pgno, leaf)
+    if cell_start == 0 and count == 0:
+        cell_start = page_size
+    if HEADER_SIZE + SLOT_SIZE * count > page_size:
+        raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
+    offsets = _slots(count).unpack_from(buf, HEADER_SIZE) if count else ()
+    keys = node.keys
+    used = HEADER_SIZE
+    try:
+        if leaf:
+            vals = node.vals
+            unpack = LEAF_CELL.unpack_from
+            for off in offsets:
+                klen, kind, vlen = unpack(buf, off)
+                ks = off + LEAF_CELL_SIZE
+                ke = ks + klen
+                keys.append(buf[ks:ke])
+                if kind == KIND_INLINE:
+                    ve = ke + vlen
+                    if ve > page_size:
+                        raise IndexError
+                    vals.append(buf[ke:ve])
+                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
+                elif kind == KIND_OVERFLOW:
+                    vals.append(Overflow(_U32.unpack_from(buf, ke)[0], vlen))
+                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
+                else:
+                    raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
+                if ke > page_size:
+                    raise IndexError
+            node.prev = a
+            node.next = b
+        else:
+            kids = node.kids
+            kids.append(a)
+            unpack = INTERNAL_CELL.unpack_from
+            for off in offsets:
+                klen, kid = unpack(buf, off)
+                ks = off + INTERNAL_CELL_SIZE
+                ke = ks + klen
+                if ke > page_size:
+                    raise IndexError
+                keys.append(buf[ks:ke])
+                kids.append(kid)
+                used += SLOT_SIZE + INTERNAL_CELL_SIZE + klen
+    except (IndexError, struct.error):
+        raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
+    node.used = used
+    node.dirty = False
+    return node
+
+
+def page_type(buf: bytes) -> int:
+    return buf[8]
+
+
+def page_epoch(buf: bytes) -> int:
+    return HEADER.unpack_from(buf, 0)[7]
+
+
+def encode_overflow(pgno: int, data: bytes, next_page: int, page_size: int, epoch: int) -> bytearray:
+    """An overflow page: header (a = next page of the chain, b = bytes here), data."""
+    page = bytearray(page_size)
+    page[HEADER_SIZE:HEADER_SIZE + len(data)] = data
+    return seal(page, pgno, PAGE_OVERFLOW, 0, 0, epoch, next_page, len(data))
+
+
+def decode_overflow(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[bytes, int]:
+    """(data, next page) of a verified overflow page."""
+    hdr = check_header(buf, pgno, page_size, path)
+    if hdr[2] != PAGE_OVERFLOW:
+        raise CorruptionError(f"expected an overflow page, found type {hdr[2]}", path=path, page=pgno)
+    n = hdr[9]
+    if n > page_size - HEADER_SIZE:
+        raise CorruptionError(f"overflow page claims {n} bytes", path=path, page=pgno)
+    return buf[HEADER_SIZE:HEADER_SIZE + n], hdr[8]
+
+
+def freelist_capacity(page_size: int) -> int:
+    return (page_size - HEADER_SIZE) // 4
+
+
+def encode_freelist(pgno: int, pages: list[int], next_page: int, page_size: int, epoch: int) -> bytearray:
+    """A free-list page: header (count, a = next free-list page), u32 page numbers."""
+    page = bytearray(page_size)
+    if pages:
+        struct.pack_into(f"<{len(pages)}I", page, HEADER_SIZE, *pages)
+    return seal(page, pgno, PAGE_FREELIST, len(pages), 0, epoch, next_page, 0)
+
+
+def decode_freelist(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[list[int], int]:
+    """(free page numbers, next free-list page) of a verified free-list page."""
+    hdr = check_header(buf, pgno, page_size, path)
+    if hdr[2] != PAGE_FREELIST:
+        raise CorruptionError(f"expected a free-list page, found type {hdr[2]}", path=path, page=pgno)
+    count = hdr[4]
+    if count > freelist_capacity(page_size):
+        raise CorruptionError(f"free-list page claims {count} entries", path=path, page=pgno)
+    return list(struct.unpack_from(f"<{count}I", buf, HEADER_SIZE)), hdr[8]
