@@ -185,7 +185,7 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         details.update(page_size=ps, epoch=meta.epoch, height=meta.height, page_count=meta.page_count,
                        root=meta.root, checkpoint_lsn=meta.ckpt_lsn)
         file_pages = pager.file.size() // ps
-        if file_pages < meta.page_count:
+        if file_pages < meta.page_count and not pager.overlay:
             problems.append(f"{pager.path} holds {file_pages} pages; the meta page records {meta.page_count}")
         try:
             pager.load_freelist(meta.freelist_head)

@@ -200,8 +200,12 @@ class Pager:
         buf = self.file.read_at(pgno * ps, ps)
         self.page_reads += 1
         self.bytes_read += len(buf)
-        if self.read_only and len(buf) == ps and HEADER.unpack_from(buf, 0)[7] > self.meta.epoch:
-            raise StaleView(pgno)
+        if len(buf) == ps and HEADER.unpack_from(buf, 0)[7] > self.meta.epoch:
+            if self.read_only:
+                raise StaleView(pgno)
+            # Possible only if the newest meta copy was lost after its checkpoint completed.
+            raise CorruptionError(f"page was written by a checkpoint newer than the meta page's epoch "
+                                  f"{self.meta.epoch} (the newest meta page is damaged)", path=self.path, page=pgno)
         return buf
 
     def newest_epoch_on_disk(self) -> int:
