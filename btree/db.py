@@ -224,6 +224,22 @@ class DB:
             else:
                 self._log = LogWriter(fs.open_appendable(log_path), contents.base_lsn)
 
+    def refresh(self) -> None:
+        """Read-only handles: move the view forward to what the writer has
+        made visible (its last checkpoint plus its log). A read-only handle
+        also does this by itself when it meets a page newer than its view."""
+        with self._lock:
+            self._check_open()
+            if not self._read_only:
+                return
+            for attempt in range(200):
+                try:
+                    self._refresh()
+                    return
+                except StaleView:
+                    time.sleep(0.01)
+            raise LsmkvError(f"{self.path}: could not get a consistent read-only view; retry")
+
     def _refresh(self) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed)."""
         self._pool.clear()

@@ -191,6 +191,7 @@ def test_read_only_handle_follows_a_writer(dbpath):
     with btree.open(dbpath, page_size=512) as db:
         for i in range(2000):
             db.put(b"k%05d" % i, b"old")
+        db.flush()
         ro = btree.open(dbpath, read_only=True, cache_size=0)
         try:
             assert ro.get(b"k00010") == b"old"
@@ -204,5 +205,8 @@ def test_read_only_handle_follows_a_writer(dbpath):
             # Meeting newer pages, the reader moved on to the writer's latest checkpoint.
             assert dict(ro.scan()) == dict(db.scan())
             assert ro.stats()["checkpoint_epoch"] == db.stats()["checkpoint_epoch"]
+            db.put(b"k00001", b"newest")  # in the log only: seen after an explicit refresh
+            ro.refresh()
+            assert ro.get(b"k00001") == b"newest"
         finally:
             ro.close()
