@@ -30,6 +30,8 @@ class BufferPool:
         self.pages: OrderedDict[int, Node] = OrderedDict()
         self.dirty: dict[int, Node] = {}
         self.raw_dirty: dict[int, tuple[bytes, int]] = {}
+        #: The tree's adaptive hash index (see btree.tree), or None.
+        self.ahi: dict | None = None
         self.misses = 0
         self.lookups = 0
         self.evictions = 0
@@ -70,6 +72,8 @@ class BufferPool:
         self.raw_dirty.clear()
 
     def clear(self) -> None:
+        if self.ahi is not None:
+            self.ahi.clear()
         self.pages.clear()
         self.dirty.clear()
         self.raw_dirty.clear()
@@ -90,4 +94,8 @@ class BufferPool:
                 pages[pg] = node
             else:
                 self.evictions += 1
+                if node.leaf and self.ahi:
+                    pop = self.ahi.pop
+                    for k in node.keys:
+                        pop(k, None)
         return True

@@ -31,7 +31,7 @@ from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
-from lsmkv.keys import MAX_KEY_SIZE, as_key, as_value, scan_bounds
+from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 
 from .bufferpool import BufferPool
 from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 4096
 DEFAULT_CACHE_SIZE = 32 * 1024 * 1024
-DEFAULT_CHECKPOINT_LOG_BYTES = 64 * 1024 * 1024
+DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
 #: The buffer pool never holds fewer pages than this, whatever cache_size says.
 MIN_CACHE_PAGES = 16
 #: A checkpoint starts when dirty pages take more than this share of the pool.
@@ -51,10 +51,10 @@ DIRTY_RATIO = 0.75
 #: Largest total of key and value bytes in one write batch.
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
-OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes")
+OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index")
 
 
-def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes) -> None:
+def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index) -> None:
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
     if type(cache_size) is not int or cache_size < 0:
@@ -65,6 +65,8 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes) -
         raise OptionError(f"fs must be an lsmkv.fs.FileSystem, not {type(fs).__name__}")
     if type(checkpoint_log_bytes) is not int or checkpoint_log_bytes < 4096:
         raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
+    if type(hash_index) is not bool:
+        raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
 
 
 class WriteBatch:
@@ -117,13 +119,19 @@ class DB:
 
     def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
-                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES) -> None:
-        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes)
+                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True) -> None:
+        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index)
         self.path = os.fspath(path)
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
         self._cache_size = cache_size
         self._ckpt_log_bytes = checkpoint_log_bytes
+        self._hash_index = hash_index
+        #: True while the handle may be used (open, not failed); one test on hot paths.
+        self._usable = False
+        self._writable = False
+        #: Log bytes appended since the last checkpoint.
+        self._log_pending = 0
         self._lock = threading.RLock()
         self._closed = True
         self._failed: BaseException | None = None
@@ -163,6 +171,8 @@ class DB:
                                   f"which is fixed at creation; omit page_size or pass {meta.page_size}")
             self._load_state()
             self._closed = False
+            self._usable = True
+            self._writable = not read_only
         except BaseException:
             self._release()
             raise
@@ -186,7 +196,8 @@ class DB:
         capacity = max(self._cache_size // pager.page_size, MIN_CACHE_PAGES)
         self._pool = pool = BufferPool(pager, capacity)
         self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
-        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries)
+        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index)
+        self._ahi_get = tree.ahi.get if tree.ahi is not None else None
         self._max_key = tree.max_key
         log_path = os.path.join(self.path, LOG_FILE)
         contents = None
@@ -267,13 +278,14 @@ class DB:
                                   f"({self._failed!r}); close and reopen it to recover") from self._failed
 
     def _check_writable(self) -> None:
-        if self._closed or self._failed is not None:
+        if not self._usable:
             self._check_open()
         if self._read_only:
             raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True")
 
     def _fail(self, exc: BaseException) -> None:
         self._failed = exc
+        self._usable = self._writable = False
         log.error("btree %s: write failed, refusing further operations until reopened: %r", self.path, exc)
 
     def _read(self, fn, *args):
@@ -312,11 +324,13 @@ class DB:
     def put(self, key, value, sync: bool = False) -> None:
         """Store ``value`` under ``key``. With ``sync=True`` the write is
         durable (log fsynced) before this returns."""
-        key = as_key(key, self._max_key)
-        value = as_value(value)
+        if type(key) is not bytes or len(key) > self._max_key:
+            key = as_key(key, self._max_key)
+        if type(value) is not bytes or len(value) > MAX_VALUE_SIZE:
+            value = as_value(value)
         rec = encode_put(key, value)
         with self._lock:
-            if self._closed or self._failed is not None or self._read_only:
+            if not self._writable:
                 self._check_writable()
             wal = self._log
             wal.append(rec)
@@ -329,10 +343,10 @@ class DB:
                 raise
             self._puts += 1
             self._user_bytes += len(key) + len(value)
-            self._version += 1
+            self._log_pending += len(rec)
             pool = self._pool
-            if len(pool.pages) > pool.capacity or len(pool.dirty) + len(pool.raw_dirty) > self._dirty_limit \
-                    or wal.end_lsn - self._pager.meta.ckpt_lsn >= self._ckpt_log_bytes:
+            if (len(pool.pages) > pool.capacity or len(pool.dirty) + len(pool.raw_dirty) > self._dirty_limit
+                    or self._log_pending >= self._ckpt_log_bytes):
                 self._after_write()
 
     def delete(self, key, sync: bool = False) -> None:
@@ -350,7 +364,9 @@ class DB:
                 self._log.sync()
             return  # longer than any stored key: nothing to delete
         wal = self._log
-        wal.append(encode_delete(key))
+        rec = encode_delete(key)
+        wal.append(rec)
+        self._log_pending += len(rec)
         if sync:
             wal.sync()
         try:
@@ -376,7 +392,9 @@ class DB:
             ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
             wal = self._log
             if ops:
-                wal.append(encode_batch(ops))
+                rec = encode_batch(ops)
+                wal.append(rec)
+                self._log_pending += len(rec)
             if sync:
                 wal.sync()
             if not ops:
@@ -391,8 +409,7 @@ class DB:
 
     def _after_write(self) -> None:
         pool = self._pool
-        if (pool.dirty_count() > self._dirty_limit
-                or self._log.end_lsn - self._pager.meta.ckpt_lsn >= self._ckpt_log_bytes):
+        if pool.dirty_count() > self._dirty_limit or self._log_pending >= self._ckpt_log_bytes:
             self._checkpoint()
         if len(pool.pages) > pool.capacity and not pool.trim():
             self._checkpoint()
@@ -416,6 +433,7 @@ class DB:
                 return
             self._write_checkpoint(lsn)
             self._log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            self._log_pending = 0
             self._log_bytes_done += wal.bytes_written
             wal.close()
         except BaseException as exc:
@@ -449,9 +467,15 @@ class DB:
         if type(key) is not bytes:
             key = as_key(key, MAX_KEY_SIZE)
         with self._lock:
-            if self._closed or self._failed is not None:
+            if not self._usable:
                 self._check_open()
             self._gets += 1
+            ahi_get = self._ahi_get
+            if ahi_get is not None:
+                hit = ahi_get(key)
+                if hit is not None:
+                    hit[1].ref = True
+                    return hit[0]
             pager = self._pager
             reads = pager.page_reads
             if self._read_only:
@@ -548,10 +572,18 @@ class DB:
                     self._checkpoint()
             finally:
                 self._closed = True
+                self._usable = self._writable = False
                 if self._log is not None:
                     self._log_bytes_done += self._log.bytes_written
                 self._release()
                 self._pool.clear()
+
+    def _simulate_crash(self) -> None:
+        """Tests: drop the handle as a killed process would (no checkpoint)."""
+        with self._lock:
+            self._closed = True
+            self._usable = self._writable = False
+            self._release()
 
     def __enter__(self) -> "DB":
         return self
@@ -672,7 +704,7 @@ def open(path: str, **options) -> DB:  # noqa: A001 - the API's name
 
     Options: page_size (default 4096, fixed at creation), cache_size (bytes,
     default 32 MiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
-    checkpoint_log_bytes (default 64 MiB).
+    checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """
     for name in options:
         if name not in OPTIONS:

@@ -124,46 +124,42 @@ def seal(page: bytearray, pgno: int, ptype: int, count: int, cell_start: int,
 
 
 def encode_node(node: Node, page_size: int, epoch: int) -> bytearray:
-    """The slotted page image of ``node``: header, slot array, cells at the end."""
+    """The slotted page image of ``node``: header, slot array, cells at the end
+    (in key order, so the cell area is one contiguous run)."""
     keys = node.keys
     count = len(keys)
-    cells = []
-    append = cells.append
+    cell_start = page_size - (node.used - HEADER_SIZE - SLOT_SIZE * count)
+    if cell_start < HEADER_SIZE + SLOT_SIZE * count or cell_start > page_size:
+        raise AssertionError(f"node on page {node.pgno} does not fit its page ({node.used} bytes)")
+    parts: list = []
+    offsets: list[int] = []
+    add_offset = offsets.append
+    off = cell_start
     if node.leaf:
         pack = LEAF_CELL.pack
         for key, val in zip(keys, node.vals):
+            add_offset(off)
             if type(val) is bytes:
-                append(pack(len(key), KIND_INLINE, len(val)))
-                append(key)
-                append(val)
+                parts += (pack(len(key), KIND_INLINE, len(val)), key, val)
+                off += LEAF_CELL_SIZE + len(key) + len(val)
             else:
-                append(pack(len(key), KIND_OVERFLOW, val.length))
-                append(key)
-                append(_U32.pack(val.page))
+                parts += (pack(len(key), KIND_OVERFLOW, val.length), key, _U32.pack(val.page))
+                off += LEAF_CELL_SIZE + len(key) + 4
         a, b, ptype = node.prev, node.next, PAGE_LEAF
-        sizes = [LEAF_CELL_SIZE + len(k) + (len(v) if type(v) is bytes else 4)
-                 for k, v in zip(keys, node.vals)]
     else:
         pack = INTERNAL_CELL.pack
         for key, kid in zip(keys, node.kids[1:]):
-            append(pack(len(key), kid))
-            append(key)
+            add_offset(off)
+            parts += (pack(len(key), kid), key)
+            off += INTERNAL_CELL_SIZE + len(key)
         a, b, ptype = node.kids[0], 0, PAGE_INTERNAL
-        sizes = [INTERNAL_CELL_SIZE + len(k) for k in keys]
-    body = b"".join(cells)
-    cell_start = page_size - len(body)
-    if cell_start < HEADER_SIZE + SLOT_SIZE * count:
-        raise AssertionError(f"node on page {node.pgno} does not fit its page ({node.used} bytes)")
-    offsets = []
-    off = cell_start
-    for size in sizes:
-        offsets.append(off)
-        off += size
+    if off != page_size:
+        raise AssertionError(f"node on page {node.pgno}: size bookkeeping is off ({off} != {page_size})")
     page = bytearray(page_size)
     if count:
         _slots(count).pack_into(page, HEADER_SIZE, *offsets)
-    page[cell_start:] = body
-    return seal(page, node.pgno, ptype, count, cell_start % 65536, epoch, a, b)
+    page[cell_start:] = b"".join(parts)
+    return seal(page, node.pgno, ptype, count, cell_start, epoch, a, b)
 
 
 def check_header(buf: bytes, pgno: int, page_size: int, path: str) -> tuple:

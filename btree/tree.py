@@ -78,8 +78,13 @@ def _balanced_point(sizes: list[int], lo: int, hi: int) -> int:
 class Tree:
     """The tree of one database. Not thread-safe by itself: the DB's lock guards it."""
 
-    def __init__(self, pool: BufferPool, root: int, height: int, entries: int) -> None:
+    def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True) -> None:
         self.pool = pool
+        #: The adaptive hash index: key -> (inline value, its leaf) for keys whose
+        #: leaf is in the buffer pool (InnoDB's idea): a get that hits it skips
+        #: the descent. Kept exact by put/delete/split/merge and by eviction.
+        self.ahi: dict[bytes, tuple[bytes, Node]] | None = {} if hash_index else None
+        pool.ahi = self.ahi
         self.pager = pool.pager
         self.pages = pool.pages
         self.root = root
@@ -130,6 +135,8 @@ class Tree:
         if i < len(keys) and keys[i] == key:
             v = node.vals[i]
             if type(v) is bytes:
+                if self.ahi is not None:
+                    self.ahi[key] = (v, node)
                 return v
             return self.read_overflow(v)
         return None
@@ -171,6 +178,12 @@ class Tree:
         if not leaf.dirty:
             leaf.dirty = True
             self.pool.dirty[pg] = leaf
+        ahi = self.ahi
+        if ahi is not None:
+            if v is value:
+                ahi[key] = (value, leaf)
+            else:
+                ahi.pop(key, None)
         if leaf.used > self.page_size:
             self._split_leaf(leaf, path, i)
 
@@ -201,6 +214,8 @@ class Tree:
             self.free_overflow(old)
         self.entries -= 1
         self.touch(leaf)
+        if self.ahi is not None:
+            self.ahi.pop(key, None)
         if leaf.used < self.min_fill and path:
             self._rebalance(leaf, path)
         return True
@@ -263,6 +278,8 @@ class Tree:
         right.vals = vals[m:]
         del keys[m:]
         del vals[m:]
+        if self.ahi:
+            self._rehome(right)
         leaf.used = _leaf_used(leaf)
         right.used = _leaf_used(right)
         right.next = leaf.next
@@ -273,6 +290,15 @@ class Tree:
             self.touch(nxt)
         leaf.next = right.pgno
         self._insert_in_parent(path, leaf, shortest_separator(keys[-1], right.keys[0]), right.pgno)
+
+    def _rehome(self, leaf: Node) -> None:
+        """Point the hash index's entries for ``leaf``'s keys at ``leaf``."""
+        ahi = self.ahi
+        get = ahi.get
+        for k in leaf.keys:
+            e = get(k)
+            if e is not None:
+                ahi[k] = (e[0], leaf)
 
     def _insert_in_parent(self, path: list, left: Node, sep: bytes, right_pg: int) -> None:
         if not path:
@@ -327,6 +353,8 @@ class Tree:
             if leaf:
                 left.keys += right.keys
                 left.vals += right.vals
+                if self.ahi:
+                    self._rehome(left)
                 left.next = right.next
                 if right.next:
                     nxt = self.node(right.next, True)

@@ -120,9 +120,7 @@ class BTreeModel(RuleBasedStateMachine):
     @rule()
     def crash(self):
         # Drop the handle as a killed process would: no checkpoint, files closed.
-        db = self.db
-        db._closed = True
-        db._release()
+        self.db._simulate_crash()
         self.db = btree.open(self.path, **OPTIONS)
 
     @rule()

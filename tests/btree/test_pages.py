@@ -10,6 +10,7 @@ import pytest
 
 import btree
 from btree.node import Node, Overflow, decode_node, encode_node
+from btree.tree import _internal_used, _leaf_used
 from lsmkv.errors import CorruptionError
 from lsmkv.keys import MAX_VALUE_SIZE
 
@@ -19,6 +20,7 @@ def test_node_encoding_round_trips():
     leaf.keys = [b"", b"a", b"b" * 50]
     leaf.vals = [b"", b"x" * 30, Overflow(99, 123456)]
     leaf.prev, leaf.next = 3, 11
+    leaf.used = _leaf_used(leaf)
     img = encode_node(leaf, 512, epoch=5)
     back = decode_node(bytes(img), 7, 512, "f")
     assert back.keys == leaf.keys and back.vals[:2] == leaf.vals[:2]
@@ -26,6 +28,7 @@ def test_node_encoding_round_trips():
     assert (back.prev, back.next, back.leaf) == (3, 11, True)
     inner = Node(8, False)
     inner.keys, inner.kids = [b"m", b"t"], [2, 3, 4]
+    inner.used = _internal_used(inner)
     back = decode_node(bytes(encode_node(inner, 512, 1)), 8, 512, "f")
     assert back.keys == inner.keys and back.kids == inner.kids and not back.leaf
     with pytest.raises(CorruptionError, match="image of page 8"):

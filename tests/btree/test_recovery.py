@@ -95,8 +95,7 @@ class TearingFS(OsFileSystem):
 
 def _abandon(db) -> None:
     """Drop a handle the way a dead process does: no checkpoint, files closed."""
-    db._closed = True
-    db._release()
+    db._simulate_crash()
 
 
 def _workload(db, model, rng, n):
