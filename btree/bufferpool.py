@@ -32,6 +32,7 @@ class BufferPool:
         self.raw_dirty: dict[int, tuple[bytes, int]] = {}
         #: The tree's adaptive hash index (see btree.tree), or None.
         self.ahi: dict | None = None
+        self.ahi_page: dict | None = None
         self.misses = 0
         self.lookups = 0
         self.evictions = 0
@@ -74,6 +75,7 @@ class BufferPool:
     def clear(self) -> None:
         if self.ahi is not None:
             self.ahi.clear()
+            self.ahi_page.clear()
         self.pages.clear()
         self.dirty.clear()
         self.raw_dirty.clear()
@@ -95,7 +97,8 @@ class BufferPool:
             else:
                 self.evictions += 1
                 if node.leaf and self.ahi:
-                    pop = self.ahi.pop
+                    pop, pop_page = self.ahi.pop, self.ahi_page.pop
                     for k in node.keys:
                         pop(k, None)
+                        pop_page(k, None)
         return True

@@ -198,6 +198,8 @@ class DB:
         self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
         self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index)
         self._ahi_get = tree.ahi.get if tree.ahi is not None else None
+        self._ahi_page = tree.ahi_page
+        self._pages = pool.pages
         self._max_key = tree.max_key
         log_path = os.path.join(self.path, LOG_FILE)
         contents = None
@@ -472,10 +474,10 @@ class DB:
             self._gets += 1
             ahi_get = self._ahi_get
             if ahi_get is not None:
-                hit = ahi_get(key)
-                if hit is not None:
-                    hit[1].ref = True
-                    return hit[0]
+                value = ahi_get(key)
+                if value is not None:
+                    self._pages[self._ahi_page[key]].ref = True
+                    return value
             pager = self._pager
             reads = pager.page_reads
             if self._read_only:

@@ -80,11 +80,15 @@ class Tree:
 
     def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True) -> None:
         self.pool = pool
-        #: The adaptive hash index: key -> (inline value, its leaf) for keys whose
-        #: leaf is in the buffer pool (InnoDB's idea): a get that hits it skips
-        #: the descent. Kept exact by put/delete/split/merge and by eviction.
-        self.ahi: dict[bytes, tuple[bytes, Node]] | None = {} if hash_index else None
+        #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
+        #: value and ``ahi_page`` key -> its leaf's page number, for keys whose
+        #: leaf is in the buffer pool; a get that hits it skips the descent.
+        #: Kept exact by put/delete/split/merge and by eviction. (Two dicts of
+        #: bytes and ints, which the garbage collector never tracks.)
+        self.ahi: dict[bytes, bytes] | None = {} if hash_index else None
+        self.ahi_page: dict[bytes, int] | None = {} if hash_index else None
         pool.ahi = self.ahi
+        pool.ahi_page = self.ahi_page
         self.pager = pool.pager
         self.pages = pool.pages
         self.root = root
@@ -136,22 +140,32 @@ class Tree:
             v = node.vals[i]
             if type(v) is bytes:
                 if self.ahi is not None:
-                    self.ahi[key] = (v, node)
+                    self.ahi[key] = v
+                    self.ahi_page[key] = pg
                 return v
             return self.read_overflow(v)
         return None
 
+    def _path(self, key: bytes) -> list[tuple[Node, int]]:
+        """The internal nodes above ``key``'s leaf with the child index taken
+        in each (walked again only when a split or merge needs it)."""
+        path = []
+        pg = self.root
+        for _ in range(self.height - 1):
+            node = self.node(pg, False)
+            i = bisect_right(node.keys, key)
+            path.append((node, i))
+            pg = node.kids[i]
+        return path
+
     def put(self, key: bytes, value: bytes) -> None:
         pages = self.pages
         pg = self.root
-        path = []
         self.pool.lookups += self.height
         for _ in range(self.height - 1):
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
-            i = bisect_right(node.keys, key)
-            path.append((node, i))
-            pg = node.kids[i]
+            pg = node.kids[bisect_right(node.keys, key)]
         leaf = pages.get(pg) or self._load(pg, True)
         leaf.ref = True
         if _LEAF_FIXED + len(key) + len(value) > self.max_cell:
@@ -181,24 +195,23 @@ class Tree:
         ahi = self.ahi
         if ahi is not None:
             if v is value:
-                ahi[key] = (value, leaf)
+                ahi[key] = value
+                self.ahi_page[key] = pg
             else:
                 ahi.pop(key, None)
+                self.ahi_page.pop(key, None)
         if leaf.used > self.page_size:
-            self._split_leaf(leaf, path, i)
+            self._split_leaf(leaf, self._path(key), i)
 
     def delete(self, key: bytes) -> bool:
         """Remove ``key``; False if it was not there."""
         pages = self.pages
         pg = self.root
-        path = []
         self.pool.lookups += self.height
         for _ in range(self.height - 1):
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
-            i = bisect_right(node.keys, key)
-            path.append((node, i))
-            pg = node.kids[i]
+            pg = node.kids[bisect_right(node.keys, key)]
         leaf = pages.get(pg) or self._load(pg, True)
         leaf.ref = True
         keys = leaf.keys
@@ -216,8 +229,9 @@ class Tree:
         self.touch(leaf)
         if self.ahi is not None:
             self.ahi.pop(key, None)
-        if leaf.used < self.min_fill and path:
-            self._rebalance(leaf, path)
+            self.ahi_page.pop(key, None)
+        if leaf.used < self.min_fill and self.height > 1:
+            self._rebalance(leaf, self._path(key))
         return True
 
     # ---- overflow values ---------------------------------------------------------------
@@ -293,12 +307,11 @@ class Tree:
 
     def _rehome(self, leaf: Node) -> None:
         """Point the hash index's entries for ``leaf``'s keys at ``leaf``."""
-        ahi = self.ahi
-        get = ahi.get
+        ahi_page = self.ahi_page
+        pg = leaf.pgno
         for k in leaf.keys:
-            e = get(k)
-            if e is not None:
-                ahi[k] = (e[0], leaf)
+            if k in ahi_page:
+                ahi_page[k] = pg
 
     def _insert_in_parent(self, path: list, left: Node, sep: bytes, right_pg: int) -> None:
         if not path:
