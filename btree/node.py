@@ -19,6 +19,8 @@ so a torn or misplaced page is never taken for data.
 from __future__ import annotations
 
 import struct
+from itertools import accumulate, chain, repeat
+from operator import add
 
 from lsmkv.checksum import crc32
 from lsmkv.errors import CorruptionError
@@ -131,34 +133,44 @@ def encode_node(node: Node, page_size: int, epoch: int) -> bytearray:
     cell_start = page_size - (node.used - HEADER_SIZE - SLOT_SIZE * count)
     if cell_start < HEADER_SIZE + SLOT_SIZE * count or cell_start > page_size:
         raise AssertionError(f"node on page {node.pgno} does not fit its page ({node.used} bytes)")
-    parts: list = []
-    offsets: list[int] = []
-    add_offset = offsets.append
-    off = cell_start
     if node.leaf:
-        pack = LEAF_CELL.pack
-        for key, val in zip(keys, node.vals):
-            add_offset(off)
-            if type(val) is bytes:
-                parts += (pack(len(key), KIND_INLINE, len(val)), key, val)
-                off += LEAF_CELL_SIZE + len(key) + len(val)
-            else:
-                parts += (pack(len(key), KIND_OVERFLOW, val.length), key, _U32.pack(val.page))
-                off += LEAF_CELL_SIZE + len(key) + 4
+        vals = node.vals
         a, b, ptype = node.prev, node.next, PAGE_LEAF
+        klens = list(map(len, keys))
+        if Overflow not in set(map(type, vals)):
+            # The common case, done with C-level map/zip/accumulate: headers,
+            # then key and value interleaved, offsets as running sums.
+            vlens = list(map(len, vals))
+            heads = map(LEAF_CELL.pack, klens, repeat(KIND_INLINE, count), vlens)
+            body = b"".join(chain.from_iterable(zip(heads, keys, vals)))
+            sizes = map(add, map(add, klens, vlens), repeat(LEAF_CELL_SIZE, count))
+        else:
+            parts: list = []
+            sizes_list = []
+            pack = LEAF_CELL.pack
+            for key, val in zip(keys, vals):
+                if type(val) is bytes:
+                    parts += (pack(len(key), KIND_INLINE, len(val)), key, val)
+                    sizes_list.append(LEAF_CELL_SIZE + len(key) + len(val))
+                else:
+                    parts += (pack(len(key), KIND_OVERFLOW, val.length), key, _U32.pack(val.page))
+                    sizes_list.append(LEAF_CELL_SIZE + len(key) + 4)
+            body = b"".join(parts)
+            sizes = sizes_list
     else:
-        pack = INTERNAL_CELL.pack
-        for key, kid in zip(keys, node.kids[1:]):
-            add_offset(off)
-            parts += (pack(len(key), kid), key)
-            off += INTERNAL_CELL_SIZE + len(key)
         a, b, ptype = node.kids[0], 0, PAGE_INTERNAL
+        klens = list(map(len, keys))
+        heads = map(INTERNAL_CELL.pack, klens, node.kids[1:])
+        body = b"".join(chain.from_iterable(zip(heads, keys)))
+        sizes = map(INTERNAL_CELL_SIZE.__add__, klens)
+    offsets = list(accumulate(sizes, initial=cell_start))
+    off = offsets.pop()
     if off != page_size:
         raise AssertionError(f"node on page {node.pgno}: size bookkeeping is off ({off} != {page_size})")
     page = bytearray(page_size)
     if count:
         _slots(count).pack_into(page, HEADER_SIZE, *offsets)
-    page[cell_start:] = b"".join(parts)
+    page[cell_start:] = body
     return seal(page, node.pgno, ptype, count, cell_start, epoch, a, b)
 
 
