@@ -140,6 +140,7 @@ class DB:
         self._pager: Pager | None = None
         # Counters for stats().
         self._gets = 0
+        self._ahi_hits = 0
         self._get_page_reads = 0
         self._puts = 0
         self._deletes = 0
@@ -476,7 +477,11 @@ class DB:
             if ahi_get is not None:
                 value = ahi_get(key)
                 if value is not None:
-                    self._pages[self._ahi_page[key]].ref = True
+                    # Mark the leaf as recently used on one hit in 16: a hot
+                    # leaf is still marked, and the other hits stay cheap.
+                    hits = self._ahi_hits = self._ahi_hits + 1
+                    if not hits & 15:
+                        self._pages[self._ahi_page[key]].ref = True
                     return value
             pager = self._pager
             reads = pager.page_reads
@@ -669,6 +674,8 @@ class DB:
                 "dirty_pages": pool.dirty_count(),
                 "cache_hit_rate": round(1 - pool.misses / lookups, 4) if lookups else 0.0,
                 "cache_misses": pool.misses,
+                "hash_index_hits": self._ahi_hits,
+                "hash_index_entries": len(tree.ahi) if tree.ahi is not None else 0,
                 "page_reads": pager.page_reads,
                 "log_bytes_written": log_written,
                 "data_bytes_written": pager.data_bytes,
