@@ -63,18 +63,15 @@ def _run_and_kill(path: str, seed: int, rng: random.Random) -> tuple[int, bool]:
         proc.stderr.close()
 
 
-@pytest.mark.crash
-@pytest.mark.slow
-def test_sigkill_loses_no_acknowledged_write(tmp_path):
-    path = str(tmp_path / "db")
-    rng = random.Random(20240607)
+def _crash_cycles(path: str, cycles: int, seed: int) -> tuple[dict, int]:
+    rng = random.Random(seed)
     model: dict[bytes, bytes] = {}
     journals = 0
-    for cycle in range(14):
-        seed = 1000 + cycle
-        acked, journal = _run_and_kill(path, seed, rng)
+    for cycle in range(cycles):
+        op_seed = seed * 100_000 + cycle
+        acked, journal = _run_and_kill(path, op_seed, rng)
         journals += journal
-        ops = operations(seed, acked + 1)
+        ops = operations(op_seed, acked + 1)
         before = dict(model)
         for op in itertools.islice(ops, acked):
             apply(before, op)
@@ -90,5 +87,21 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path):
             assert db.stats()["entries"] == len(got)
             assert db.check_invariants() == []
         model = got
+    return model, journals
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_sigkill_loses_no_acknowledged_write(tmp_path):
+    model, journals = _crash_cycles(str(tmp_path / "db"), 14, 20240607)
     assert len(model) > 100
     print(f"{journals} of 14 kills left a checkpoint journal to re-apply")
+
+
+@pytest.mark.crash
+@pytest.mark.soak
+def test_sigkill_soak(tmp_path):
+    """The long mode: 300 kill/reopen/verify cycles (opt-in with --soak)."""
+    model, journals = _crash_cycles(str(tmp_path / "db"), 300, 777)
+    assert len(model) > 100
+    print(f"{journals} of 300 kills left a checkpoint journal to re-apply")

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -138,4 +139,4 @@ class BTreeModel(RuleBasedStateMachine):
 
 BTreeModel.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
-TestBTreeModel = BTreeModel.TestCase
+TestBTreeModel = pytest.mark.slow(BTreeModel.TestCase)
