@@ -8,12 +8,14 @@ This module owns ``btree.pages`` and ``btree.journal``:
 * the free list: which page numbers are unused, allocation (lowest first)
   and its on-disk chain of free-list pages;
 * the checkpoint write protocol. Between checkpoints nothing is written to
-  the page file. A checkpoint first writes every page it changes, meta page
-  included, to ``btree.journal`` (a double-write buffer) and fsyncs it, then
-  writes the pages in place, fsyncs, and removes the journal. A crash during
-  the in-place writes is repaired at the next open by re-applying the
-  journal, so a torn data page is always recoverable and the page file
-  always holds exactly one checkpoint's tree.
+  the page file. A checkpoint first writes the pages the current checkpoint
+  does not use (new or free pages) in place and fsyncs; then every page it
+  overwrites that the current checkpoint does use, meta page included, goes
+  to ``btree.journal`` (a double-write buffer), fsynced, then in place,
+  fsynced, and the journal is removed. A crash during the in-place writes
+  is repaired at the next open by re-applying the journal, so a torn data
+  page is always recoverable and the page file always holds exactly one
+  checkpoint's tree.
 """
 
 from __future__ import annotations
@@ -123,6 +125,12 @@ class Pager:
         self.free_changed = False
         self.freelist_pages: list[int] = []
         self.page_count = 0
+        #: What the page file's current checkpoint uses: pages below
+        #: ``ckpt_page_count`` except ``ckpt_listed`` (its listed free pages).
+        #: Only those pages need the journal when a checkpoint overwrites them.
+        self.ckpt_page_count = 0
+        self.ckpt_listed: set[int] = set()
+        self._next_listed: set[int] | None = None
         # Counters for stats().
         self.page_reads = 0
         self.bytes_read = 0
@@ -237,6 +245,8 @@ class Pager:
             chain.append(pg)
             free.update(pages)
             pg = nxt
+        self.ckpt_listed = set(free)
+        self.ckpt_page_count = self.page_count
         free.update(chain)
         self.freelist_pages = chain
         self.free = free
@@ -271,6 +281,7 @@ class Pager:
         free = sorted(self.free)
         if not free:
             self.freelist_pages = []
+            self._next_listed = set()
             return 0, []
         cap = freelist_capacity(self.page_size)
         k = -(-len(free) // (cap + 1))
@@ -280,36 +291,60 @@ class Pager:
             nxt = chain[j + 1] if j + 1 < k else 0
             images.append((pg, encode_freelist(pg, rest[j * cap:(j + 1) * cap], nxt, self.page_size, epoch)))
         self.freelist_pages = chain
+        self._next_listed = set(rest)
         return chain[0], images
 
     # ---- checkpoint write protocol ------------------------------------------------
 
     def commit(self, images: list[tuple[int, bytes | bytearray]], meta: Meta) -> None:
         """Make ``images`` plus ``meta`` the page file's content, atomically
-        with respect to crashes (journal first, then in place)."""
+        with respect to crashes.
+
+        Pages the current checkpoint does not use (new or free in it) are
+        written in place first and fsynced: nothing durable refers to them.
+        Pages it uses go through the journal (journal, fsync, in place,
+        fsync, remove), the meta page with them. With no such page, the meta
+        page alone is written last (a torn meta page leaves the other copy,
+        whose tree is untouched)."""
         ps = self.page_size
-        images = sorted(images, key=lambda t: t[0])
-        images.append((meta.epoch % 2, encode_meta(meta)))
-        header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, ps, meta.epoch, len(images), 0)
-        header = header[:28] + _U32.pack(crc32(header[:28]))
-        body = b"".join(img for _, img in images)
-        trailer = _U32.pack(crc32(body))
-        j = self.fs.create(self.journal_path)
-        try:
-            j.append(header)
-            j.append(body)
-            j.append(trailer)
-            j.sync()
-        finally:
-            j.close()
-        self.fs.sync_dir(self.dir)
-        jbytes = len(header) + len(body) + len(trailer)
-        self._write_in_place(images, meta.page_count)
-        self.fs.remove(self.journal_path)
-        self.fs.sync_dir(self.dir)
+        old_count, old_listed = self.ckpt_page_count, self.ckpt_listed
+        live, fresh = [], []
+        for item in images:
+            pg = item[0]
+            (live if pg < old_count and pg not in old_listed else fresh).append(item)
+        fresh.sort(key=lambda t: t[0])
+        live.sort(key=lambda t: t[0])
+        meta_image = (meta.epoch % 2, encode_meta(meta))
+        if fresh:
+            self._write_in_place(fresh, meta.page_count)
+        if live:
+            live.append(meta_image)
+            header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, ps, meta.epoch, len(live), 0)
+            header = header[:28] + _U32.pack(crc32(header[:28]))
+            body = b"".join(img for _, img in live)
+            trailer = _U32.pack(crc32(body))
+            j = self.fs.create(self.journal_path)
+            try:
+                j.append(header)
+                j.append(body)
+                j.append(trailer)
+                j.sync()
+            finally:
+                j.close()
+            self.fs.sync_dir(self.dir)
+            jbytes = len(header) + len(body) + len(trailer)
+            self.bytes_written += jbytes
+            self.journal_bytes += jbytes
+            self._write_in_place(live, meta.page_count)
+            self.fs.remove(self.journal_path)
+            self.fs.sync_dir(self.dir)
+        else:
+            self._write_in_place([meta_image], meta.page_count)
         self.meta = meta
-        self.bytes_written += jbytes
-        self.journal_bytes += jbytes
+        self.ckpt_page_count = meta.page_count
+        if self._next_listed is not None:
+            self.ckpt_listed = self._next_listed
+            self._next_listed = None
 
     def _write_in_place(self, images, page_count: int) -> None:
         ps = self.page_size

@@ -81,8 +81,9 @@ class Tree:
     def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True) -> None:
         self.pool = pool
         #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
-        #: value and ``ahi_page`` key -> its leaf's page number, for keys whose
-        #: leaf is in the buffer pool; a get that hits it skips the descent.
+        #: value and ``ahi_page`` key -> its leaf's page number, for keys that
+        #: gets have looked up and whose leaf is in the buffer pool; a get that
+        #: hits it skips the descent.
         #: Kept exact by put/delete/split/merge and by eviction. (Two dicts of
         #: bytes and ints, which the garbage collector never tracks.)
         self.ahi: dict[bytes, bytes] | None = {} if hash_index else None
@@ -193,13 +194,12 @@ class Tree:
             leaf.dirty = True
             self.pool.dirty[pg] = leaf
         ahi = self.ahi
-        if ahi is not None:
+        if ahi and key in ahi:  # keep an indexed key's entry exact (gets add entries)
             if v is value:
                 ahi[key] = value
-                self.ahi_page[key] = pg
             else:
-                ahi.pop(key, None)
-                self.ahi_page.pop(key, None)
+                del ahi[key]
+                del self.ahi_page[key]
         if leaf.used > self.page_size:
             self._split_leaf(leaf, self._path(key), i)
 
