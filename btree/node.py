@@ -125,7 +125,10 @@ def seal(page: bytearray, pgno: int, ptype: int, count: int, cell_start: int,
     return page
 
 
-def encode_node(node: Node, page_size: int, epoch: int) -> bytearray:
+_ZEROS = memoryview(bytes(MAX_PAGE_SIZE))
+
+
+def encode_node(node: Node, page_size: int, epoch: int) -> bytes:
     """The slotted page image of ``node``: header, slot array, cells at the end
     (in key order, so the cell area is one contiguous run)."""
     keys = node.keys
@@ -167,11 +170,13 @@ def encode_node(node: Node, page_size: int, epoch: int) -> bytearray:
     off = offsets.pop()
     if off != page_size:
         raise AssertionError(f"node on page {node.pgno}: size bookkeeping is off ({off} != {page_size})")
-    page = bytearray(page_size)
-    if count:
-        _slots(count).pack_into(page, HEADER_SIZE, *offsets)
-    page[cell_start:] = body
-    return seal(page, node.pgno, ptype, count, cell_start, epoch, a, b)
+    # One join of header, slots, zero gap and cells; the checksum is computed
+    # over the parts as they are (no page-sized buffer to fill and re-read).
+    rest = _HDR_AFTER_CRC.pack(node.pgno, ptype, 0, count, cell_start, 0, epoch, a, b)
+    slots = _slots(count).pack(*offsets) if count else b""
+    gap = _ZEROS[:cell_start - HEADER_SIZE - SLOT_SIZE * count]
+    crc = crc32(body, crc32(gap, crc32(slots, crc32(rest))))
+    return b"".join((_U32.pack(crc), rest, slots, gap, body))
 
 
 def check_header(buf: bytes, pgno: int, page_size: int, path: str) -> tuple:

@@ -120,13 +120,20 @@ class LogWriter:
     """Appends records to ``btree.log``. ``end_lsn`` is the LSN after the last
     record handed to the OS; ``synced_lsn`` the LSN up to which it is durable."""
 
-    __slots__ = ("file", "base_lsn", "synced_lsn", "bytes_written")
+    __slots__ = ("file", "base_lsn", "synced_lsn", "_start_size", "append")
 
-    def __init__(self, file: WritableFile, base_lsn: int) -> None:
+    def __init__(self, file: WritableFile, base_lsn: int, created: bool = False) -> None:
         self.file = file
         self.base_lsn = base_lsn
         self.synced_lsn = self.end_lsn
-        self.bytes_written = 0
+        self._start_size = 0 if created else file.size
+        #: Hand a record to the OS (the file's own append: one call on the hot path).
+        self.append = file.append
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes this writer put in the file (its header included if it created it)."""
+        return self.file.size - self._start_size
 
     @classmethod
     def create(cls, fs: FileSystem, path: str, base_lsn: int, sync_dir: str) -> "LogWriter":
@@ -141,17 +148,11 @@ class LogWriter:
             f.close()
         fs.rename(tmp, path)
         fs.sync_dir(sync_dir)
-        w = cls(fs.open_appendable(path), base_lsn)
-        w.bytes_written = LOG_HEADER_SIZE
-        return w
+        return cls(fs.open_appendable(path), base_lsn, created=True)
 
     @property
     def end_lsn(self) -> int:
         return self.base_lsn + self.file.size - LOG_HEADER_SIZE
-
-    def append(self, record: bytes) -> None:
-        self.file.append(record)
-        self.bytes_written += len(record)
 
     def sync(self) -> None:
         end = self.end_lsn
