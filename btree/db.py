@@ -14,6 +14,8 @@ describes it at length):
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
+Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
+pre-images before writers change them (see btree.tree).
 Another process that opens the directory for writing gets a LockError;
 read-only handles take no lock and follow a writer in another process by
 reloading when they meet a page newer than their view.
@@ -152,6 +154,10 @@ class DB:
         self._replayed = 0
         self._fill_cache: tuple[int, list, list] | None = None
         self._version = 0
+        self._snap_ids = 0
+        self._live_snaps: dict[int, Snapshot] = {}
+        #: Bumped whenever a read-only handle reloads its view (its snapshots end).
+        self._view_gen = 0
 
         exists = prepare_directory(self.path, "btree", fs, create=not read_only)
         if read_only and not exists:
@@ -256,6 +262,8 @@ class DB:
 
     def _refresh(self) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed)."""
+        self._view_gen += 1
+        self._live_snaps.clear()
         self._pool.clear()
         self._pager.read_meta()
         self._load_state()
@@ -450,12 +458,15 @@ class DB:
         images = [(node.pgno, encode_node(node, ps, epoch)) for node in pool.dirty.values()]
         for pg, (data, nxt) in pool.raw_dirty.items():
             images.append((pg, encode_overflow(pg, data, nxt, ps, epoch)))
-        if pager.free_changed or pager.meta.free_count != len(pager.free):
-            head, fl_images = pager.freelist_images(epoch)
+        # Overflow pages held back for live snapshots are free as far as the
+        # page file is concerned (after a crash no snapshot is left).
+        deferred = set(tree.deferred)
+        if pager.free_changed or pager.meta.free_count != len(pager.free) + len(deferred):
+            head, fl_images = pager.freelist_images(epoch, deferred)
             images += fl_images
         else:
             head = pager.meta.freelist_head
-        meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free), ckpt_lsn,
+        meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
                     tree.entries, tree.height)
         pager.commit(images, meta)
         pool.mark_all_clean()
@@ -496,6 +507,11 @@ class DB:
                     pool.trim()
         return default if value is None else value
 
+    def _trim_after_read(self) -> None:
+        pool = self._pool
+        if len(pool.pages) > pool.capacity:
+            pool.trim()
+
     def __getitem__(self, key) -> bytes:
         value = self.get(key)
         if value is None:
@@ -531,24 +547,29 @@ class DB:
         self._check_open()
         return self._scan(lo, hi, bool(reverse))
 
-    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool,
+              snap: "Snapshot | None" = None) -> Iterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
             return
         limit = 64
         inclusive = True
+        view = None
         while True:
             with self._lock:
-                self._check_open()
-                if reverse:
-                    items, more = self._read(self._tree.chunk_backward, hi, lo, limit)
-                else:
-                    items, more = self._read(self._tree.chunk_forward, lo, inclusive, hi, limit)
-                pool = self._pool
-                if len(pool.pages) > pool.capacity:
-                    pool.trim()
-            for item in items:
-                if self._closed:
+                if snap is None:
                     self._check_open()
+                else:
+                    snap._check()
+                    view = snap._view
+                if reverse:
+                    items, more = self._read(self._tree.chunk_backward, hi, lo, limit, view)
+                else:
+                    items, more = self._read(self._tree.chunk_forward, lo, inclusive, hi, limit, view)
+                self._trim_after_read()
+            for item in items:
+                if self._closed or (snap is not None and snap._closed):
+                    self._check_open()
+                    snap._check()
                 yield item
             if not more:
                 return
@@ -560,12 +581,21 @@ class DB:
             if limit < 4096:
                 limit *= 4
 
-    def snapshot(self):
-        """Not offered by btree: raises NotImplementedError."""
-        raise NotImplementedError(
-            "btree does not offer snapshot(): it updates pages in place and keeps no old versions. "
-            "scan() iterators stay valid under concurrent writes (they re-seek); for a point-in-time "
-            "view use lsmkv, or copy the range you need with one scan")
+    def snapshot(self) -> "Snapshot":
+        """A point-in-time, read-only view (``get``/``scan``/``close``; a
+        context manager). Writes go on meanwhile; the snapshot keeps seeing
+        the database as it was when it was taken (see docs/btree.md)."""
+        with self._lock:
+            self._check_open()
+            self._snap_ids += 1
+            sid = self._snap_ids
+            tree = self._tree
+            overlay: dict[int, Node] = {}
+            tree.snaps[sid] = overlay
+            tree.snap_seq = sid
+            snap = Snapshot(self, sid, (tree.root, tree.height, overlay), self._view_gen)
+            self._live_snaps[sid] = snap
+            return snap
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 
@@ -575,6 +605,8 @@ class DB:
             if self._closed:
                 return
             try:
+                for snap in list(self._live_snaps.values()):
+                    snap.close()
                 if not self._read_only and self._failed is None:
                     self._checkpoint()
             finally:
@@ -701,11 +733,86 @@ class DB:
             tree, pager = self._tree, self._pager
             problems = self._read(lambda: verify_structure(
                 root=tree.root, height=tree.height, page_count=pager.page_count,
-                free=set(pager.free), entries=tree.entries, node=tree.node,
+                free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
                 max_key=tree.max_key, page_size=pager.page_size)[0])
             self._pool.trim()
             return problems
+
+
+class Snapshot:
+    """A point-in-time view of a DB: ``get``, ``scan``, ``close``; a context
+    manager. It keeps the pre-images of the pages writers change after it
+    was taken (in memory), so close it when done."""
+
+    __slots__ = ("_db", "_id", "_view", "_gen", "_closed")
+
+    def __init__(self, db: DB, sid: int, view: tuple, gen: int) -> None:
+        self._db = db
+        self._id = sid
+        self._view = view
+        self._gen = gen
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("the snapshot is closed")
+        db = self._db
+        db._check_open()
+        if db._view_gen != self._gen:
+            self._closed = True
+            raise LsmkvError("the snapshot ended: this read-only handle reloaded its view after a writer in "
+                             "another process checkpointed; take a new snapshot")
+
+    def get(self, key, default=None):
+        """The value ``key`` had when the snapshot was taken, or ``default``."""
+        if type(key) is not bytes:
+            key = as_key(key, MAX_KEY_SIZE)
+        db = self._db
+        with db._lock:
+            self._check()
+            value = db._read(db._tree.get_in, self._view, key)
+            db._trim_after_read()
+        return default if value is None else value
+
+    def __getitem__(self, key) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
+
+    def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
+        """Like DB.scan, over the snapshot's contents."""
+        lo, hi = scan_bounds(start, end, prefix)
+        with self._db._lock:
+            self._check()
+        return self._db._scan(lo, hi, bool(reverse), self)
+
+    def close(self) -> None:
+        db = self._db
+        with db._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if db._live_snaps.pop(self._id, None) is not None:
+                db._tree.end_snapshot(self._id)
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A forgotten snapshot must not pin pre-images for ever.
+        try:
+            if not self._closed and not self._db._closed:
+                self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
 
 def open(path: str, **options) -> DB:  # noqa: A001 - the API's name

@@ -87,7 +87,7 @@ class Node:
     from its page image on disk; ``ref`` is the CLOCK reference bit.
     """
 
-    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref")
+    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved")
 
     def __init__(self, pgno: int, leaf: bool) -> None:
         self.pgno = pgno
@@ -100,6 +100,20 @@ class Node:
         self.used = HEADER_SIZE
         self.dirty = False
         self.ref = True
+        #: Id of the newest snapshot that already has this node's pre-image
+        #: (see Tree.preserve); 0 = none.
+        self.saved = 0
+
+    def clone(self) -> "Node":
+        """A copy for a snapshot (lists copied, entries shared: they are immutable)."""
+        c = Node(self.pgno, self.leaf)
+        c.keys = self.keys[:]
+        c.vals = self.vals[:]
+        c.kids = self.kids[:]
+        c.prev = self.prev
+        c.next = self.next
+        c.used = self.used
+        return c
 
     def __repr__(self) -> str:
         kind = "leaf" if self.leaf else "internal"

@@ -274,18 +274,29 @@ class Pager:
         heapq.heappush(self._free_heap, pgno)
         self.free_changed = True
 
-    def freelist_images(self, epoch: int) -> tuple[int, list[tuple[int, bytearray]]]:
-        """(head, page images) of a free-list chain describing the free set.
-        The chain's own pages are taken from the free set (they count as free
+    def freelist_images(self, epoch: int, extra: set[int] = frozenset()) -> tuple[int, list[tuple[int, bytearray]]]:
+        """(head, page images) of a free-list chain describing the free set
+        (plus ``extra``, pages free on disk but held back in memory). The
+        chain's own pages are taken from the free set (they count as free
         once the list is loaded)."""
-        free = sorted(self.free)
-        if not free:
+        base = sorted(self.free)
+        total = len(base) + len(extra)
+        if not total:
             self.freelist_pages = []
             self._next_listed = set()
             return 0, []
         cap = freelist_capacity(self.page_size)
-        k = -(-len(free) // (cap + 1))
-        chain, rest = free[:k], free[k:]
+        k = -(-total // (cap + 1))
+        # The chain's pages come from the allocatable free pages only (held-back
+        # pages may still be read); if there are too few, from the file's end.
+        while len(base) < k:
+            pg = self.page_count
+            self.page_count += 1
+            self.free.add(pg)
+            heapq.heappush(self._free_heap, pg)
+            base.append(pg)
+        chain = base[:k]
+        rest = sorted(set(base[k:]) | extra) if extra else base[k:]
         images = []
         for j, pg in enumerate(chain):
             nxt = chain[j + 1] if j + 1 < k else 0

@@ -100,6 +100,14 @@ class Tree:
         self.max_cell, self.max_key = limits(ps)
         self.min_fill = ps // 4
         self.ovf_data = ps - HEADER_SIZE
+        #: Live snapshots: id -> overlay (page number -> the node as it was
+        #: when the snapshot was taken, saved just before its first change).
+        self.snaps: dict[int, dict[int, Node]] = {}
+        #: Id of the newest live snapshot, 0 if none: nodes with ``saved``
+        #: below it must be preserved before they change.
+        self.snap_seq = 0
+        #: Overflow pages freed while snapshots live (they may still read them).
+        self.deferred: list[int] = []
 
     # ---- page access ---------------------------------------------------------------
 
@@ -116,6 +124,29 @@ class Tree:
             raise CorruptionError(f"expected a {'leaf' if leaf else 'internal'} page in the tree, found a "
                                   f"{'leaf' if node.leaf else 'internal'} page", path=self.pager.path, page=pgno)
         return node
+
+    def preserve(self, node: Node) -> None:
+        """Save ``node``'s current state for every live snapshot that does not
+        have this page yet; call before changing a node (cheap without snapshots)."""
+        saved = node.saved
+        if saved >= self.snap_seq:
+            return
+        pg = node.pgno
+        copy = None
+        for sid, overlay in self.snaps.items():
+            if sid > saved and pg not in overlay:
+                if copy is None:
+                    copy = node.clone()
+                overlay[pg] = copy
+        node.saved = self.snap_seq
+
+    def end_snapshot(self, sid: int) -> None:
+        self.snaps.pop(sid, None)
+        self.snap_seq = max(self.snaps, default=0)
+        if not self.snaps and self.deferred:
+            for pg in self.deferred:
+                self.pool.release(pg)
+            self.deferred.clear()
 
     def touch(self, node: Node) -> None:
         if not node.dirty:
@@ -175,6 +206,8 @@ class Tree:
         else:
             v = value
             vsize = len(value)
+        if leaf.saved < self.snap_seq:
+            self.preserve(leaf)
         keys = leaf.keys
         i = bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
@@ -218,6 +251,8 @@ class Tree:
         i = bisect_left(keys, key)
         if i >= len(keys) or keys[i] != key:
             return False
+        if leaf.saved < self.snap_seq:
+            self.preserve(leaf)
         del keys[i]
         old = leaf.vals.pop(i)
         if type(old) is bytes:
@@ -272,6 +307,10 @@ class Tree:
 
     def free_overflow(self, ref: Overflow) -> None:
         pages = [pg for pg, _ in self._overflow_chain(ref)]
+        if self.snaps:  # a snapshot may still read this value
+            self.deferred += pages
+            self.pager.free_changed = True
+            return
         for pg in pages:
             self.pool.release(pg)
 
@@ -300,6 +339,7 @@ class Tree:
         right.prev = leaf.pgno
         if leaf.next:
             nxt = self.node(leaf.next, True)
+            self.preserve(nxt)
             nxt.prev = right.pgno
             self.touch(nxt)
         leaf.next = right.pgno
@@ -323,6 +363,7 @@ class Tree:
             self.height += 1
             return
         parent, idx = path.pop()
+        self.preserve(parent)
         parent.keys.insert(idx, sep)
         parent.kids.insert(idx + 1, right_pg)
         parent.used += _INT_FIXED + len(sep)
@@ -359,6 +400,9 @@ class Tree:
         else:
             left, right, s = node, self.node(parent.kids[1], leaf), 0
         sep = parent.keys[s]
+        self.preserve(left)
+        self.preserve(right)
+        self.preserve(parent)
         combined = left.used + right.used - HEADER_SIZE
         if not leaf:
             combined += _INT_FIXED + len(sep)
@@ -371,6 +415,7 @@ class Tree:
                 left.next = right.next
                 if right.next:
                     nxt = self.node(right.next, True)
+                    self.preserve(nxt)
                     nxt.prev = left.pgno
                     self.touch(nxt)
             else:
@@ -425,15 +470,42 @@ class Tree:
             return out, sum(map(len, out))
         return vals, 0
 
+    def _view(self, view):
+        """(root, height, node accessor) of the current tree or of a snapshot
+        view (root, height, overlay)."""
+        if view is None:
+            return self.root, self.height, self.node
+        root, height, overlay = view
+        node = self.node
+
+        def snap_node(pg: int, leaf: bool) -> Node:
+            n = overlay.get(pg)
+            return n if n is not None else node(pg, leaf)
+        return root, height, snap_node
+
+    def get_in(self, view, key: bytes):
+        """The value of ``key`` in a snapshot view, or None."""
+        root, height, node = self._view(view)
+        pg = root
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[bisect_right(n.keys, key)]
+        n = node(pg, True)
+        i = bisect_left(n.keys, key)
+        if i < len(n.keys) and n.keys[i] == key:
+            v = n.vals[i]
+            return v if type(v) is bytes else self.read_overflow(v)
+        return None
+
     def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
-                      limit: int) -> tuple[list, bool]:
+                      limit: int, view=None) -> tuple[list, bool]:
         """Up to about ``limit`` items from ``lo`` upward (below ``hi``), and
         whether more may follow."""
-        pg = self.root
-        for _ in range(self.height - 1):
-            node = self.node(pg, False)
-            pg = node.kids[0 if lo is None else bisect_right(node.keys, lo)]
-        leaf = self.node(pg, True)
+        pg, height, node = self._view(view)
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[0 if lo is None else bisect_right(n.keys, lo)]
+        leaf = node(pg, True)
         keys = leaf.keys
         if lo is None:
             i = 0
@@ -455,18 +527,19 @@ class Tree:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
                 return items, True
-            leaf = self.node(leaf.next, True)
+            leaf = node(leaf.next, True)
             self.pool.lookups += 1
             i = 0
 
-    def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int) -> tuple[list, bool]:
+    def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
+                       view=None) -> tuple[list, bool]:
         """Up to about ``limit`` items from just below ``hi`` downward (not
         below ``lo``), in descending order, and whether more may follow."""
-        pg = self.root
-        for _ in range(self.height - 1):
-            node = self.node(pg, False)
-            pg = node.kids[len(node.keys) if hi is None else bisect_left(node.keys, hi)]
-        leaf = self.node(pg, True)
+        pg, height, node = self._view(view)
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[len(n.keys) if hi is None else bisect_left(n.keys, hi)]
+        leaf = node(pg, True)
         keys = leaf.keys
         j = len(keys) if hi is None else bisect_left(keys, hi)
         items: list = []
@@ -482,6 +555,6 @@ class Tree:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
                 return items, True
-            leaf = self.node(leaf.prev, True)
+            leaf = node(leaf.prev, True)
             self.pool.lookups += 1
             j = len(leaf.keys)

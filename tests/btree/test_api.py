@@ -178,9 +178,65 @@ def test_scan_stays_valid_while_writing(db):
     assert db.check_invariants() == []
 
 
-def test_snapshot_is_not_offered(db):
-    with pytest.raises(NotImplementedError, match="snapshot"):
-        db.snapshot()
+@pytest.mark.parametrize("cache_size", [16 * 512, 1 << 24])  # checkpoints all the time / never
+def test_snapshot_is_a_point_in_time_view(dbpath, cache_size):
+    db = btree.open(dbpath, page_size=512, cache_size=cache_size)
+    try:
+        for i in range(600):
+            db.put(b"k%04d" % i, b"v%d" % i)
+        db.put(b"big", b"B" * 5000)  # an overflow chain
+        before = dict(db.scan())
+        with db.snapshot() as snap:
+            for i in range(0, 600, 2):
+                db.delete(b"k%04d" % i)
+            for i in range(101, 401, 2):
+                db.delete(b"k%04d" % i)  # empties leaves: merges
+            for i in range(3, 60, 2):
+                db.delete(b"k%04d" % i)  # the leftmost leaves too (their right siblings go)
+            for i in range(600, 1500):
+                db.put(b"k%04d" % i, b"new")  # splits
+            db.put(b"k0001", b"changed")
+            db.put(b"big", b"C" * 7000)  # frees the old chain: held back for the snapshot
+            db.flush()  # checkpoints and evictions do not disturb the snapshot
+            assert snap.get(b"k0000") == b"v0" and snap.get(b"k0001") == b"v1" and snap.get(b"k0003") == b"v3"
+            assert snap.get(b"k1000") is None and snap[b"big"] == b"B" * 5000
+            assert b"k0002" in snap
+            assert dict(snap.scan()) == before
+            assert list(snap.scan(b"k0100", b"k0110", reverse=True)) == \
+                sorted(((k, v) for k, v in before.items() if b"k0100" <= k < b"k0110"), reverse=True)
+            it = snap.scan()
+            next(it)
+            assert db.get(b"k0001") == b"changed" and db.get(b"k0000") is None
+            assert db.get(b"k0201") is None
+            assert db.check_invariants() == []
+        with pytest.raises(ClosedError):
+            snap.get(b"k0001")
+        with pytest.raises(ClosedError):
+            next(it)
+        free_before = db.stats()["free_pages"]
+        db.flush()
+        assert db.stats()["free_pages"] >= free_before  # the held-back chain came back
+        assert db.check_invariants() == []
+    finally:
+        db.close()
+    assert btree.check(dbpath).ok
+
+
+def test_snapshot_survives_nothing_and_leaks_nothing_across_a_crash(dbpath):
+    db = btree.open(dbpath, page_size=512)
+    db.put(b"a", b"x" * 3000)
+    snap = db.snapshot()
+    db.put(b"a", b"y" * 3000)
+    db.flush()  # the old chain is free on disk, held back in memory
+    assert snap.get(b"a") == b"x" * 3000
+    db._simulate_crash()
+    report = btree.check(dbpath)
+    assert report.ok, report.problems
+    with btree.open(dbpath) as db2:
+        assert db2.get(b"a") == b"y" * 3000
+        snap2 = db2.snapshot()
+    with pytest.raises(ClosedError):
+        snap2.get(b"a")  # the DB was closed
 
 
 def test_stats_has_the_common_keys(db):
@@ -235,3 +291,24 @@ def test_threads_share_one_db(db):
     assert not errors
     assert db.stats()["entries"] == 1800
     assert db.check_invariants() == []
+
+
+def test_snapshot_keeps_a_sibling_that_a_merge_frees(dbpath):
+    """Emptying the leftmost leaf merges its untouched right sibling into it
+    and frees the sibling's page, which new inserts then reuse."""
+    with btree.open(dbpath, page_size=512, cache_size=1 << 24) as db:
+        for i in range(300):
+            db.put(b"k%04d" % i, b"v%d" % i)
+        before = dict(db.scan())
+        tree = db._tree
+        pg = tree.root
+        for _ in range(tree.height - 1):
+            pg = tree.node(pg, False).kids[0]
+        first_leaf_keys = list(tree.node(pg, True).keys)
+        with db.snapshot() as snap:
+            for k in first_leaf_keys:
+                db.delete(k)
+            for i in range(300, 400):
+                db.put(b"k%04d" % i, b"reuses freed pages")
+            assert dict(snap.scan()) == before
+            assert dict(snap.scan(reverse=True)) == before

@@ -37,6 +37,7 @@ class BTreeModel(RuleBasedStateMachine):
         self.db = btree.open(self.path, **OPTIONS)
         self.model: dict[bytes, bytes] = {}
         self.steps = 0
+        self.snaps: list = []  # (snapshot, the model when it was taken)
 
     def teardown(self) -> None:
         try:
@@ -109,17 +110,41 @@ class BTreeModel(RuleBasedStateMachine):
             want.reverse()
         assert got == want
 
+    @precondition(lambda self: len(self.snaps) < 3)
+    @rule()
+    def take_snapshot(self):
+        self.snaps.append((self.db.snapshot(), dict(self.model)))
+
+    @precondition(lambda self: self.snaps)
+    @rule(data=st.data(), start=bounds, reverse=st.booleans(), key=keys)
+    def read_snapshot(self, data, start, reverse, key):
+        snap, model = data.draw(st.sampled_from(self.snaps))
+        assert snap.get(key) == model.get(key)
+        want = sorted((k, v) for k, v in model.items() if start is None or k >= start)
+        if reverse:
+            want.reverse()
+        assert list(snap.scan(start=start, reverse=reverse)) == want
+
+    @precondition(lambda self: self.snaps)
+    @rule(data=st.data())
+    def close_snapshot(self, data):
+        i = data.draw(st.integers(0, len(self.snaps) - 1))
+        snap, _ = self.snaps.pop(i)
+        snap.close()
+
     @rule()
     def checkpoint(self):
         self.db.flush()
 
     @rule()
     def reopen(self):
+        self.snaps.clear()  # closing the DB ends its snapshots
         self.db.close()
         self.db = btree.open(self.path, **OPTIONS)
 
     @rule()
     def crash(self):
+        self.snaps.clear()
         # Drop the handle as a killed process would: no checkpoint, files closed.
         self.db._simulate_crash()
         self.db = btree.open(self.path, **OPTIONS)
