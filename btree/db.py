@@ -176,7 +176,10 @@ class DB:
             if page_size is not None and page_size != meta.page_size:
                 raise OptionError(f"page_size={page_size} differs from the database's page size {meta.page_size}, "
                                   f"which is fixed at creation; omit page_size or pass {meta.page_size}")
-            self._load_state()
+            if read_only:
+                self._load_view()
+            else:
+                self._load_state()
             self._closed = False
             self._usable = True
             self._writable = not read_only
@@ -252,13 +255,30 @@ class DB:
             self._check_open()
             if not self._read_only:
                 return
-            for attempt in range(200):
-                try:
-                    self._refresh()
-                    return
-                except StaleView:
-                    time.sleep(0.01)
-            raise LsmkvError(f"{self.path}: could not get a consistent read-only view; retry")
+            self._refresh()
+
+    def _concurrent_checkpoint(self) -> bool:
+        """Read-only handles: is a writer in another process checkpointing (or
+        did it since this view was loaded)? Then a bad page is no corruption."""
+        pager = self._pager
+        return pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
+
+    def _load_view(self) -> None:
+        """Read-only handles: load a consistent view, retrying while a writer
+        in another process is in the middle of a checkpoint."""
+        for attempt in range(300):
+            try:
+                self._load_state()
+                return
+            except StaleView:
+                pass
+            except CorruptionError:
+                if not self._concurrent_checkpoint():
+                    raise
+            time.sleep(0.01)
+            self._pager.read_meta()
+        raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
+                         f"kept checkpointing; retry")
 
     def _refresh(self) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed)."""
@@ -266,7 +286,7 @@ class DB:
         self._live_snaps.clear()
         self._pool.clear()
         self._pager.read_meta()
-        self._load_state()
+        self._load_view()
         self._fill_cache = None
 
     def _release(self) -> None:
@@ -299,26 +319,25 @@ class DB:
         self._usable = self._writable = False
         log.error("btree %s: write failed, refusing further operations until reopened: %r", self.path, exc)
 
-    def _read(self, fn, *args):
-        """Run a read; read-only handles reload and retry when a writer in
-        another process changed pages under their view."""
+    def _read(self, fn, *args, snap: "Snapshot | None" = None):
+        """Run ``fn(tree, *args)``; read-only handles reload their view and
+        retry when a writer in another process changed pages under it (a
+        snapshot's read then ends with the snapshot's error instead)."""
         if not self._read_only:
-            return fn(*args)
+            return fn(self._tree, *args)
         for attempt in range(200):
             try:
-                return fn(*args)
+                return fn(self._tree, *args)
             except StaleView:
                 pass
             except CorruptionError:
-                if self._pager.newest_epoch_on_disk() == self._pager.meta.epoch and \
-                        not self._fs.exists(self._pager.journal_path):
+                if not self._concurrent_checkpoint():
                     raise
             if attempt:
                 time.sleep(0.01)
-            try:
-                self._refresh()
-            except StaleView:
-                pass
+            self._refresh()
+            if snap is not None:
+                snap._check()
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
 
@@ -497,7 +516,7 @@ class DB:
             pager = self._pager
             reads = pager.page_reads
             if self._read_only:
-                value = self._read(self._tree.get, key)
+                value = self._read(Tree.get, key)
             else:
                 value = self._tree.get(key)
             if pager.page_reads != reads:
@@ -562,9 +581,9 @@ class DB:
                     snap._check()
                     view = snap._view
                 if reverse:
-                    items, more = self._read(self._tree.chunk_backward, hi, lo, limit, view)
+                    items, more = self._read(Tree.chunk_backward, hi, lo, limit, view, snap=snap)
                 else:
-                    items, more = self._read(self._tree.chunk_forward, lo, inclusive, hi, limit, view)
+                    items, more = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, snap=snap)
                 self._trim_after_read()
             for item in items:
                 if self._closed or (snap is not None and snap._closed):
@@ -671,7 +690,7 @@ class DB:
         with self._lock:
             self._check_open()
             pager, pool, tree = self._pager, self._pool, self._tree
-            counts, fills = self._read(self._level_fill)
+            counts, fills = self._read(lambda tree: self._level_fill())
             log_written = self._log_bytes_done + (self._log.bytes_written if self._log else 0)
             bytes_written = log_written + pager.bytes_written
             bytes_read = pager.bytes_read + self._log_bytes_read
@@ -730,8 +749,8 @@ class DB:
         from .check import verify_structure
         with self._lock:
             self._check_open()
-            tree, pager = self._tree, self._pager
-            problems = self._read(lambda: verify_structure(
+            pager = self._pager
+            problems = self._read(lambda tree: verify_structure(
                 root=tree.root, height=tree.height, page_count=pager.page_count,
                 free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
@@ -771,7 +790,7 @@ class Snapshot:
         db = self._db
         with db._lock:
             self._check()
-            value = db._read(db._tree.get_in, self._view, key)
+            value = db._read(Tree.get_in, self._view, key, snap=self)
             db._trim_after_read()
         return default if value is None else value
 

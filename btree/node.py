@@ -63,6 +63,9 @@ def _slots(count: int) -> struct.Struct:
     return s
 
 
+_NONE: tuple = ()
+
+
 class Overflow:
     """A leaf's reference to a value stored in an overflow page chain."""
 
@@ -93,8 +96,10 @@ class Node:
         self.pgno = pgno
         self.leaf = leaf
         self.keys: list[bytes] = []
-        self.vals: list = []
-        self.kids: list[int] = []
+        # A leaf has no children and an internal node no values: they share an
+        # empty tuple (one object fewer for the garbage collector to track).
+        self.vals: list = [] if leaf else _NONE
+        self.kids: list[int] = _NONE if leaf else []
         self.prev = 0
         self.next = 0
         self.used = HEADER_SIZE

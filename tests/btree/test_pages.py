@@ -213,3 +213,57 @@ def test_read_only_handle_follows_a_writer(dbpath):
             assert ro.get(b"k00001") == b"newest"
         finally:
             ro.close()
+
+
+def _check_consistent(items):
+    """The writer's state after some whole number of its steps: one batch set
+    every third key to round R, then single puts set the next keys to R one
+    by one: so batch keys agree, and single-put keys read R...R, R-1...R-1."""
+    vals = dict(items)
+    assert list(vals) == [b"k%04d" % i for i in range(1000)]
+    batch = {vals[b"k%04d" % i] for i in range(0, 1000, 3)}
+    assert len(batch) == 1, batch  # a batch is seen whole
+    r = int(batch.pop()[1:])
+    singles = [int(vals[b"k%04d" % i][1:].rstrip(b"x")) for i in range(1, 1000, 3)]
+    assert all(x in (r, r - 1) or (r == 0 and x == 0) for x in singles), (r, set(singles))
+    assert singles == sorted(singles, reverse=True)
+    assert all(vals[b"k%04d" % i] == b"r0" for i in range(2, 1000, 3))
+    return r
+
+
+@pytest.mark.slow
+def test_read_only_handle_beside_a_writer_process(dbpath):
+    """A read-only handle reads while another process rewrites and
+    checkpoints (pages overwritten in place under it): every snapshot it
+    takes is one consistent state of the writer, never a mix, an error or
+    garbage."""
+    import subprocess
+    import sys
+    from lsmkv.errors import LsmkvError
+    with btree.open(dbpath, page_size=512) as db:
+        for i in range(1000):
+            db.put(b"k%04d" % i, b"r0")
+    writer = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "follow_writer.py"),
+                               dbpath], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "1"
+        rounds = set()
+        ended = 0
+        with btree.open(dbpath, read_only=True, cache_size=0) as ro:
+            for n in range(60):
+                try:
+                    with ro.snapshot() as snap:
+                        items = list(snap.scan())
+                except LsmkvError as exc:
+                    assert "snapshot ended" in str(exc)
+                    ended += 1
+                    continue
+                rounds.add(_check_consistent(items))
+                if n % 5 == 4:
+                    ro.refresh()
+        assert len(rounds) > 1  # the reader did move on with the writer
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=60)
+        writer.stdout.close()
+    assert btree.check(dbpath).ok
