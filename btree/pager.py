@@ -362,14 +362,14 @@ class Pager:
         want = page_count * ps
         if self.file.size() < want:
             self.file.truncate(want)
-        # Coalesce runs of consecutive pages into one write each.
+        # Coalesce runs of consecutive pages (up to 256 at a time) into one write each.
         i = 0
         n = len(images)
         written = 0
         while i < n:
             start = images[i][0]
             j = i + 1
-            while j < n and images[j][0] == images[j - 1][0] + 1:
+            while j < n and images[j][0] == images[j - 1][0] + 1 and j - i < 256:
                 j += 1
             data = b"".join(img for _, img in images[i:j])
             self.file.write_at(start * ps, data)
