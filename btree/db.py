@@ -155,6 +155,9 @@ class DB:
         self._fill_cache: tuple[int, list, list] | None = None
         self._version = 0
         self._snap_ids = 0
+        #: Chunks that scan iterators are yielding, with their snapshot or None
+        #: (emptied by close() of the DB or of that snapshot).
+        self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
         self._live_snaps: dict[int, Snapshot] = {}
         #: Bumped whenever a read-only handle reloads its view (its snapshots end).
         self._view_gen = 0
@@ -585,11 +588,19 @@ class DB:
                 else:
                     items, more = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, snap=snap)
                 self._trim_after_read()
-            for item in items:
-                if self._closed or (snap is not None and snap._closed):
-                    self._check_open()
-                    snap._check()
-                yield item
+            # Yield the chunk at C speed; close() of the DB or the snapshot
+            # empties the chunks being yielded, so the next item is an error.
+            key = id(items)
+            live = self._chunks
+            live[key] = (items, snap)
+            try:
+                yield from items
+            finally:
+                live.pop(key, None)
+            if self._closed:
+                self._check_open()
+            if snap is not None and snap._closed:
+                snap._check()
             if not more:
                 return
             if reverse:
@@ -631,6 +642,8 @@ class DB:
             finally:
                 self._closed = True
                 self._usable = self._writable = False
+                for chunk, _ in self._chunks.values():
+                    chunk.clear()
                 if self._log is not None:
                     self._log_bytes_done += self._log.bytes_written
                 self._release()
@@ -816,6 +829,9 @@ class Snapshot:
             if self._closed:
                 return
             self._closed = True
+            for chunk, owner in db._chunks.values():
+                if owner is self:
+                    chunk.clear()  # stops this snapshot's iterators
             if db._live_snaps.pop(self._id, None) is not None:
                 db._tree.end_snapshot(self._id)
 

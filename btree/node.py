@@ -90,7 +90,7 @@ class Node:
     from its page image on disk; ``ref`` is the CLOCK reference bit.
     """
 
-    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved")
+    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved", "ovf")
 
     def __init__(self, pgno: int, leaf: bool) -> None:
         self.pgno = pgno
@@ -108,6 +108,9 @@ class Node:
         #: Id of the newest snapshot that already has this node's pre-image
         #: (see Tree.preserve); 0 = none.
         self.saved = 0
+        #: False only if no value of this leaf is an Overflow (scans then
+        #: skip looking); may stay True after such values are gone.
+        self.ovf = False
 
     def clone(self) -> "Node":
         """A copy for a snapshot (lists copied, entries shared: they are immutable)."""
@@ -118,6 +121,7 @@ class Node:
         c.prev = self.prev
         c.next = self.next
         c.used = self.used
+        c.ovf = self.ovf
         return c
 
     def __repr__(self) -> str:
@@ -247,6 +251,7 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
                     used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
                 elif kind == KIND_OVERFLOW:
                     vals.append(Overflow(_U32.unpack_from(buf, ke)[0], vlen))
+                    node.ovf = True
                     used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
                 else:
                     raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)

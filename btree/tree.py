@@ -203,6 +203,7 @@ class Tree:
         if _LEAF_FIXED + len(key) + len(value) > self.max_cell:
             v = self.write_overflow(value)
             vsize = 4
+            leaf.ovf = True
         else:
             v = value
             vsize = len(value)
@@ -329,6 +330,7 @@ class Tree:
         right = self.pool.new_node(True)
         right.keys = keys[m:]
         right.vals = vals[m:]
+        right.ovf = leaf.ovf
         del keys[m:]
         del vals[m:]
         if self.ahi:
@@ -410,6 +412,7 @@ class Tree:
             if leaf:
                 left.keys += right.keys
                 left.vals += right.vals
+                left.ovf = left.ovf or right.ovf
                 if self.ahi:
                     self._rehome(left)
                 left.next = right.next
@@ -520,9 +523,14 @@ class Tree:
             n = len(keys)
             j = n if hi is None or not n or keys[-1] < hi else bisect_left(keys, hi)
             if i < j:
-                vals, big = self._resolve(leaf.vals[i:j])
-                items += zip(keys[i:j], vals)
-                nbytes += big
+                if leaf.ovf:
+                    vals, big = self._resolve(leaf.vals[i:j])
+                    items += zip(keys[i:j], vals)
+                    nbytes += big
+                elif i == 0 and j == n:
+                    items += zip(keys, leaf.vals)
+                else:
+                    items += zip(keys[i:j], leaf.vals[i:j])
             if j < n or not leaf.next:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
@@ -548,9 +556,12 @@ class Tree:
             keys = leaf.keys
             i = 0 if lo is None or not keys or keys[0] >= lo else bisect_left(keys, lo)
             if i < j:
-                vals, big = self._resolve(leaf.vals[i:j])
-                items += zip(reversed(keys[i:j]), reversed(vals))
-                nbytes += big
+                if leaf.ovf:
+                    vals, big = self._resolve(leaf.vals[i:j])
+                    items += zip(reversed(keys[i:j]), reversed(vals))
+                    nbytes += big
+                else:
+                    items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))
             if i > 0 or not leaf.prev:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):

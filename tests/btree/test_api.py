@@ -312,3 +312,24 @@ def test_snapshot_keeps_a_sibling_that_a_merge_frees(dbpath):
                 db.put(b"k%04d" % i, b"reuses freed pages")
             assert dict(snap.scan()) == before
             assert dict(snap.scan(reverse=True)) == before
+
+
+def test_iterators_stop_at_close_mid_chunk(db):
+    for i in range(300):
+        db.put(b"k%04d" % i, b"v")
+    it = db.scan()
+    snap = db.snapshot()
+    sit = snap.scan()
+    other = snap.scan(reverse=True)
+    assert next(it)[0] == b"k0000" and next(sit)[0] == b"k0000" and next(other)[0] == b"k0299"
+    keep = db.scan()
+    assert next(keep)[0] == b"k0000"
+    snap.close()
+    with pytest.raises(ClosedError):
+        next(sit)  # in the middle of its first chunk
+    with pytest.raises(ClosedError):
+        next(other)
+    assert len(list(it)) == 299  # a DB iterator is not affected by the snapshot's close
+    db.close()
+    with pytest.raises(ClosedError):
+        next(keep)

@@ -260,6 +260,7 @@ def test_read_only_handle_beside_a_writer_process(dbpath):
                     continue
                 rounds.add(_check_consistent(items))
                 if n % 5 == 4:
+                    writer.stdout.readline()  # wait until the writer finished another round
                     ro.refresh()
         assert len(rounds) > 1  # the reader did move on with the writer
     finally:
