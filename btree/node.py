@@ -232,6 +232,8 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     if HEADER_SIZE + SLOT_SIZE * count > page_size:
         raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
     offsets = _slots(count).unpack_from(buf, HEADER_SIZE) if count else ()
+    if count and min(offsets) < HEADER_SIZE + SLOT_SIZE * count:
+        raise CorruptionError("a cell overlaps the slot array", path=path, page=pgno)
     keys = node.keys
     used = HEADER_SIZE
     try:
