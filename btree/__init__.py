@@ -19,10 +19,10 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
                           LsmkvError, OptionError, ReadOnlyError, SizeLimitError)
 
 from .check import check
-from .db import DB, WriteBatch, open
+from .db import DB, Snapshot, WriteBatch, open
 
 __all__ = [
-    "open", "check", "DB", "WriteBatch",
+    "open", "check", "DB", "Snapshot", "WriteBatch",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
 ]
