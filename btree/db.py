@@ -376,10 +376,10 @@ class DB:
                 raise
             self._puts += 1
             self._user_bytes += len(key) + len(value)
-            self._log_pending += len(rec)
+            pending = self._log_pending = self._log_pending + len(rec)
             pool = self._pool
-            if (len(pool.pages) > pool.capacity or len(pool.dirty) + len(pool.raw_dirty) > self._dirty_limit
-                    or self._log_pending >= self._ckpt_log_bytes):
+            if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
+                    or pending >= self._ckpt_log_bytes or pool.raw_dirty):
                 self._after_write()
 
     def delete(self, key, sync: bool = False) -> None:

@@ -94,6 +94,8 @@ class Tree:
         self.pages = pool.pages
         self.root = root
         self.height = height
+        #: range(height - 1): the internal levels of a descent (kept, not rebuilt per call)
+        self.inner = range(height - 1)
         self.entries = entries
         ps = self.pager.page_size
         self.page_size = ps
@@ -160,7 +162,7 @@ class Tree:
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
-        for _ in range(self.height - 1):
+        for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
             pg = node.kids[bisect_right(node.keys, key)]
@@ -183,7 +185,7 @@ class Tree:
         in each (walked again only when a split or merge needs it)."""
         path = []
         pg = self.root
-        for _ in range(self.height - 1):
+        for _ in self.inner:
             node = self.node(pg, False)
             i = bisect_right(node.keys, key)
             path.append((node, i))
@@ -194,7 +196,7 @@ class Tree:
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
-        for _ in range(self.height - 1):
+        for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
             pg = node.kids[bisect_right(node.keys, key)]
@@ -242,7 +244,7 @@ class Tree:
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
-        for _ in range(self.height - 1):
+        for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
             pg = node.kids[bisect_right(node.keys, key)]
@@ -363,6 +365,7 @@ class Tree:
             root.used = HEADER_SIZE + _INT_FIXED + len(sep)
             self.root = root.pgno
             self.height += 1
+            self.inner = range(self.height - 1)
             return
         parent, idx = path.pop()
         self.preserve(parent)
@@ -438,6 +441,7 @@ class Tree:
                     self.root = parent.kids[0]
                     self.pool.release(parent.pgno)
                     self.height -= 1
+                    self.inner = range(self.height - 1)
             elif parent.used < self.min_fill:
                 self._rebalance(parent, path)
         elif not leaf and not node.keys:
