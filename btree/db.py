@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_left
 from typing import Iterator
 
 from lsmkv.dbdir import prepare_directory
@@ -514,7 +515,9 @@ class DB:
                     # leaf is still marked, and the other hits stay cheap.
                     hits = self._ahi_hits = self._ahi_hits + 1
                     if not hits & 15:
-                        self._pages[self._ahi_page[key]].ref = True
+                        node = self._pages.get(self._ahi_page.get(key))
+                        if node is not None:
+                            node.ref = True
                     return value
             pager = self._pager
             reads = pager.page_reads
@@ -768,8 +771,29 @@ class DB:
                 free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
                 max_key=tree.max_key, page_size=pager.page_size)[0])
+            problems += self._check_hash_index()
             self._pool.trim()
             return problems
+
+    def _check_hash_index(self) -> list[str]:
+        """Every hash-index entry names a resident leaf that holds that key
+        with that value."""
+        tree, pages = self._tree, self._pool.pages
+        if tree.ahi is None:
+            return []
+        problems = []
+        if tree.ahi.keys() != tree.ahi_page.keys():
+            problems.append("hash index: the value and page maps hold different keys")
+        for key, value in tree.ahi.items():
+            node = pages.get(tree.ahi_page.get(key))
+            if node is None or not node.leaf:
+                problems.append(f"hash index: {key!r} points at page {tree.ahi_page.get(key)}, not a cached leaf")
+                break
+            i = bisect_left(node.keys, key)
+            if i >= len(node.keys) or node.keys[i] != key or node.vals[i] != value:
+                problems.append(f"hash index: {key!r} is not in page {node.pgno} with that value")
+                break
+        return problems
 
 
 class Snapshot:
