@@ -15,11 +15,14 @@ import tempfile
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import btree
 
-OPTIONS = dict(page_size=512, cache_size=16 * 512, checkpoint_log_bytes=8192)
+OPTIONS = dict(page_size=512, checkpoint_log_bytes=8192)
+#: A tiny pool (evictions and checkpoints all the time) or a large one (the
+#: hash index and dirty pages live long).
+cache_sizes = st.sampled_from([16 * 512, 1 << 22])
 
 key_pool = [bytes([97 + i // 5]) * (1 + i % 5) for i in range(30)]
 keys = st.one_of(st.sampled_from(key_pool), st.binary(min_size=0, max_size=14))
@@ -34,14 +37,21 @@ class BTreeModel(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="btree-model-")
         self.path = self.dir + "/db"
-        self.db = btree.open(self.path, **OPTIONS)
+        self.db = None
+        self.cache_size = 16 * 512
         self.model: dict[bytes, bytes] = {}
         self.steps = 0
         self.snaps: list = []  # (snapshot, the model when it was taken)
 
+    @initialize(cache_size=cache_sizes)
+    def open_db(self, cache_size):
+        self.cache_size = cache_size
+        self.db = btree.open(self.path, cache_size=cache_size, **OPTIONS)
+
     def teardown(self) -> None:
         try:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -100,6 +110,13 @@ class BTreeModel(RuleBasedStateMachine):
         assert self.db.get(key) == self.model.get(key)
         assert (key in self.db) == (key in self.model)
 
+    @rule()
+    def get_all(self):
+        # Fills the hash index with every resident key, so later splits,
+        # merges and evictions have entries to keep exact.
+        for key, value in self.model.items():
+            assert self.db.get(key) == value
+
     @rule(start=bounds, end=bounds, reverse=st.booleans(), prefix=st.one_of(st.none(), keys))
     def scan(self, start, end, reverse, prefix):
         got = list(self.db.scan(start=start, end=end, reverse=reverse, prefix=prefix))
@@ -136,18 +153,19 @@ class BTreeModel(RuleBasedStateMachine):
     def checkpoint(self):
         self.db.flush()
 
-    @rule()
-    def reopen(self):
+    @rule(cache_size=cache_sizes)
+    def reopen(self, cache_size):
         self.snaps.clear()  # closing the DB ends its snapshots
         self.db.close()
-        self.db = btree.open(self.path, **OPTIONS)
+        self.cache_size = cache_size
+        self.db = btree.open(self.path, cache_size=cache_size, **OPTIONS)
 
     @rule()
     def crash(self):
         self.snaps.clear()
         # Drop the handle as a killed process would: no checkpoint, files closed.
         self.db._simulate_crash()
-        self.db = btree.open(self.path, **OPTIONS)
+        self.db = btree.open(self.path, cache_size=self.cache_size, **OPTIONS)
 
     @rule()
     def read_only_view(self):
