@@ -217,8 +217,11 @@ class DB:
         self._max_key = tree.max_key
         log_path = os.path.join(self.path, LOG_FILE)
         contents = None
-        if fs.exists(log_path):
+        try:
             data = fs.read_file(log_path)
+        except FileNotFoundError:
+            data = None  # a database created before its first log, or a crash then
+        if data is not None:
             self._log_bytes_read += len(data)
             contents = parse_log(data, log_path)
         end_lsn = meta.ckpt_lsn

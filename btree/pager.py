@@ -382,9 +382,10 @@ class Pager:
     def read_journal(self) -> tuple[int, list[tuple[int, bytes]]] | None:
         """(epoch, page images) of a complete, valid journal; None if there is
         none or it is incomplete (its checkpoint never reached the page file)."""
-        if not self.fs.exists(self.journal_path):
-            return None
-        data = self.fs.read_file(self.journal_path)
+        try:
+            data = self.fs.read_file(self.journal_path)
+        except FileNotFoundError:
+            return None  # (also: a writer in another process just removed it)
         self.bytes_read += len(data)
         hs = JOURNAL_HEADER.size
         if len(data) < hs:
