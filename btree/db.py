@@ -370,10 +370,10 @@ class DB:
             if not self._writable:
                 self._check_writable()
             wal = self._log
-            wal.append(rec)
-            if sync:
-                wal.sync()
             try:
+                wal.append(rec)
+                if sync:
+                    wal.sync()
                 self._tree.put(key, value)
             except BaseException as exc:
                 self._fail(exc)
@@ -402,15 +402,15 @@ class DB:
             return  # longer than any stored key: nothing to delete
         wal = self._log
         rec = encode_delete(key)
-        wal.append(rec)
-        self._log_pending += len(rec)
-        if sync:
-            wal.sync()
         try:
+            wal.append(rec)
+            if sync:
+                wal.sync()
             self._tree.delete(key)
         except BaseException as exc:
             self._fail(exc)
             raise
+        self._log_pending += len(rec)
         self._version += 1
         self._after_write()
 
@@ -428,19 +428,20 @@ class DB:
             self._user_bytes += sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
             ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
             wal = self._log
-            if ops:
-                rec = encode_batch(ops)
-                wal.append(rec)
-                self._log_pending += len(rec)
-            if sync:
-                wal.sync()
-            if not ops:
-                return
+            rec = encode_batch(ops) if ops else b""
             try:
-                self._apply(ops)
+                if ops:
+                    wal.append(rec)
+                if sync:
+                    wal.sync()
+                if ops:
+                    self._apply(ops)
             except BaseException as exc:
                 self._fail(exc)
                 raise
+            if not ops:
+                return
+            self._log_pending += len(rec)
             self._version += 1
             self._after_write()
 

@@ -224,3 +224,21 @@ def test_replay_after_crash_without_checkpoint_keeps_batches_whole(tmp_path):
     with btree.open(path, **OPTS) as db:
         assert db.stats()["replayed_batches"] == 2
         assert len(list(db.scan(prefix=b"b"))) == 200 and db.get(b"single") == b"y"
+
+
+def test_an_io_error_while_logging_stops_the_handle_until_reopened(tmp_path):
+    path = str(tmp_path / "db")
+    fs = TearingFS(fail_at=10**9)
+    db = btree.open(path, fs=fs, **OPTS)
+    db.put(b"a", b"1", sync=True)
+    fs.fail_at = fs.writes + 1  # the next log append lands half a record, then fails
+    with pytest.raises(Crash):
+        db.put(b"b", b"2")
+    from lsmkv.errors import BackgroundError
+    with pytest.raises(BackgroundError, match="reopen"):
+        db.put(b"c", b"3")
+    with pytest.raises(BackgroundError):
+        db.get(b"a")
+    db.close()  # no checkpoint through the failed handle
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}  # the half record was a torn tail
