@@ -281,14 +281,6 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     return node
 
 
-def page_type(buf: bytes) -> int:
-    return buf[8]
-
-
-def page_epoch(buf: bytes) -> int:
-    return HEADER.unpack_from(buf, 0)[7]
-
-
 def encode_overflow(pgno: int, data: bytes, next_page: int, page_size: int, epoch: int) -> bytearray:
     """An overflow page: header (a = next page of the chain, b = bytes here), data."""
     page = bytearray(page_size)

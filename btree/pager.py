@@ -231,7 +231,7 @@ class Pager:
 
     # ---- free list ----------------------------------------------------------------
 
-    def load_freelist(self, head: int, decode_check=True) -> None:
+    def load_freelist(self, head: int) -> None:
         """Read the free-list chain starting at ``head``; every listed page and
         every chain page is free."""
         free: set[int] = set()
