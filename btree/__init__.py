@@ -10,6 +10,7 @@
 * :mod:`btree.wal`: the write-ahead log;
 * :mod:`btree.tree`: search, insert/split, delete/merge, range reads;
 * :mod:`btree.db`: the DB object (locking, recovery, checkpoints, stats);
+* :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.check`: consistency checks.
 
 docs/btree.md describes the design, docs/formats.md the bytes on disk.
