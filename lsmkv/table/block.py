@@ -27,8 +27,8 @@ from ..errors import CorruptionError
 _COUNT = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
-#: decoded entry (two bytes objects, list slots, an int, a positions-dict
-#: slot) on top of the raw block size.
+#: decoded entry (two bytes objects, list slots, an int) and its slot in the
+#: table's key index (reader.py), on top of the raw block size.
 DECODED_ENTRY_OVERHEAD = 160
 
 
@@ -95,14 +95,9 @@ def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -
 
 
 class Block:
-    """A decoded block: parallel lists of keys, values and seq_kinds.
+    """A decoded block: parallel lists of keys, values and seq_kinds (keys sorted)."""
 
-    ``keys`` is sorted (bisect it). ``position(key)`` finds a key's first
-    (newest) entry through a dict built on the block's first point lookup, so
-    a cached block answers a get with one hash probe instead of a binary search.
-    """
-
-    __slots__ = ("keys", "values", "seq_kinds", "charge", "_positions")
+    __slots__ = ("keys", "values", "seq_kinds", "charge")
 
     def __init__(self, keys: list[bytes], values: list[bytes], seq_kinds: list[int], raw_size: int) -> None:
         self.keys = keys
@@ -110,19 +105,9 @@ class Block:
         self.seq_kinds = seq_kinds
         #: What the block costs in the cache, in bytes (an estimate of its objects).
         self.charge = raw_size + DECODED_ENTRY_OVERHEAD * len(keys)
-        self._positions: dict[bytes, int] | None = None
 
     def value(self, i: int) -> bytes:
         return self.values[i]
-
-    def positions(self) -> dict[bytes, int]:
-        """key -> index of its first entry (its newest version in the block)."""
-        positions = self._positions
-        if positions is None:
-            keys = self.keys
-            # Later assignments win, so walk backwards to keep first occurrences.
-            positions = self._positions = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
-        return positions
 
     def __len__(self) -> int:
         return len(self.keys)
