@@ -1,12 +1,13 @@
 """BlockCache: the byte-bounded cache of decoded table blocks.
 
-A cached block lives in its TableReader's ``blocks`` list, so a hit on the
-read path is one list index and one store into the reader's reference bits,
-with no lock and no hashing. The cache itself only decides what to keep: it
-queues admitted blocks and, when ``capacity`` bytes are exceeded, evicts with
-CLOCK (second chance): a block referenced since it was last considered gets
-its bit cleared and goes round again; an unreferenced one is dropped from
-its reader. CLOCK approximates LRU at a fraction of its bookkeeping.
+A cached block lives in its TableReader (``blocks`` list, and its keys in
+the reader's key index), so a hit on the read path takes no lock and does
+no bookkeeping beyond one store into the reader's reference bits. The cache
+itself only decides what to keep: it queues admitted blocks and, when
+``capacity`` bytes are exceeded, evicts with CLOCK (second chance): a block
+referenced since it was last considered gets its bit cleared and goes round
+again; an unreferenced one is released by its reader (``reader.release``).
+CLOCK approximates LRU at a fraction of its bookkeeping.
 
 Charges are the blocks' approximate memory (raw bytes plus per-entry
 overhead, see table/block.py). Admission and eviction take a short lock.
@@ -30,7 +31,8 @@ class BlockCache:
         self._lock = threading.Lock()
 
     def admit(self, reader, index: int, block) -> None:
-        """Keep ``block`` as ``reader.blocks[index]``, evicting as needed."""
+        """Keep ``block`` for ``reader`` (``reader.hold(index, block)``),
+        evicting as needed."""
         charge = block.charge
         if charge > self.capacity:
             return
@@ -47,11 +49,10 @@ class BlockCache:
                     owner.refs[i] = 0
                     queue.append(entry)
                     continue
-                owner.blocks[i] = None
+                owner.release(i)
                 self.usage -= c
                 self.evicted += 1
-            reader.blocks[index] = block
-            reader.refs[index] = 0
+            reader.hold(index, block)
             queue.append((reader, index, charge))
             self.usage += charge
             self.admitted += 1
@@ -59,11 +60,10 @@ class BlockCache:
     def drop_reader(self, reader) -> None:
         """Release every block of ``reader`` (its table is going away)."""
         with self._lock:
-            blocks = reader.blocks
-            for i, block in enumerate(blocks):
+            for i, block in enumerate(reader.blocks):
                 if block is not None:
                     self.usage -= block.charge
-                    blocks[i] = None
+                    reader.release(i)
 
     def __len__(self) -> int:
         return len(self._queue)

@@ -97,7 +97,7 @@ def _jsonable(obj):
 
 def _cmd_stats(args) -> int:
     with _open_db(args.db, read_only=True) as db:
-        stats = db.stats()
+        stats = db.stats(space_amp=True) if args.space_amp else db.stats()
     if args.json:
         print(json.dumps(_jsonable(stats), indent=2))
         return 0
@@ -216,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="print a database's statistics")
     p.add_argument("db")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--space-amp", action="store_true",
+                   help="also scan the database to measure live data and space amplification")
     p.set_defaults(func=_cmd_stats)
     p = sub.add_parser("check", help="verify every checksum and the manifest (exit 1 on corruption)")
     p.add_argument("db")

@@ -22,11 +22,14 @@ than ``max_grandparent_overlap_bytes`` of the level below the output.
 from __future__ import annotations
 
 import os
+import pickle
+import struct
 import time
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from heapq import merge
-from itertools import chain
-from operator import itemgetter
+from itertools import accumulate, chain, compress, repeat
+from operator import add, and_, not_
+from typing import BinaryIO
 
 from .fs import DEFAULT_FS, FileSystem
 from .retention import retained
@@ -107,8 +110,119 @@ class _BottommostTest:
         return True
 
 
+class _Source:
+    """One merge source (tables read one after another), taken a key range at a time."""
+
+    def __init__(self, readers: list[TableReader]) -> None:
+        self.readers = readers
+        self.table = 0
+        self.block = 0
+        self.keys: list[bytes] = []
+        self.seq_kinds: list[int] = []
+        self.values: list[bytes] = []
+
+    def _load_block(self) -> bool:
+        while self.table < len(self.readers):
+            reader = self.readers[self.table]
+            if self.block < reader.num_blocks:
+                block = reader.block(self.block)
+                self.block += 1
+                self.keys += block.keys
+                self.seq_kinds += block.seq_kinds
+                self.values += block.values
+                return True
+            self.table += 1
+            self.block = 0
+        return False
+
+    def take_below(self, hi: bytes | None) -> tuple[list[bytes], list[int], list[bytes]]:
+        """Every remaining entry with key < hi (all of them when hi is None)."""
+        while not self.keys or hi is None or self.keys[-1] < hi:
+            if not self._load_block():
+                break
+        cut = len(self.keys) if hi is None else bisect_left(self.keys, hi)
+        taken = self.keys[:cut], self.seq_kinds[:cut], self.values[:cut]
+        del self.keys[:cut], self.seq_kinds[:cut], self.values[:cut]
+        return taken
+
+
+def _chunk_bounds(readers: list[TableReader], blocks_per_chunk: int) -> list[bytes]:
+    """Keys that split the merge into ranges of about ``blocks_per_chunk``
+    input blocks, so memory stays bounded whatever the compaction's size."""
+    ends = sorted(set(chain.from_iterable(r.index_keys for r in readers)))
+    return ends[blocks_per_chunk::blocks_per_chunk]
+
+
+def _merge(parts: list[tuple[list[bytes], list[int], list[bytes]]]):
+    """One run in internal order from runs given newest source first.
+
+    A stable sort by user key keeps, for equal keys, the order of the
+    concatenation: newer sources first, and within a source newer first."""
+    parts = [p for p in parts if p[0]]
+    if len(parts) <= 1:
+        return parts[0] if parts else ([], [], [])
+    keys = list(chain.from_iterable(p[0] for p in parts))
+    seq_kinds = list(chain.from_iterable(p[1] for p in parts))
+    values = list(chain.from_iterable(p[2] for p in parts))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return [keys[i] for i in order], [seq_kinds[i] for i in order], [values[i] for i in order]
+
+
+def _resolve(keys, seq_kinds, values, snapshots: list[int], bottommost: _BottommostTest, result: CompactionResult):
+    """Drop the versions no reader can see and the tombstones nothing older
+    lies under. Only keys with several versions or a tombstone are looked at
+    one by one; the rest pass through untouched."""
+    n = len(keys)
+    same_as_previous = list(compress(range(1, n), map(bytes.__eq__, keys[1:], keys[:-1])))
+    tombstones = list(compress(range(n), map(not_, map(and_, seq_kinds, repeat(0xFF)))))
+    if not same_as_previous and not tombstones:
+        return keys, seq_kinds, values
+    candidates = sorted(set(same_as_previous) | set(tombstones))
+    drop: list[int] = []
+    done_until = 0
+    for i in candidates:
+        if i < done_until:
+            continue
+        start = i
+        while start > 0 and keys[start - 1] == keys[i]:
+            start -= 1
+        end = i + 1
+        while end < n and keys[end] == keys[i]:
+            end += 1
+        done_until = end
+        group = [(seq_kinds[x] >> 8, seq_kinds[x] & 0xFF, x) for x in range(start, end)]
+        kept = retained(group, snapshots) if len(group) > 1 else group
+        result.versions_dropped += len(group) - len(kept)
+        if kept[-1][1] == TOMBSTONE and bottommost(keys[start]):
+            while kept and kept[-1][1] == TOMBSTONE:
+                kept = kept[:-1]
+                result.tombstones_dropped += 1
+        if len(kept) < len(group):
+            keep = {x for _, _, x in kept}
+            drop.extend(x for x in range(start, end) if x not in keep)
+    if not drop:
+        return keys, seq_kinds, values
+    mask = [True] * n
+    for x in drop:
+        mask[x] = False
+    return list(compress(keys, mask)), list(compress(seq_kinds, mask)), list(compress(values, mask))
+
+
+def _zero_sequences(keys: list[bytes], seq_kinds: list[int], snapshots: list[int]) -> list[int]:
+    """At the bottom of the tree, a key's last version that every reader can
+    see gets sequence 0 (as RocksDB does): nothing older exists to order it
+    against, and a column of zeros compresses to nearly nothing."""
+    if not snapshots:
+        # Retention left one version per key: every one of them qualifies.
+        return list(map(and_, seq_kinds, repeat(0xFF)))
+    limit = snapshots[0]
+    last_of_key = [*map(bytes.__ne__, keys[:-1], keys[1:]), True]
+    return [sk & 0xFF if last and sk >> 8 <= limit else sk for sk, last in zip(seq_kinds, last_of_key)]
+
+
 class _OutputWriter:
-    """Writes the merged entries into output tables, cutting at key boundaries."""
+    """Writes merged runs into output tables, cut at user-key boundaries when
+    a table reaches target_file_size or overlaps too many grandparent bytes."""
 
     def __init__(self, job: CompactionJob, fs: FileSystem) -> None:
         self.job = job
@@ -117,26 +231,61 @@ class _OutputWriter:
         self.builder: TableBuilder | None = None
         self.file = None
         self.path = ""
-        self.grandparents = job.grandparents
         self.gp_index = 0
         self.gp_overlap = 0
-        self.seen_key = False
+        self.has_keys = False  # whether the current output holds any key yet
 
-    def start_key(self, key: bytes) -> None:
-        """Called before the first entry of each user key: maybe cut here."""
-        gps = self.grandparents
-        while self.gp_index < len(gps) and key > gps[self.gp_index][0]:
-            if self.seen_key:
-                self.gp_overlap += gps[self.gp_index][1]
+    def add(self, keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> None:
+        while keys:
+            if self.builder is None:
+                self._open()
+            cut = min(self._size_cut(keys, values), self._grandparent_cut(keys))
+            if cut:
+                self.builder.add_sorted(keys[:cut], seq_kinds[:cut], values[:cut])
+                self.has_keys = True
+            if cut < len(keys):
+                self.finish_file()
+            keys, seq_kinds, values = keys[cut:], seq_kinds[cut:], values[cut:]
+
+    def _size_cut(self, keys: list[bytes], values: list[bytes]) -> int:
+        """Index before which the output stays under target_file_size."""
+        builder = self.builder
+        written_raw = builder.props.raw_key_bytes + builder.props.raw_value_bytes
+        # Estimate the stored size of raw bytes from what this output has written so far.
+        ratio = builder.file_size / written_raw if written_raw > 4 * self.job.table.block_size else 1.0
+        budget = (self.job.target_file_size - builder.file_size) / max(ratio, 0.05)
+        if budget <= 0:
+            return self._key_boundary(keys, 0) if not self.has_keys else 0
+        cum = list(accumulate(map(add, map(len, keys), map(len, values))))
+        j = bisect_left(cum, budget)
+        if j >= len(keys):
+            return len(keys)
+        return self._key_boundary(keys, j)
+
+    @staticmethod
+    def _key_boundary(keys: list[bytes], j: int) -> int:
+        """The end of the versions of keys[j]: outputs never split a key."""
+        n = len(keys)
+        end = j + 1
+        while end < n and keys[end] == keys[j]:
+            end += 1
+        return end
+
+    def _grandparent_cut(self, keys: list[bytes]) -> int:
+        gps = self.job.grandparents
+        limit = self.job.max_grandparent_overlap_bytes
+        while self.gp_index < len(gps):
+            largest, size = gps[self.gp_index]
+            position = bisect_right(keys, largest)
+            if position >= len(keys):
+                return len(keys)  # this grandparent continues past the run
             self.gp_index += 1
-        self.seen_key = True
-        if self.builder is not None and (
-                self.builder.file_size >= self.job.target_file_size
-                or self.gp_overlap > self.job.max_grandparent_overlap_bytes):
-            self.finish_file()
-        if self.builder is None:
-            self.gp_overlap = 0
-            self._open()
+            if position > 0 or self.has_keys:
+                self.gp_overlap += size
+                if self.gp_overlap > limit and (position > 0 or self.has_keys):
+                    self.gp_overlap = 0
+                    return position
+        return len(keys)
 
     def _open(self) -> None:
         t = self.job.table
@@ -146,10 +295,13 @@ class _OutputWriter:
         self.builder = TableBuilder(self.file, block_size=t.block_size, compression=t.compression,
                                     compression_level=t.compression_level,
                                     bloom_bits_per_key=t.bloom_bits_per_key)
+        self.has_keys = False
 
     def finish_file(self) -> None:
         builder, f = self.builder, self.file
         self.builder = self.file = None
+        if builder is None:
+            return
         if builder.entries == 0:
             f.close()
             self.fs.remove(self.path)
@@ -174,12 +326,8 @@ class _OutputWriter:
                 pass
 
 
-def _source_entries(fs: FileSystem, tables: list[tuple[str, int]], readers: list[TableReader]):
-    for path, number in tables:
-        reader = TableReader(fs, path, number, cache=None)
-        readers.append(reader)
-        yield from reader.entries()
-        reader.close()
+#: Input blocks merged per step (bounds the memory of a compaction).
+BLOCKS_PER_CHUNK = 256
 
 
 def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> CompactionResult:
@@ -187,39 +335,25 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     started = time.perf_counter()
     result = CompactionResult()
     readers: list[TableReader] = []
-    sources = [_source_entries(fs, tables, readers) for tables in job.sources]
-    entries = sources[0] if len(sources) == 1 else merge(*sources, key=itemgetter(0))
     out = _OutputWriter(job, fs)
-    bottommost = _BottommostTest(job.lower_ranges)
-    snapshots = job.snapshots
-    read = written = versions_dropped = tombstones_dropped = 0
     try:
-        current = None
-        group: list[tuple[int, int, bytes]] = []
-        for key, seq_kind, value in chain(entries, ((None, 0, b""),)):
-            if key == current:
-                group.append((seq_kind >> 8, seq_kind & 0xFF, value))
-                continue
-            if current is not None:
-                read += len(group)
-                kept = retained(group, snapshots) if len(group) > 1 else group
-                versions_dropped += len(group) - len(kept)
-                if kept[-1][1] == TOMBSTONE and bottommost(current):
-                    while kept and kept[-1][1] == TOMBSTONE:
-                        kept = kept[:-1]
-                        tombstones_dropped += 1
-                if kept:
-                    out.start_key(current)
-                    add = out.builder.add
-                    for seq, kind, val in kept:
-                        add(current, seq, kind, val)
-                    written += len(kept)
-            if key is None:
-                break
-            current = key
-            group = [(seq_kind >> 8, seq_kind & 0xFF, value)]
-        if out.builder is not None:
-            out.finish_file()
+        sources = []
+        for tables in job.sources:
+            source_readers = [TableReader(fs, path, number, cache=None) for path, number in tables]
+            readers.extend(source_readers)
+            sources.append(_Source(source_readers))
+        bottommost = _BottommostTest(job.lower_ranges)
+        at_bottom = not any(job.lower_ranges)
+        for hi in [*_chunk_bounds(readers, BLOCKS_PER_CHUNK), None]:
+            keys, seq_kinds, values = _merge([source.take_below(hi) for source in sources])
+            result.entries_read += len(keys)
+            if keys:
+                keys, seq_kinds, values = _resolve(keys, seq_kinds, values, job.snapshots, bottommost, result)
+                if at_bottom and keys:
+                    seq_kinds = _zero_sequences(keys, seq_kinds, job.snapshots)
+                result.entries_written += len(keys)
+                out.add(keys, seq_kinds, values)
+        out.finish_file()
     except BaseException:
         out.abort()
         raise
@@ -227,11 +361,31 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
         for reader in readers:
             reader.close()
     result.outputs = out.outputs
-    result.entries_read = read
-    result.entries_written = written
-    result.versions_dropped = versions_dropped
-    result.tombstones_dropped = tombstones_dropped
     result.bytes_read = sum(reader.file_size for reader in readers)
     result.bytes_written = sum(o.size for o in out.outputs)
     result.seconds = time.perf_counter() - started
     return result
+
+
+# -- talking to a worker process -------------------------------------------
+# Each message is a 4-byte big-endian length followed by a pickle.
+
+_LENGTH = struct.Struct(">I")
+
+
+def send_message(stream: BinaryIO, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def receive_message(stream: BinaryIO) -> object | None:
+    """The next message, or None at end of stream."""
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (n,) = _LENGTH.unpack(header)
+    data = stream.read(n)
+    if len(data) < n:
+        return None
+    return pickle.loads(data)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from .compaction import Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_manual
-from .compaction_job import CompactionJob, CompactionResult, TableOptions, run_compaction
-from .compaction_worker import CompactionWorker
+from .compaction_job import (CompactionJob, CompactionResult, TableOptions, receive_message, run_compaction,
+                             send_message)
+from .errors import BackgroundError
 from .filenames import table_name
 from .fs import DEFAULT_FS
 from .version import NUM_LEVELS, FileMeta, VersionEdit
@@ -53,6 +56,58 @@ class CompactionStats:
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+def _worker_environment() -> dict:
+    """Import this very lsmkv in the worker (also when it runs from a source
+    tree), and never modules that happen to sit in the current directory."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONSAFEPATH": "1",
+            "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
+
+class CompactionWorker:
+    """The DB side of the worker process (compaction_worker.py): started on
+    first use, restarted if it died, stopped at close."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def run(self, job: CompactionJob) -> CompactionResult:
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                proc = self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "lsmkv.compaction_worker"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, env=_worker_environment())
+            cause: BaseException | None = None
+            try:
+                send_message(proc.stdin, job)
+                reply = receive_message(proc.stdout)
+            except OSError as exc:
+                reply, cause = None, exc
+            if reply is None:
+                proc.kill()
+                self._proc = None
+                raise BackgroundError(f"the compaction worker process exited (code {proc.wait()})") from cause
+            status, value = reply
+            if status == "error":
+                raise value
+            return value
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
 
 
 class Compactor:
@@ -125,19 +180,21 @@ class Compactor:
         tombstones there."""
         db = self.db
         with self._lock:
-            version = db._state.version
-            last = max(1, deepest_level_with_data(version, start, end))
+            # (No Version is kept in a local across compactions: it would
+            # keep the files it names from being deleted.)
+            last = max(1, deepest_level_with_data(db._state.version, start, end))
             for level in range(last):
                 compaction = pick_manual(db._state.version, level, start, end)
                 if compaction is not None:
                     self._run(compaction)
-            version = db._state.version
             # Tables already in the last level can still hold tombstones (a
             # level-0 table moved down whole, say): rewrite those in place.
-            if any(f.tombstones for f in version.overlapping(last, start, end)):
-                compaction = pick_manual(version, last, start, end, bottommost=True)
+            if any(f.tombstones for f in db._state.version.overlapping(last, start, end)):
+                compaction = pick_manual(db._state.version, last, start, end, bottommost=True)
                 if compaction is not None:
                     self._run(compaction)
+            compaction = None
+        db._delete_obsolete_files()
 
     # -- running and installing -----------------------------------------------
 

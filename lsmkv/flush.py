@@ -1,40 +1,30 @@
 """Writing a sorted stream of entries to a durable table file.
 
-``write_table`` is the one way a table comes into existence (flushes now;
-compaction outputs later): it writes under a temporary name, fsyncs, renames
-to the final name and fsyncs the directory, so that by the time the manifest
-records the table, the file is durably there under its name.
+``write_table`` is how a flush (or recovery) makes a table: it writes under
+a temporary name, fsyncs, renames to the final name and fsyncs the
+directory, so that by the time the manifest records the table, the file is
+durably there under its name. (Compaction outputs follow the same protocol,
+split between compaction_job.py, which writes, and compactor.py, which names.)
 
-``memtable_entries`` turns an immutable memtable into the entry stream of a
-flush, keeping only the versions some reader can still see (retention.py).
+Entries arrive as sorted runs of parallel lists (keys, seq_kinds, values),
+which the table builder takes in bulk (MemTable.sorted_runs for flushes).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from .filenames import table_name
 from .fs import FileSystem
-from .memtable import MemTable
 from .options import Options
-from .retention import retained
 from .table.builder import TableBuilder
 from .version import FileMeta
 
 
-def memtable_entries(mem: MemTable, snapshots: list[int]) -> Iterator[tuple[bytes, int, int, bytes]]:
-    """(key, seq, kind, value) in internal order, dropping versions no reader can see."""
-    for key, versions in mem.versions():
-        if len(versions) > 1:
-            versions = retained(versions, snapshots)
-        for seq, kind, value in versions:
-            yield key, seq, kind, value
-
-
-def write_table(fs: FileSystem, dbpath: str, number: int, entries: Iterable[tuple[bytes, int, int, bytes]],
-                options: Options) -> FileMeta | None:
-    """Write ``entries`` as table ``number``; None if there were no entries."""
+def write_table(fs: FileSystem, dbpath: str, number: int,
+                runs: Iterable[tuple[list[bytes], list[int], list[bytes]]], options: Options) -> FileMeta | None:
+    """Write the sorted ``runs`` as table ``number``; None if they were empty."""
     path = os.path.join(dbpath, table_name(number))
     tmp = path + ".tmp"
     f = fs.create(tmp)
@@ -42,9 +32,8 @@ def write_table(fs: FileSystem, dbpath: str, number: int, entries: Iterable[tupl
         builder = TableBuilder(f, block_size=options.block_size, compression=options.compression,
                                compression_level=options.compression_level,
                                bloom_bits_per_key=options.bloom_bits_per_key)
-        add = builder.add
-        for key, seq, kind, value in entries:
-            add(key, seq, kind, value)
+        for keys, seq_kinds, values in runs:
+            builder.add_sorted(keys, seq_kinds, values)
         if builder.entries == 0:
             f.close()
             fs.remove(tmp)

@@ -24,8 +24,10 @@ is half applied is invisible to it.
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+from operator import itemgetter
 from typing import Iterator
 
+from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
 
 _SPLIT_AT = 2 * NODE_LOAD
@@ -109,21 +111,37 @@ class MemTable:
             if version is not None:
                 yield key, version[1], version[2]
 
-    def versions(self) -> Iterator[tuple[bytes, list[tuple[int, int, bytes]]]]:
-        """Every key ascending with all its versions newest first, as
-        (key, [(seq, kind, value), ...]). For flushing; the memtable must be
-        immutable by then."""
+    def sorted_runs(self, snapshots: list[int]) -> Iterator[tuple[list[bytes], list[int], list[bytes]]]:
+        """The memtable as runs of (keys, seq_kinds, values) in internal order,
+        one skiplist node at a time, keeping only the versions some reader can
+        still see (``snapshots``: live snapshot sequences, ascending). For
+        flushing: the memtable must be immutable by then."""
         latest = self._latest
-        for key in self._index:
-            version = latest[key]
-            if version[3] is None:
-                yield key, [(version[0], version[1], version[2])]
+        for node in list(self._index._nodes):
+            newest = [latest[k] for k in node]
+            if not any(map(_older, newest)):
+                # One version per key: the common case, done with C-level maps.
+                yield (list(node), [v[0] << 8 | v[1] for v in newest], list(map(_value, newest)))
                 continue
-            chain = []
-            while version is not None:
-                chain.append((version[0], version[1], version[2]))
-                version = version[3]
-            yield key, chain
+            keys: list[bytes] = []
+            seq_kinds: list[int] = []
+            values: list[bytes] = []
+            for key, version in zip(node, newest):
+                chain = []
+                while version is not None:
+                    chain.append((version[0], version[1], version[2]))
+                    version = version[3]
+                if len(chain) > 1:
+                    chain = retained(chain, snapshots)
+                for seq, kind, value in chain:
+                    keys.append(key)
+                    seq_kinds.append(seq << 8 | kind)
+                    values.append(value)
+            yield keys, seq_kinds, values
+
+
+_older = itemgetter(3)
+_value = itemgetter(2)
 
 
 __all__ = ["MemTable", "ENTRY_OVERHEAD", "NODE_LOAD"]

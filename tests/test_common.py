@@ -82,3 +82,31 @@ def test_lock_is_exclusive(tmp_path):
         fs.lock(str(tmp_path / "LOCK"))
     lock.release()
     fs.lock(str(tmp_path / "LOCK")).release()
+
+
+def test_log_file_mapping_grows_and_is_trimmed_at_close(tmp_path):
+    from lsmkv.fs import MappedAppendFile
+    fs = DEFAULT_FS
+    path = str(tmp_path / "x.log")
+    f = fs.create_log(path, 4096)
+    assert isinstance(f, MappedAppendFile)
+    chunks = [bytes([i % 251]) * 1000 for i in range(50)]  # 50,000 bytes: several growths
+    for c in chunks:
+        f.append(c)
+    f.sync()
+    assert f.size == 50000
+    assert os.path.getsize(path) >= 50000  # preallocated space
+    f.close()
+    assert os.path.getsize(path) == 50000
+    assert fs.read_file(path) == b"".join(chunks)
+
+
+def test_big_batch_grows_the_log_and_replays(tmp_path):
+    import lsmkv
+    path = str(tmp_path / "db")
+    big = os.urandom(3 * 1024 * 1024)
+    with lsmkv.open(path, write_buffer_size=4096) as db:
+        db.put(b"big", big, sync=True)
+        db.put(b"small", b"s")
+    with lsmkv.open(path) as db:
+        assert db.get(b"big") == big and db.get(b"small") == b"s"

@@ -5,12 +5,14 @@ columnar so that Python decodes it with a few C calls instead of a loop of
 varint parsing::
 
     key_0 ... key_{n-1} | value_0 ... value_{n-1} |
-    key_end[n] (u32 each) | value_end[n] (u32 each) | seq_kind[n] (u64 each) | n (u32)
+    key_length[n] (u32 each) | value_length[n] (u32 each) | seq_kind[n] (u64 each) | n (u32)
 
-key_end[i] is the offset just past key i (keys start at offset 0); value i
-spans [value_end[i-1], value_end[i]) with value 0 starting at key_end[n-1]
-(0 when n is 0). seq_kind = sequence << 8 | kind. Prefix compression is left
-to zstandard, which removes the shared-prefix redundancy of sorted keys.
+Keys are concatenated from offset 0, values right after the last key.
+seq_kind = sequence << 8 | kind. Lengths rather than offsets, and whole
+columns of them, because zstandard then squeezes the columns to almost
+nothing when sizes repeat (as they usually do), and the shared prefixes of
+sorted keys along with them: the block format needs no prefix compression of
+its own.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 from ..errors import CorruptionError
 
 _COUNT = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
-#: decoded entry (two bytes objects, list slots, an int, a positions-dict
-#: slot) on top of the raw block size.
+#: decoded entry (two bytes objects, list slots, an int) and its slot in the
+#: table's key index (reader.py), on top of the raw block size.
 DECODED_ENTRY_OVERHEAD = 160
 
 
@@ -80,33 +82,22 @@ class BlockBuilder:
 
 def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> bytes:
     n = len(keys)
-    key_end = array("I")
-    total = 0
-    for k in keys:
-        total += len(k)
-        key_end.append(total)
-    value_end = array("I")
-    for v in values:
-        total += len(v)
-        value_end.append(total)
-    if total >= 1 << 32:
-        raise ValueError("block larger than 4 GiB")
+    key_lengths = array("I", map(len, keys))
+    value_lengths = array("I", map(len, values))
     sk = array("Q", seq_kinds)
     if not _LITTLE:  # pragma: no cover
-        key_end.byteswap(); value_end.byteswap(); sk.byteswap()
-    return b"".join((b"".join(keys), b"".join(values), key_end.tobytes(), value_end.tobytes(),
+        key_lengths.byteswap(); value_lengths.byteswap(); sk.byteswap()
+    data = b"".join((b"".join(keys), b"".join(values), key_lengths.tobytes(), value_lengths.tobytes(),
                      sk.tobytes(), _COUNT.pack(n)))
+    if len(data) >= 1 << 32:
+        raise ValueError("block larger than 4 GiB")
+    return data
 
 
 class Block:
-    """A decoded block: parallel lists of keys, values and seq_kinds.
+    """A decoded block: parallel lists of keys, values and seq_kinds (keys sorted)."""
 
-    ``keys`` is sorted (bisect it). ``position(key)`` finds a key's first
-    (newest) entry through a dict built on the block's first point lookup, so
-    a cached block answers a get with one hash probe instead of a binary search.
-    """
-
-    __slots__ = ("keys", "values", "seq_kinds", "charge", "_positions")
+    __slots__ = ("keys", "values", "seq_kinds", "charge")
 
     def __init__(self, keys: list[bytes], values: list[bytes], seq_kinds: list[int], raw_size: int) -> None:
         self.keys = keys
@@ -114,19 +105,9 @@ class Block:
         self.seq_kinds = seq_kinds
         #: What the block costs in the cache, in bytes (an estimate of its objects).
         self.charge = raw_size + DECODED_ENTRY_OVERHEAD * len(keys)
-        self._positions: dict[bytes, int] | None = None
 
     def value(self, i: int) -> bytes:
         return self.values[i]
-
-    def positions(self) -> dict[bytes, int]:
-        """key -> index of its first entry (its newest version in the block)."""
-        positions = self._positions
-        if positions is None:
-            keys = self.keys
-            # Later assignments win, so walk backwards to keep first occurrences.
-            positions = self._positions = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
-        return positions
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -141,15 +122,16 @@ def decode_block(data: bytes, path: str = "", offset: int = 0) -> Block:
     base = size - 4 - 16 * n
     if base < 0:
         raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=offset)
-    key_end = _u32(data[base: base + 4 * n]).tolist()
-    value_end = _u32(data[base + 4 * n: base + 8 * n]).tolist()
+    key_lengths = _u32(data[base: base + 4 * n])
+    value_lengths = _u32(data[base + 4 * n: base + 8 * n])
     seq_kinds = _u64(data[base + 8 * n: base + 16 * n]).tolist()
     if n:
-        value_start = key_end[-1]
-        if value_end[-1] != base or value_start > base or key_end[0] > value_start:
-            raise CorruptionError("block offsets inconsistent", path=path, offset=offset)
-        keys = [data[s:e] for s, e in pairwise([0, *key_end])]
-        values = [data[s:e] for s, e in pairwise([value_start, *value_end])]
+        key_ends = list(accumulate(key_lengths, initial=0))
+        value_ends = list(accumulate(value_lengths, initial=key_ends[-1]))
+        if value_ends[-1] != base:
+            raise CorruptionError("block lengths do not add up to its size", path=path, offset=offset)
+        keys = [data[s:e] for s, e in pairwise(key_ends)]
+        values = [data[s:e] for s, e in pairwise(value_ends)]
     else:
         if base != 0:
             raise CorruptionError("empty block has data", path=path, offset=offset)

@@ -2,7 +2,10 @@
 
 Opening a table reads its footer, index, filter and properties once and keeps
 them decoded; data blocks are read on demand and kept in ``blocks`` for as
-long as the DB's BlockCache admits them (cache.py). Every block's checksum is verified
+long as the DB's BlockCache admits them (cache.py). While a block is held,
+its keys are in ``key_slots``, a dict from key to where its newest version
+sits (block index << 32 | entry index): a warm point lookup is one dict
+probe, with no bloom filter, index search or block search. Every block's checksum is verified
 when it is read from the file; a mismatch raises CorruptionError naming the
 file and offset, so damaged bytes never reach a caller.
 
@@ -43,8 +46,8 @@ class IOStats:
 
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "filter", "properties", "index_keys",
-                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "_cache", "_io",
-                 "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
+                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "key_slots", "_cache",
+                 "_io", "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
                  io: IOStats | None = None) -> None:
@@ -82,6 +85,7 @@ class TableReader:
             #: Decoded blocks the cache holds (None where not cached) and their CLOCK bits.
             self.blocks: list = [None] * len(offsets)
             self.refs = bytearray(len(offsets))
+            self.key_slots: dict[bytes, int] = {}
             self._bloom_bits = self.filter.bits
             self._bloom_m = self.filter.num_bits
             self._bloom_probes = range(self.filter.k)
@@ -125,6 +129,36 @@ class TableReader:
             self._cache.admit(self, i, block)
         return block
 
+    def hold(self, i: int, block: Block) -> None:
+        """The cache keeps block ``i``: publish it and index its keys. (Block
+        first, keys second: a reader that finds a slot finds its block, unless
+        it raced an eviction, which get() allows for.)"""
+        self.blocks[i] = block
+        self.refs[i] = 0
+        keys = block.keys
+        n = len(keys)
+        start = 0
+        if i and n and self.index_keys[i - 1] == keys[0]:
+            # The block begins with older versions of the previous block's
+            # last key: the slot must point at that key's newest version.
+            while start < n and keys[start] == keys[0]:
+                start += 1
+        base = i << 32
+        # Assigning in reverse keeps each key's first (newest) entry.
+        self.key_slots.update(zip(reversed(keys[start:]), range(base + n - 1, base + start - 1, -1)))
+
+    def release(self, i: int) -> None:
+        """The cache lets block ``i`` go: drop its keys, then the block."""
+        block = self.blocks[i]
+        if block is None:
+            return
+        slots = self.key_slots
+        base = i << 32
+        for j, key in enumerate(block.keys):
+            if slots.get(key) == base + j:
+                del slots[key]
+        self.blocks[i] = None
+
     @property
     def num_blocks(self) -> int:
         return len(self.index_keys)
@@ -135,9 +169,20 @@ class TableReader:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
         or None if this table has none. ``h`` is the key's bloom_hash, computed
         once per lookup for all tables."""
+        slot = self.key_slots.get(key)
+        if slot is not None:
+            b = slot >> 32
+            block = self.blocks[b]
+            if block is not None:
+                self.refs[b] = 1
+                j = slot & 0xFFFFFFFF
+                sk = block.seq_kinds[j]
+                if sk >> 8 <= read_seq:
+                    return sk & 0xFF, block.values[j]
+            return self._search(key, read_seq)  # an older version, or a racing eviction
         bits = self._bloom_bits
         if bits is not None:
-            # BloomFilter.may_contain, inlined: this is the hottest loop of a get.
+            # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
             m = self._bloom_m
             h1 = h & 0xFFFFFFFF
             h2 = h >> 32
@@ -145,24 +190,25 @@ class TableReader:
                 if not bits[h1 % m]:
                     return None
                 h1 += h2
+        return self._search(key, read_seq)
+
+    def _search(self, key: bytes, read_seq: int) -> tuple[int, bytes] | None:
+        """get() through the index: bisect for the block, bisect in it."""
         self._io.searches += 1
         index_keys = self.index_keys
         i = bisect_left(index_keys, key)
         n = len(index_keys)
-        blocks = self.blocks
         while i < n:
-            block = blocks[i]
+            block = self.blocks[i]
             if block is None:
                 self._io.get_block_reads += 1
                 block = self._load(i)
             else:
                 self.refs[i] = 1
-            j = (block._positions or block.positions()).get(key)
-            if j is None:
-                return None
             keys = block.keys
-            sks = block.seq_kinds
+            j = bisect_left(keys, key)
             m = len(keys)
+            sks = block.seq_kinds
             while j < m:
                 if keys[j] != key:
                     return None

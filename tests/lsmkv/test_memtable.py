@@ -86,8 +86,14 @@ def test_memtable_versions_and_read_sequence():
     assert list(m.visible(2)) == [(b"a", VALUE, b"1"), (b"b", VALUE, b"2")]
     assert list(m.visible(3)) == [(b"a", TOMBSTONE, b""), (b"b", VALUE, b"2")]
     assert list(m.visible(4, reverse=True)) == [(b"b", VALUE, b"2"), (b"a", VALUE, b"4")]
-    assert list(m.versions()) == [(b"a", [(4, VALUE, b"4"), (3, TOMBSTONE, b""), (1, VALUE, b"1")]),
-                                  (b"b", [(2, VALUE, b"2")])]
+    # Flushing keeps only what a reader can see: the newest version, plus
+    # older ones that a snapshot still needs.
+    assert list(m.sorted_runs([])) == [([b"a", b"b"], [4 << 8 | VALUE, 2 << 8 | VALUE], [b"4", b"2"])]
+    assert list(m.sorted_runs([3])) == [([b"a", b"a", b"b"], [4 << 8 | VALUE, 3 << 8 | TOMBSTONE, 2 << 8 | VALUE],
+                                         [b"4", b"", b"2"])]
+    assert list(m.sorted_runs([1, 3])) == [([b"a", b"a", b"a", b"b"],
+                                            [4 << 8 | VALUE, 3 << 8 | TOMBSTONE, 1 << 8 | VALUE, 2 << 8 | VALUE],
+                                            [b"4", b"", b"1", b"2"])]
     assert len(m) == 2
     assert m.size > 0
 
@@ -95,4 +101,5 @@ def test_memtable_versions_and_read_sequence():
 def test_add_batch_assigns_consecutive_sequences():
     m = MemTable()
     m.add_batch(10, [(VALUE, b"x", b"1"), (VALUE, b"y", b"2"), (TOMBSTONE, b"x", b"")])
-    assert [v[:2] for _, vs in m.versions() for v in vs] == [(12, TOMBSTONE), (10, VALUE), (11, VALUE)]
+    assert list(m.sorted_runs([10])) == [([b"x", b"x", b"y"], [12 << 8 | TOMBSTONE, 10 << 8 | VALUE, 11 << 8 | VALUE],
+                                          [b"", b"1", b"2"])]

@@ -185,6 +185,12 @@ class FakeReader:
         self.blocks = [None] * n
         self.refs = bytearray(n)
 
+    def hold(self, i, block):
+        self.blocks[i] = block
+
+    def release(self, i):
+        self.blocks[i] = None
+
 
 def test_block_cache_evicts_by_charge_with_second_chance():
     cache = BlockCache(100)

@@ -1,0 +1,814 @@
+"""The database object: options, locking, the write and read paths, recovery,
+checkpoints and statistics.
+
+This module owns the protocol that ties the pieces together (docs/btree.md
+describes it at length):
+
+* a write logs its batch (one record, one ``write`` to the OS; fsynced first
+  when ``sync=True``) and then applies it to the tree in the buffer pool;
+* a checkpoint (``flush()``, log size, dirty-page pressure, ``close()``)
+  fsyncs the log, writes every dirty page atomically through the pager's
+  journal, records the log position in the meta page and starts a new log;
+* open finishes an interrupted checkpoint, loads the tree as of the last
+  checkpoint and replays the log past it.
+
+One re-entrant lock guards every DB object: readers and writers of one
+handle never run at the same time, so readers always see whole batches.
+Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
+pre-images before writers change them (see btree.tree).
+Another process that opens the directory for writing gets a LockError;
+read-only handles take no lock and follow a writer in another process by
+reloading when they meet a page newer than their view.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_left
+from typing import Iterator
+
+from lsmkv.dbdir import prepare_directory
+from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
+                          OptionError, ReadOnlyError, SizeLimitError)
+from lsmkv.fs import DEFAULT_FS, FileSystem
+from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+
+from .bufferpool import BufferPool
+from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
+from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
+from .snapshot import Snapshot
+from .tree import Tree
+from .wal import LogWriter, encode_batch, encode_delete, encode_put, parse_log
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAGE_SIZE = 4096
+DEFAULT_CACHE_SIZE = 32 * 1024 * 1024
+DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
+#: The buffer pool never holds fewer pages than this, whatever cache_size says.
+MIN_CACHE_PAGES = 16
+#: A checkpoint starts when dirty pages take more than this share of the pool.
+DIRTY_RATIO = 0.75
+#: Largest total of key and value bytes in one write batch.
+MAX_BATCH_BYTES = 512 * 1024 * 1024
+
+OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index")
+
+
+def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index) -> None:
+    if page_size is not None and not valid_page_size(page_size):
+        raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
+    if type(cache_size) is not int or cache_size < 0:
+        raise OptionError(f"cache_size must be a non-negative int (bytes), not {cache_size!r}")
+    if type(read_only) is not bool:
+        raise OptionError(f"read_only must be True or False, not {read_only!r}")
+    if fs is not None and not isinstance(fs, FileSystem):
+        raise OptionError(f"fs must be an lsmkv.fs.FileSystem, not {type(fs).__name__}")
+    if type(checkpoint_log_bytes) is not int or checkpoint_log_bytes < 4096:
+        raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
+    if type(hash_index) is not bool:
+        raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
+
+
+class WriteBatch:
+    """Puts and deletes applied atomically when the ``with`` block ends
+    (discarded if it ends with an exception)."""
+
+    __slots__ = ("_db", "_ops", "_sync", "_bytes", "_done")
+
+    def __init__(self, db: "DB", sync: bool) -> None:
+        self._db = db
+        self._ops: list[tuple[bytes, bytes | None]] = []
+        self._sync = sync
+        self._bytes = 0
+        self._done = False
+
+    def put(self, key, value) -> None:
+        key = as_key(key, self._db._max_key)
+        value = as_value(value)
+        self._add(key, value, len(key) + len(value))
+
+    def delete(self, key) -> None:
+        key = as_key(key)
+        self._add(key, None, len(key))
+
+    def _add(self, key: bytes, value: bytes | None, size: int) -> None:
+        if self._done:
+            raise LsmkvError("this write batch was already committed or discarded")
+        if self._bytes + size > MAX_BATCH_BYTES:
+            raise SizeLimitError(f"write batch would hold {self._bytes + size} bytes; the limit is {MAX_BATCH_BYTES}")
+        self._bytes += size
+        self._ops.append((key, value))
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __enter__(self) -> "WriteBatch":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._done:
+            return
+        self._done = True
+        if exc_type is None:
+            self._db._commit(self._ops, self._sync)
+        self._ops = []
+
+
+class DB:
+    """An open btree database. Use :func:`btree.open` to get one."""
+
+    def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
+                 read_only: bool = False, fs: FileSystem | None = None,
+                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True) -> None:
+        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index)
+        self.path = os.fspath(path)
+        self._fs = fs = fs or DEFAULT_FS
+        self._read_only = read_only
+        self._cache_size = cache_size
+        self._ckpt_log_bytes = checkpoint_log_bytes
+        self._hash_index = hash_index
+        #: True while the handle may be used (open, not failed); one test on hot paths.
+        self._usable = False
+        self._writable = False
+        #: Log bytes appended since the last checkpoint.
+        self._log_pending = 0
+        self._lock = threading.RLock()
+        self._closed = True
+        self._failed: BaseException | None = None
+        self._filelock = None
+        self._log: LogWriter | None = None
+        self._pager: Pager | None = None
+        # Counters for stats().
+        self._gets = 0
+        self._ahi_hits = 0
+        self._get_page_reads = 0
+        self._puts = 0
+        self._deletes = 0
+        self._batches = 0
+        self._user_bytes = 0
+        self._log_bytes_done = 0
+        self._log_bytes_read = 0
+        self._checkpoints = 0
+        self._replayed = 0
+        self._fill_cache: tuple[int, list, list] | None = None
+        self._version = 0
+        self._snap_ids = 0
+        #: Chunks that scan iterators are yielding, with their snapshot or None
+        #: (emptied by close() of the DB or of that snapshot).
+        self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
+        self._live_snaps: dict[int, Snapshot] = {}
+        #: Bumped whenever a read-only handle reloads its view (its snapshots end).
+        self._view_gen = 0
+
+        exists = prepare_directory(self.path, "btree", fs, create=not read_only)
+        if read_only and not exists:
+            raise InvalidDatabaseError(f"{self.path} holds no btree database (read_only=True does not create one)")
+        pages_path = os.path.join(self.path, PAGES_FILE)
+        if not read_only:
+            self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
+        try:
+            self._pager = pager = Pager(fs, self.path, read_only=read_only)
+            if pager.is_empty():
+                if read_only:
+                    raise InvalidDatabaseError(f"{self.path} holds a btree database still being created")
+                ps = page_size or DEFAULT_PAGE_SIZE
+                pager.initialize(ps, lambda size: encode_node(Node(2, True), size, 0))
+            meta = pager.read_meta()
+            if page_size is not None and page_size != meta.page_size:
+                raise OptionError(f"page_size={page_size} differs from the database's page size {meta.page_size}, "
+                                  f"which is fixed at creation; omit page_size or pass {meta.page_size}")
+            if read_only:
+                self._load_view()
+            else:
+                self._load_state()
+            self._closed = False
+            self._usable = True
+            self._writable = not read_only
+        except BaseException:
+            self._release()
+            raise
+
+    # ---- opening and recovery ----------------------------------------------------------
+
+    def _load_state(self) -> None:
+        """Build the in-memory state: the checkpointed tree plus the log replayed."""
+        fs, pager = self._fs, self._pager
+        writer = not self._read_only
+        if writer:
+            pager.recover_journal()
+            tmp = os.path.join(self.path, LOG_FILE + ".tmp")
+            if fs.exists(tmp):
+                fs.remove(tmp)
+        else:
+            pager.overlay_journal()
+        meta = pager.meta
+        pager.page_count = meta.page_count
+        pager.load_freelist(meta.freelist_head)
+        capacity = max(self._cache_size // pager.page_size, MIN_CACHE_PAGES)
+        self._pool = pool = BufferPool(pager, capacity)
+        self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
+        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index)
+        self._ahi_get = tree.ahi.get if tree.ahi is not None else None
+        self._ahi_page = tree.ahi_page
+        self._pages = pool.pages
+        self._max_key = tree.max_key
+        log_path = os.path.join(self.path, LOG_FILE)
+        contents = None
+        try:
+            data = fs.read_file(log_path)
+        except FileNotFoundError:
+            data = None  # a database created before its first log, or a crash then
+        if data is not None:
+            self._log_bytes_read += len(data)
+            contents = parse_log(data, log_path)
+        end_lsn = meta.ckpt_lsn
+        replayed = 0
+        if contents is not None:
+            if contents.base_lsn > meta.ckpt_lsn:
+                if not writer:
+                    raise StaleView(0)
+                raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
+                                      f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)
+            for start, end, ops in contents.records:
+                if start < meta.ckpt_lsn:
+                    if end > meta.ckpt_lsn:
+                        raise CorruptionError(f"checkpoint LSN {meta.ckpt_lsn} is inside a log record",
+                                              path=log_path, offset=start - contents.base_lsn)
+                    continue
+                self._apply(ops)
+                replayed += 1
+            end_lsn = max(end_lsn, contents.valid_end_lsn)
+            if contents.torn_bytes:
+                log.info("dropped a torn log tail of %d bytes in %s", contents.torn_bytes, log_path)
+        self._replayed = replayed
+        self._view_lsn = end_lsn
+        if writer:
+            if replayed:
+                self._write_checkpoint(end_lsn)
+            if (replayed or contents is None or contents.torn_bytes or contents.records
+                    or contents.base_lsn != pager.meta.ckpt_lsn):
+                self._log = LogWriter.create(fs, log_path, pager.meta.ckpt_lsn, self.path)
+            else:
+                self._log = LogWriter(fs.open_appendable(log_path), contents.base_lsn)
+
+    def refresh(self) -> None:
+        """Read-only handles: move the view forward to what the writer has
+        made visible (its last checkpoint plus its log). A read-only handle
+        also does this by itself when it meets a page newer than its view."""
+        with self._lock:
+            self._check_open()
+            if not self._read_only:
+                return
+            self._refresh()
+
+    def _concurrent_checkpoint(self) -> bool:
+        """Read-only handles: is a writer in another process checkpointing (or
+        did it since this view was loaded)? Then a bad page is no corruption."""
+        pager = self._pager
+        return pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
+
+    def _load_view(self) -> None:
+        """Read-only handles: load a consistent view, retrying while a writer
+        in another process is in the middle of a checkpoint."""
+        for attempt in range(300):
+            try:
+                self._load_state()
+                return
+            except StaleView:
+                pass
+            except CorruptionError:
+                if not self._concurrent_checkpoint():
+                    raise
+            time.sleep(0.01)
+            self._pager.read_meta()
+        raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
+                         f"kept checkpointing; retry")
+
+    def _refresh(self) -> None:
+        """Read-only handles: reload the view (a writer elsewhere checkpointed)."""
+        self._view_gen += 1
+        self._live_snaps.clear()
+        self._pool.clear()
+        self._pager.read_meta()
+        self._load_view()
+        self._fill_cache = None
+
+    def _release(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._pager is not None:
+            self._pager.close()
+        if self._filelock is not None:
+            self._filelock.release()
+            self._filelock = None
+
+    # ---- guards ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the btree database {self.path} is closed")
+        if self._failed is not None:
+            raise BackgroundError(f"the btree database {self.path} stopped after an error while writing "
+                                  f"({self._failed!r}); close and reopen it to recover") from self._failed
+
+    def _check_writable(self) -> None:
+        if not self._usable:
+            self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True")
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failed = exc
+        self._usable = self._writable = False
+        log.error("btree %s: write failed, refusing further operations until reopened: %r", self.path, exc)
+
+    def _read(self, fn, *args, snap: "Snapshot | None" = None):
+        """Run ``fn(tree, *args)``; read-only handles reload their view and
+        retry when a writer in another process changed pages under it (a
+        snapshot's read then ends with the snapshot's error instead)."""
+        if not self._read_only:
+            return fn(self._tree, *args)
+        for attempt in range(200):
+            try:
+                return fn(self._tree, *args)
+            except StaleView:
+                pass
+            except CorruptionError:
+                if not self._concurrent_checkpoint():
+                    raise
+            if attempt:
+                time.sleep(0.01)
+            self._refresh()
+            if snap is not None:
+                snap._check()
+        raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
+                         f"kept checkpointing; retry")
+
+    # ---- writes --------------------------------------------------------------------------------
+
+    def _apply(self, ops: list[tuple[bytes, bytes | None]]) -> None:
+        tree = self._tree
+        for key, value in ops:
+            if value is None:
+                tree.delete(key)
+            else:
+                tree.put(key, value)
+
+    def put(self, key, value, sync: bool = False) -> None:
+        """Store ``value`` under ``key``. With ``sync=True`` the write is
+        durable (log fsynced) before this returns."""
+        if type(key) is not bytes or len(key) > self._max_key:
+            key = as_key(key, self._max_key)
+        if type(value) is not bytes or len(value) > MAX_VALUE_SIZE:
+            value = as_value(value)
+        rec = encode_put(key, value)
+        with self._lock:
+            if not self._writable:
+                self._check_writable()
+            wal = self._log
+            try:
+                wal.append(rec)
+                if sync:
+                    wal.sync()
+                self._tree.put(key, value)
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+            self._puts += 1
+            self._user_bytes += len(key) + len(value)
+            pending = self._log_pending = self._log_pending + len(rec)
+            pool = self._pool
+            if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
+                    or pending >= self._ckpt_log_bytes or pool.raw_dirty):
+                self._after_write()
+
+    def delete(self, key, sync: bool = False) -> None:
+        """Remove ``key``; deleting a missing key is not an error."""
+        key = as_key(key)
+        with self._lock:
+            self._check_writable()
+            self._delete_locked(key, sync)
+
+    def _delete_locked(self, key: bytes, sync: bool) -> None:
+        self._user_bytes += len(key)
+        self._deletes += 1
+        if len(key) > self._max_key:
+            if sync:
+                self._log.sync()
+            return  # longer than any stored key: nothing to delete
+        wal = self._log
+        rec = encode_delete(key)
+        try:
+            wal.append(rec)
+            if sync:
+                wal.sync()
+            self._tree.delete(key)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        self._log_pending += len(rec)
+        self._version += 1
+        self._after_write()
+
+    def write_batch(self, sync: bool = False) -> WriteBatch:
+        """A batch to fill inside a ``with`` block; committed atomically at its end."""
+        if type(sync) is not bool:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        self._check_writable()
+        return WriteBatch(self, sync)
+
+    def _commit(self, ops: list[tuple[bytes, bytes | None]], sync: bool) -> None:
+        with self._lock:
+            self._check_writable()
+            self._batches += 1
+            self._user_bytes += sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
+            ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
+            wal = self._log
+            rec = encode_batch(ops) if ops else b""
+            try:
+                if ops:
+                    wal.append(rec)
+                if sync:
+                    wal.sync()
+                if ops:
+                    self._apply(ops)
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+            if not ops:
+                return
+            self._log_pending += len(rec)
+            self._version += 1
+            self._after_write()
+
+    def _after_write(self) -> None:
+        pool = self._pool
+        if pool.dirty_count() > self._dirty_limit or self._log_pending >= self._ckpt_log_bytes:
+            self._checkpoint()
+        if len(pool.pages) > pool.capacity and not pool.trim():
+            self._checkpoint()
+            pool.trim()
+
+    # ---- checkpoints -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Checkpoint: write every changed page to the page file and start a new log."""
+        with self._lock:
+            self._check_writable()
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        wal = self._log
+        try:
+            wal.sync()
+            lsn = wal.end_lsn
+            pool, pager = self._pool, self._pager
+            if not pool.dirty and not pool.raw_dirty and not pager.free_changed and lsn == pager.meta.ckpt_lsn:
+                return
+            self._write_checkpoint(lsn)
+            self._log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            self._log_pending = 0
+            self._log_bytes_done += wal.bytes_written
+            wal.close()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def _write_checkpoint(self, ckpt_lsn: int) -> None:
+        pool, pager, tree = self._pool, self._pager, self._tree
+        ps = pager.page_size
+        epoch = pager.meta.epoch + 1
+        images = [(node.pgno, encode_node(node, ps, epoch)) for node in pool.dirty.values()]
+        for pg, (data, nxt) in pool.raw_dirty.items():
+            images.append((pg, encode_overflow(pg, data, nxt, ps, epoch)))
+        # Overflow pages held back for live snapshots are free as far as the
+        # page file is concerned (after a crash no snapshot is left).
+        deferred = set(tree.deferred)
+        if pager.free_changed or pager.meta.free_count != len(pager.free) + len(deferred):
+            head, fl_images = pager.freelist_images(epoch, deferred)
+            images += fl_images
+        else:
+            head = pager.meta.freelist_head
+        meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
+                    tree.entries, tree.height)
+        pager.commit(images, meta)
+        pool.mark_all_clean()
+        pager.free_changed = False
+        self._checkpoints += 1
+        self._fill_cache = None
+
+    # ---- reads ------------------------------------------------------------------------------------
+
+    def get(self, key, default=None):
+        """The value stored under ``key``, or ``default``."""
+        if type(key) is not bytes:
+            key = as_key(key, MAX_KEY_SIZE)
+        with self._lock:
+            if not self._usable:
+                self._check_open()
+            self._gets += 1
+            ahi_get = self._ahi_get
+            if ahi_get is not None:
+                value = ahi_get(key)
+                if value is not None:
+                    # Mark the leaf as recently used on one hit in 16: a hot
+                    # leaf is still marked, and the other hits stay cheap.
+                    hits = self._ahi_hits = self._ahi_hits + 1
+                    if not hits & 15:
+                        node = self._pages.get(self._ahi_page.get(key))
+                        if node is not None:
+                            node.ref = True
+                    return value
+            pager = self._pager
+            reads = pager.page_reads
+            if self._read_only:
+                value = self._read(Tree.get, key)
+            else:
+                value = self._tree.get(key)
+            if pager.page_reads != reads:
+                self._get_page_reads += pager.page_reads - reads
+                pool = self._pool
+                if len(pool.pages) > pool.capacity:
+                    pool.trim()
+        return default if value is None else value
+
+    def _trim_after_read(self) -> None:
+        pool = self._pool
+        if len(pool.pages) > pool.capacity:
+            pool.trim()
+
+    def __getitem__(self, key) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key, value) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key) -> None:
+        """Like delete(), but a missing key raises KeyError (as for a dict)."""
+        key = as_key(key)
+        with self._lock:
+            self._check_writable()
+            if self._tree.get(key) is None:
+                raise KeyError(key)
+            self._delete_locked(key, False)
+
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
+
+    def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
+        """Iterate (key, value) over keys in [start, end) (and starting with
+        ``prefix``), ascending, or descending with ``reverse=True``.
+
+        The iterator reads the tree in chunks under the lock and re-seeks
+        after the last key it returned, so it stays valid while writes go on:
+        it returns each key at most once, in order; a key written (or deleted)
+        during the scan is seen (or not) if it lies ahead of the iterator's
+        position. Each chunk is one consistent read of the tree.
+        """
+        lo, hi = scan_bounds(start, end, prefix)
+        self._check_open()
+        return self._scan(lo, hi, bool(reverse))
+
+    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool,
+              snap: "Snapshot | None" = None) -> Iterator[tuple[bytes, bytes]]:
+        if lo is not None and hi is not None and lo >= hi:
+            return
+        limit = 64
+        inclusive = True
+        view = None
+        while True:
+            with self._lock:
+                if snap is None:
+                    self._check_open()
+                else:
+                    snap._check()
+                    view = snap._view
+                if reverse:
+                    items, more = self._read(Tree.chunk_backward, hi, lo, limit, view, snap=snap)
+                else:
+                    items, more = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, snap=snap)
+                self._trim_after_read()
+            # Yield the chunk at C speed; close() of the DB or the snapshot
+            # empties the chunks being yielded, so the next item is an error.
+            key = id(items)
+            live = self._chunks
+            live[key] = (items, snap)
+            try:
+                yield from items
+            finally:
+                live.pop(key, None)
+            if self._closed:
+                self._check_open()
+            if snap is not None and snap._closed:
+                snap._check()
+            if not more:
+                return
+            if reverse:
+                hi = items[-1][0]
+            else:
+                lo = items[-1][0]
+                inclusive = False
+            if limit < 4096:
+                limit *= 4
+
+    def snapshot(self) -> "Snapshot":
+        """A point-in-time, read-only view (``get``/``scan``/``close``; a
+        context manager). Writes go on meanwhile; the snapshot keeps seeing
+        the database as it was when it was taken (see docs/btree.md)."""
+        with self._lock:
+            self._check_open()
+            self._snap_ids += 1
+            sid = self._snap_ids
+            tree = self._tree
+            overlay: dict[int, Node] = {}
+            tree.snaps[sid] = overlay
+            tree.snap_seq = sid
+            snap = Snapshot(self, sid, (tree.root, tree.height, overlay), self._view_gen)
+            self._live_snaps[sid] = snap
+            return snap
+
+    # ---- lifecycle and statistics -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Checkpoint (writers) and release everything. Closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                for snap in list(self._live_snaps.values()):
+                    snap.close()
+                if not self._read_only and self._failed is None:
+                    self._checkpoint()
+            finally:
+                self._closed = True
+                self._usable = self._writable = False
+                for chunk, _ in self._chunks.values():
+                    chunk.clear()
+                if self._log is not None:
+                    self._log_bytes_done += self._log.bytes_written
+                self._release()
+                self._pool.clear()
+
+    def _simulate_crash(self) -> None:
+        """Tests: drop the handle as a killed process would (no checkpoint)."""
+        with self._lock:
+            self._closed = True
+            self._usable = self._writable = False
+            self._release()
+
+    def __enter__(self) -> "DB":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("read-only" if self._read_only else "open")
+        return f"<btree.DB {self.path!r} {state}>"
+
+    def _level_fill(self) -> tuple[list[int], list[float]]:
+        """(pages per level, fill factor per level), root level first."""
+        if self._fill_cache is not None and self._fill_cache[0] == self._version:
+            return self._fill_cache[1], self._fill_cache[2]
+        tree, pager, pool = self._tree, self._pager, self._pool
+        ps = pager.page_size
+        counts: list[int] = []
+        fills: list[float] = []
+        level = [tree.root]
+        for depth in range(tree.height):
+            leaf = depth == tree.height - 1
+            used = 0
+            nxt: list[int] = []
+            for pg in level:
+                node = pool.pages.get(pg)
+                if node is None and leaf:
+                    buf = pager.read_page(pg)
+                    hdr = check_header(buf, pg, ps, pager.path)
+                    cell_start = hdr[5] or ps
+                    used += HEADER_SIZE + 2 * hdr[4] + (ps - cell_start)
+                    continue
+                if node is None:
+                    node = tree.node(pg, False)
+                used += node.used
+                if not leaf:
+                    nxt += node.kids
+            counts.append(len(level))
+            fills.append(round(used / (len(level) * ps), 4))
+            level = nxt
+        self._fill_cache = (self._version, counts, fills)
+        return counts, fills
+
+    def stats(self) -> dict:
+        """Counters and shape of the database, as a plain dict (see docs/btree.md)."""
+        with self._lock:
+            self._check_open()
+            pager, pool, tree = self._pager, self._pool, self._tree
+            counts, fills = self._read(lambda tree: self._level_fill())
+            log_written = self._log_bytes_done + (self._log.bytes_written if self._log else 0)
+            bytes_written = log_written + pager.bytes_written
+            bytes_read = pager.bytes_read + self._log_bytes_read
+            disk = 0
+            for name in self._fs.listdir(self.path):
+                try:
+                    disk += self._fs.file_size(os.path.join(self.path, name))
+                except OSError:
+                    pass
+            lookups = pool.lookups
+            return {
+                "engine": "btree",
+                "entries": tree.entries,
+                "user_bytes_written": self._user_bytes,
+                "bytes_written": bytes_written,
+                "write_amp": round(bytes_written / self._user_bytes, 3) if self._user_bytes else 0.0,
+                "bytes_read": bytes_read,
+                "gets": self._gets,
+                "read_amp": round(self._get_page_reads / self._gets, 4) if self._gets else 0.0,
+                "disk_bytes": disk,
+                "puts": self._puts,
+                "deletes": self._deletes,
+                "batches": self._batches,
+                "page_size": pager.page_size,
+                "height": tree.height,
+                "page_count": pager.page_count,
+                "pages_per_level": counts,
+                "fill_factor": fills,
+                "free_pages": len(pager.free),
+                "cache_capacity_pages": pool.capacity,
+                "cache_pages": len(pool.pages),
+                "dirty_pages": pool.dirty_count(),
+                "cache_hit_rate": round(1 - pool.misses / lookups, 4) if lookups else 0.0,
+                "cache_misses": pool.misses,
+                "hash_index_hits": self._ahi_hits,
+                "hash_index_entries": len(tree.ahi) if tree.ahi is not None else 0,
+                "page_reads": pager.page_reads,
+                "log_bytes_written": log_written,
+                "data_bytes_written": pager.data_bytes,
+                "journal_bytes_written": pager.journal_bytes,
+                "log_bytes": (self._log.end_lsn - self._log.base_lsn) if self._log else 0,
+                "data_file_bytes": pager.file.size(),
+                "checkpoints": self._checkpoints,
+                "checkpoint_epoch": pager.meta.epoch,
+                "replayed_batches": self._replayed,
+                "max_key_size": self._max_key,
+                "read_only": self._read_only,
+            }
+
+    # ---- invariant checking (tests and btree.check) --------------------------------------------------
+
+    def check_invariants(self) -> list[str]:
+        """Verify the in-memory tree (dirty pages included): key order,
+        separator bounds, sibling links, free list disjoint from the tree,
+        every page accounted for. Returns a list of problems (empty if fine)."""
+        from .check import verify_structure
+        with self._lock:
+            self._check_open()
+            pager = self._pager
+            problems = self._read(lambda tree: verify_structure(
+                root=tree.root, height=tree.height, page_count=pager.page_count,
+                free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
+                overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
+                max_key=tree.max_key, page_size=pager.page_size)[0])
+            problems += self._check_hash_index()
+            self._pool.trim()
+            return problems
+
+    def _check_hash_index(self) -> list[str]:
+        """Every hash-index entry names a resident leaf that holds that key
+        with that value."""
+        tree, pages = self._tree, self._pool.pages
+        if tree.ahi is None:
+            return []
+        problems = []
+        if tree.ahi.keys() != tree.ahi_page.keys():
+            problems.append("hash index: the value and page maps hold different keys")
+        for key, value in tree.ahi.items():
+            node = pages.get(tree.ahi_page.get(key))
+            if node is None or not node.leaf:
+                problems.append(f"hash index: {key!r} points at page {tree.ahi_page.get(key)}, not a cached leaf")
+                break
+            i = bisect_left(node.keys, key)
+            if i >= len(node.keys) or node.keys[i] != key or node.vals[i] != value:
+                problems.append(f"hash index: {key!r} is not in page {node.pgno} with that value")
+                break
+        return problems
+
+
+def open(path: str, **options) -> DB:  # noqa: A001 - the API's name
+    """Open (creating if missing) the btree database in directory ``path``.
+
+    Options: page_size (default 4096, fixed at creation), cache_size (bytes,
+    default 32 MiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
+    checkpoint_log_bytes (default 256 MiB), hash_index (default True).
+    """
+    for name in options:
+        if name not in OPTIONS:
+            raise OptionError(f"unknown btree option {name!r}; the options are {', '.join(OPTIONS)}")
+    return DB(path, **options)

@@ -1,0 +1,322 @@
+"""Page images: the byte layout of every page type and the in-memory node.
+
+This module owns the translation between the fixed-size page images in the
+page file and the decoded objects the rest of the engine works on:
+
+* :class:`Node`, a decoded leaf or internal node (sorted key list plus values
+  or child page numbers), and its slotted-page encoding;
+* :class:`Overflow`, the reference a leaf holds for a value stored in an
+  overflow page chain, and the overflow page encoding;
+* free-list page encoding.
+
+Every page starts with the same 32-byte header (checksum, page number, type,
+entry count, checkpoint epoch, two type-specific links); docs/formats.md has
+the byte-by-byte layout. Decoding verifies the checksum and the page number
+first and raises :class:`~lsmkv.errors.CorruptionError` naming file and page,
+so a torn or misplaced page is never taken for data.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import accumulate, chain, repeat
+from operator import add
+
+from lsmkv.checksum import crc32
+from lsmkv.errors import CorruptionError
+
+#: crc u32, page number u32, type u8, flags u8, count u16, cell start u16,
+#: reserved u16, epoch u64, link a u32, link b u32.
+HEADER = struct.Struct("<IIBBHHHQII")
+HEADER_SIZE = HEADER.size  # 32
+_HDR_AFTER_CRC = struct.Struct("<IBBHHHQII")  # the header without its checksum
+_U32 = struct.Struct("<I")
+
+PAGE_META = 1
+PAGE_INTERNAL = 2
+PAGE_LEAF = 3
+PAGE_OVERFLOW = 4
+PAGE_FREELIST = 5
+PAGE_TYPE_NAMES = {PAGE_META: "meta", PAGE_INTERNAL: "internal", PAGE_LEAF: "leaf",
+                   PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list"}
+
+#: Leaf cell header: key length u16, kind u8 (0 inline, 1 overflow), value length u32.
+LEAF_CELL = struct.Struct("<HBI")
+LEAF_CELL_SIZE = LEAF_CELL.size  # 7
+#: Internal cell header: key length u16, child page u32 (the child right of the key).
+INTERNAL_CELL = struct.Struct("<HI")
+INTERNAL_CELL_SIZE = INTERNAL_CELL.size  # 6
+SLOT_SIZE = 2
+KIND_INLINE = 0
+KIND_OVERFLOW = 1
+
+MIN_PAGE_SIZE = 512
+MAX_PAGE_SIZE = 32768
+
+_slot_structs: dict[int, struct.Struct] = {}
+
+
+def _slots(count: int) -> struct.Struct:
+    s = _slot_structs.get(count)
+    if s is None:
+        s = _slot_structs[count] = struct.Struct(f"<{count}H")
+    return s
+
+
+_NONE: tuple = ()
+
+
+class Overflow:
+    """A leaf's reference to a value stored in an overflow page chain."""
+
+    __slots__ = ("page", "length")
+
+    def __init__(self, page: int, length: int) -> None:
+        self.page = page
+        self.length = length
+
+    def __repr__(self) -> str:
+        return f"Overflow(page={self.page}, length={self.length})"
+
+
+class Node:
+    """A decoded leaf or internal node, as held by the buffer pool.
+
+    Leaves: ``keys[i]`` maps to ``vals[i]`` (bytes, or an :class:`Overflow`);
+    ``prev``/``next`` are the neighbouring leaves' page numbers (0 = none).
+    Internal nodes: ``kids`` has ``len(keys) + 1`` child page numbers;
+    ``kids[i]`` holds keys < ``keys[i]`` and ``kids[i + 1]`` keys >= it.
+    ``used`` is the encoded size in bytes; ``dirty`` says the node differs
+    from its page image on disk; ``ref`` is the CLOCK reference bit.
+    """
+
+    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved", "ovf")
+
+    def __init__(self, pgno: int, leaf: bool) -> None:
+        self.pgno = pgno
+        self.leaf = leaf
+        self.keys: list[bytes] = []
+        # A leaf has no children and an internal node no values: they share an
+        # empty tuple (one object fewer for the garbage collector to track).
+        self.vals: list = [] if leaf else _NONE
+        self.kids: list[int] = _NONE if leaf else []
+        self.prev = 0
+        self.next = 0
+        self.used = HEADER_SIZE
+        self.dirty = False
+        self.ref = True
+        #: Id of the newest snapshot that already has this node's pre-image
+        #: (see Tree.preserve); 0 = none.
+        self.saved = 0
+        #: False only if no value of this leaf is an Overflow (scans then
+        #: skip looking); may stay True after such values are gone.
+        self.ovf = False
+
+    def clone(self) -> "Node":
+        """A copy for a snapshot (lists copied, entries shared: they are immutable)."""
+        c = Node(self.pgno, self.leaf)
+        c.keys = self.keys[:]
+        c.vals = self.vals[:]
+        c.kids = self.kids[:]
+        c.prev = self.prev
+        c.next = self.next
+        c.used = self.used
+        c.ovf = self.ovf
+        return c
+
+    def __repr__(self) -> str:
+        kind = "leaf" if self.leaf else "internal"
+        return f"Node({kind}, page={self.pgno}, n={len(self.keys)}, used={self.used})"
+
+
+def leaf_cell_size(key: bytes, val) -> int:
+    """Bytes one leaf entry takes in its page, slot included."""
+    if type(val) is bytes:
+        return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + len(val)
+    return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + 4
+
+
+def internal_cell_size(key: bytes) -> int:
+    return SLOT_SIZE + INTERNAL_CELL_SIZE + len(key)
+
+
+def seal(page: bytearray, pgno: int, ptype: int, count: int, cell_start: int,
+         epoch: int, a: int, b: int) -> bytearray:
+    """Write the header of ``page`` (a full page image) and its checksum."""
+    _HDR_AFTER_CRC.pack_into(page, 4, pgno, ptype, 0, count, cell_start, 0, epoch, a, b)
+    _U32.pack_into(page, 0, crc32(memoryview(page)[4:]))
+    return page
+
+
+_ZEROS = memoryview(bytes(MAX_PAGE_SIZE))
+
+
+def encode_node(node: Node, page_size: int, epoch: int) -> bytes:
+    """The slotted page image of ``node``: header, slot array, cells at the end
+    (in key order, so the cell area is one contiguous run)."""
+    keys = node.keys
+    count = len(keys)
+    cell_start = page_size - (node.used - HEADER_SIZE - SLOT_SIZE * count)
+    if cell_start < HEADER_SIZE + SLOT_SIZE * count or cell_start > page_size:
+        raise AssertionError(f"node on page {node.pgno} does not fit its page ({node.used} bytes)")
+    if node.leaf:
+        vals = node.vals
+        a, b, ptype = node.prev, node.next, PAGE_LEAF
+        klens = list(map(len, keys))
+        if Overflow not in set(map(type, vals)):
+            # The common case, done with C-level map/zip/accumulate: headers,
+            # then key and value interleaved, offsets as running sums.
+            vlens = list(map(len, vals))
+            heads = map(LEAF_CELL.pack, klens, repeat(KIND_INLINE, count), vlens)
+            body = b"".join(chain.from_iterable(zip(heads, keys, vals)))
+            sizes = map(add, map(add, klens, vlens), repeat(LEAF_CELL_SIZE, count))
+        else:
+            parts: list = []
+            sizes_list = []
+            pack = LEAF_CELL.pack
+            for key, val in zip(keys, vals):
+                if type(val) is bytes:
+                    parts += (pack(len(key), KIND_INLINE, len(val)), key, val)
+                    sizes_list.append(LEAF_CELL_SIZE + len(key) + len(val))
+                else:
+                    parts += (pack(len(key), KIND_OVERFLOW, val.length), key, _U32.pack(val.page))
+                    sizes_list.append(LEAF_CELL_SIZE + len(key) + 4)
+            body = b"".join(parts)
+            sizes = sizes_list
+    else:
+        a, b, ptype = node.kids[0], 0, PAGE_INTERNAL
+        klens = list(map(len, keys))
+        heads = map(INTERNAL_CELL.pack, klens, node.kids[1:])
+        body = b"".join(chain.from_iterable(zip(heads, keys)))
+        sizes = map(INTERNAL_CELL_SIZE.__add__, klens)
+    offsets = list(accumulate(sizes, initial=cell_start))
+    off = offsets.pop()
+    if off != page_size:
+        raise AssertionError(f"node on page {node.pgno}: size bookkeeping is off ({off} != {page_size})")
+    # One join of header, slots, zero gap and cells; the checksum is computed
+    # over the parts as they are (no page-sized buffer to fill and re-read).
+    rest = _HDR_AFTER_CRC.pack(node.pgno, ptype, 0, count, cell_start, 0, epoch, a, b)
+    slots = _slots(count).pack(*offsets) if count else b""
+    gap = _ZEROS[:cell_start - HEADER_SIZE - SLOT_SIZE * count]
+    crc = crc32(body, crc32(gap, crc32(slots, crc32(rest))))
+    return b"".join((_U32.pack(crc), rest, slots, gap, body))
+
+
+def check_header(buf: bytes, pgno: int, page_size: int, path: str) -> tuple:
+    """Verify checksum and page number; return the unpacked header."""
+    if len(buf) != page_size:
+        raise CorruptionError(f"short page: {len(buf)} of {page_size} bytes (file truncated?)",
+                              path=path, page=pgno)
+    hdr = HEADER.unpack_from(buf, 0)
+    if hdr[0] != crc32(memoryview(buf)[4:]):
+        raise CorruptionError("page checksum mismatch", path=path, page=pgno)
+    if hdr[1] != pgno:
+        raise CorruptionError(f"page holds the image of page {hdr[1]} (misplaced write)",
+                              path=path, page=pgno)
+    return hdr
+
+
+def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
+    """Decode a verified leaf or internal page into a :class:`Node`."""
+    _crc, _pg, ptype, _flags, count, cell_start, _r, _epoch, a, b = check_header(buf, pgno, page_size, path)
+    if ptype == PAGE_LEAF:
+        leaf = True
+    elif ptype == PAGE_INTERNAL:
+        leaf = False
+    else:
+        raise CorruptionError(f"expected a tree page, found a {PAGE_TYPE_NAMES.get(ptype, f'type-{ptype}')} page",
+                              path=path, page=pgno)
+    node = Node(pgno, leaf)
+    if cell_start == 0 and count == 0:
+        cell_start = page_size
+    if HEADER_SIZE + SLOT_SIZE * count > page_size:
+        raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
+    offsets = _slots(count).unpack_from(buf, HEADER_SIZE) if count else ()
+    if count and min(offsets) < HEADER_SIZE + SLOT_SIZE * count:
+        raise CorruptionError("a cell overlaps the slot array", path=path, page=pgno)
+    keys = node.keys
+    used = HEADER_SIZE
+    try:
+        if leaf:
+            vals = node.vals
+            unpack = LEAF_CELL.unpack_from
+            for off in offsets:
+                klen, kind, vlen = unpack(buf, off)
+                ks = off + LEAF_CELL_SIZE
+                ke = ks + klen
+                keys.append(buf[ks:ke])
+                if kind == KIND_INLINE:
+                    ve = ke + vlen
+                    if ve > page_size:
+                        raise IndexError
+                    vals.append(buf[ke:ve])
+                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
+                elif kind == KIND_OVERFLOW:
+                    vals.append(Overflow(_U32.unpack_from(buf, ke)[0], vlen))
+                    node.ovf = True
+                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
+                else:
+                    raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
+                if ke > page_size:
+                    raise IndexError
+            node.prev = a
+            node.next = b
+        else:
+            kids = node.kids
+            kids.append(a)
+            unpack = INTERNAL_CELL.unpack_from
+            for off in offsets:
+                klen, kid = unpack(buf, off)
+                ks = off + INTERNAL_CELL_SIZE
+                ke = ks + klen
+                if ke > page_size:
+                    raise IndexError
+                keys.append(buf[ks:ke])
+                kids.append(kid)
+                used += SLOT_SIZE + INTERNAL_CELL_SIZE + klen
+    except (IndexError, struct.error):
+        raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
+    node.used = used
+    node.dirty = False
+    return node
+
+
+def encode_overflow(pgno: int, data: bytes, next_page: int, page_size: int, epoch: int) -> bytearray:
+    """An overflow page: header (a = next page of the chain, b = bytes here), data."""
+    page = bytearray(page_size)
+    page[HEADER_SIZE:HEADER_SIZE + len(data)] = data
+    return seal(page, pgno, PAGE_OVERFLOW, 0, 0, epoch, next_page, len(data))
+
+
+def decode_overflow(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[bytes, int]:
+    """(data, next page) of a verified overflow page."""
+    hdr = check_header(buf, pgno, page_size, path)
+    if hdr[2] != PAGE_OVERFLOW:
+        raise CorruptionError(f"expected an overflow page, found type {hdr[2]}", path=path, page=pgno)
+    n = hdr[9]
+    if n > page_size - HEADER_SIZE:
+        raise CorruptionError(f"overflow page claims {n} bytes", path=path, page=pgno)
+    return buf[HEADER_SIZE:HEADER_SIZE + n], hdr[8]
+
+
+def freelist_capacity(page_size: int) -> int:
+    return (page_size - HEADER_SIZE) // 4
+
+
+def encode_freelist(pgno: int, pages: list[int], next_page: int, page_size: int, epoch: int) -> bytearray:
+    """A free-list page: header (count, a = next free-list page), u32 page numbers."""
+    page = bytearray(page_size)
+    if pages:
+        struct.pack_into(f"<{len(pages)}I", page, HEADER_SIZE, *pages)
+    return seal(page, pgno, PAGE_FREELIST, len(pages), 0, epoch, next_page, 0)
+
+
+def decode_freelist(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[list[int], int]:
+    """(free page numbers, next free-list page) of a verified free-list page."""
+    hdr = check_header(buf, pgno, page_size, path)
+    if hdr[2] != PAGE_FREELIST:
+        raise CorruptionError(f"expected a free-list page, found type {hdr[2]}", path=path, page=pgno)
+    count = hdr[4]
+    if count > freelist_capacity(page_size):
+        raise CorruptionError(f"free-list page claims {count} entries", path=path, page=pgno)
+    return list(struct.unpack_from(f"<{count}I", buf, HEADER_SIZE)), hdr[8]

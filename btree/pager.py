@@ -1,0 +1,447 @@
+"""The page file: meta pages, page reads, the free list and atomic checkpoints.
+
+This module owns ``btree.pages`` and ``btree.journal``:
+
+* the two meta pages (pages 0 and 1; checkpoint epoch ``e`` goes to page
+  ``e % 2``, so a torn meta write leaves the other copy intact);
+* verified page reads (checksum + page number, see :mod:`btree.node`);
+* the free list: which page numbers are unused, allocation (lowest first)
+  and its on-disk chain of free-list pages;
+* the checkpoint write protocol. Between checkpoints nothing is written to
+  the page file. A checkpoint first writes the pages the current checkpoint
+  does not use (new or free pages) in place and fsyncs; then every page it
+  overwrites that the current checkpoint does use, meta page included, goes
+  to ``btree.journal`` (a double-write buffer), fsynced, then in place,
+  fsynced, and the journal is removed. A crash during the in-place writes
+  is repaired at the next open by re-applying the journal, so a torn data
+  page is always recoverable and the page file always holds exactly one
+  checkpoint's tree.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import struct
+
+from lsmkv.checksum import crc32
+from lsmkv.errors import CorruptionError, InvalidDatabaseError
+from lsmkv.fs import FileSystem
+
+from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, check_header,
+                   decode_freelist, encode_freelist, freelist_capacity, seal)
+
+log = logging.getLogger(__name__)
+
+PAGES_FILE = "btree.pages"
+JOURNAL_FILE = "btree.journal"
+LOG_FILE = "btree.log"
+
+META_MAGIC = b"BTREEDB\x00"
+FORMAT_VERSION = 1
+#: magic 8s, format version u32, page size u32, root u32, page count u32,
+#: free-list head u32, free page count u32, checkpoint LSN u64, entries u64, height u32
+META_BODY = struct.Struct("<8sIIIIIIQQI")
+
+JOURNAL_MAGIC = b"BTJOURNL"
+#: magic 8s, version u32, page size u32, epoch u64, page images u32, crc32 of the first 28 bytes u32
+JOURNAL_HEADER = struct.Struct("<8sIIQII")
+_U32 = struct.Struct("<I")
+
+
+class StaleView(Exception):
+    """Internal: a read-only handle read a page newer than its view (a writer
+    in another process checkpointed); the handle reloads and retries."""
+
+
+class Meta:
+    """The contents of a meta page: where the checkpointed tree is."""
+
+    __slots__ = ("epoch", "page_size", "root", "page_count", "freelist_head", "free_count",
+                 "ckpt_lsn", "entries", "height")
+
+    def __init__(self, epoch: int, page_size: int, root: int, page_count: int, freelist_head: int,
+                 free_count: int, ckpt_lsn: int, entries: int, height: int) -> None:
+        self.epoch = epoch
+        self.page_size = page_size
+        self.root = root
+        self.page_count = page_count
+        self.freelist_head = freelist_head
+        self.free_count = free_count
+        self.ckpt_lsn = ckpt_lsn
+        self.entries = entries
+        self.height = height
+
+
+def encode_meta(meta: Meta) -> bytearray:
+    slot = meta.epoch % 2
+    page = bytearray(meta.page_size)
+    META_BODY.pack_into(page, HEADER_SIZE, META_MAGIC, FORMAT_VERSION, meta.page_size, meta.root,
+                        meta.page_count, meta.freelist_head, meta.free_count, meta.ckpt_lsn,
+                        meta.entries, meta.height)
+    return seal(page, slot, PAGE_META, 0, 0, meta.epoch, 0, 0)
+
+
+def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
+    hdr = check_header(buf, slot, page_size, path)
+    if hdr[2] != PAGE_META:
+        raise CorruptionError(f"page {slot} is not a meta page", path=path, page=slot)
+    magic, version, psize, root, count, head, nfree, lsn, entries, height = META_BODY.unpack_from(buf, HEADER_SIZE)
+    if magic != META_MAGIC:
+        raise CorruptionError("meta page has a wrong magic number", path=path, page=slot)
+    if version > FORMAT_VERSION:
+        raise InvalidDatabaseError(f"{path} has format version {version}; this btree understands up to "
+                                   f"{FORMAT_VERSION}: upgrade the software")
+    if psize != page_size:
+        raise CorruptionError(f"meta page records page size {psize}, read at {page_size}", path=path, page=slot)
+    if not (2 <= root < count) or height < 1:
+        raise CorruptionError(f"meta page has an impossible root {root} / page count {count} / height {height}",
+                              path=path, page=slot)
+    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height)
+
+
+def valid_page_size(n: object) -> bool:
+    return type(n) is int and MIN_PAGE_SIZE <= n <= MAX_PAGE_SIZE and n & (n - 1) == 0
+
+
+class Pager:
+    """The open page file. Not thread-safe by itself: the DB's lock guards it."""
+
+    def __init__(self, fs: FileSystem, dirpath: str, *, read_only: bool) -> None:
+        self.fs = fs
+        self.dir = dirpath
+        self.path = os.path.join(dirpath, PAGES_FILE)
+        self.journal_path = os.path.join(dirpath, JOURNAL_FILE)
+        self.read_only = read_only
+        self.file = fs.open_paged(self.path, create=False)
+        self.page_size = 0
+        self.meta: Meta | None = None
+        #: Page images that stand in for the file's (a read-only handle's view
+        #: of a checkpoint whose journal was not yet applied).
+        self.overlay: dict[int, bytes] = {}
+        self.free: set[int] = set()
+        self._free_heap: list[int] = []
+        self.free_changed = False
+        self.freelist_pages: list[int] = []
+        self.page_count = 0
+        #: What the page file's current checkpoint uses: pages below
+        #: ``ckpt_page_count`` except ``ckpt_listed`` (its listed free pages).
+        #: Only those pages need the journal when a checkpoint overwrites them.
+        self.ckpt_page_count = 0
+        self.ckpt_listed: set[int] = set()
+        self._next_listed: set[int] | None = None
+        # Counters for stats().
+        self.page_reads = 0
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.journal_bytes = 0
+        self.data_bytes = 0
+
+    def close(self) -> None:
+        self.file.close()
+
+    # ---- creation and meta pages ------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return self.file.size() == 0
+
+    def initialize(self, page_size: int, root_image_fn) -> Meta:
+        """Write a new, empty database: two meta copies and an empty root leaf (page 2)."""
+        meta = Meta(0, page_size, 2, 3, 0, 0, 0, 0, 1)
+        m0 = encode_meta(meta)
+        meta1 = Meta(1, page_size, 2, 3, 0, 0, 0, 0, 1)  # same tree, slot 1
+        m1 = encode_meta(meta1)
+        image = bytes(m0) + bytes(m1) + bytes(root_image_fn(page_size))
+        self.file.write_at(0, image)
+        self.file.sync()
+        self.fs.sync_dir(self.dir)
+        self.bytes_written += len(image)
+        self.data_bytes += len(image)
+        return meta1
+
+    def read_meta(self) -> Meta:
+        """Load the newest valid meta copy (and learn the page size)."""
+        path = self.path
+        head = self.file.read_at(0, HEADER_SIZE + META_BODY.size)
+        self.bytes_read += len(head)
+        sizes = []
+        if len(head) == HEADER_SIZE + META_BODY.size:
+            magic, _v, psize = struct.unpack_from("<8sII", head, HEADER_SIZE)
+            if magic == META_MAGIC and valid_page_size(psize):
+                sizes.append(psize)
+        sizes += [s for s in (4096, 512, 1024, 2048, 8192, 16384, 32768) if s not in sizes]
+        best: Meta | None = None
+        errors = []
+        for psize in sizes:
+            for slot in (0, 1):
+                buf = self.file.read_at(slot * psize, psize)
+                self.bytes_read += len(buf)
+                try:
+                    m = decode_meta(buf, slot, psize, path)
+                except CorruptionError as exc:
+                    errors.append(str(exc))
+                    continue
+                if best is None or m.epoch > best.epoch:
+                    best = m
+            if best is not None:
+                break
+        if best is None:
+            raise CorruptionError("no valid meta page (both copies damaged or not a btree file)",
+                                  path=path, page=0)
+        self.page_size = best.page_size
+        self.meta = best
+        self.page_count = best.page_count
+        return best
+
+    # ---- pages ------------------------------------------------------------------
+
+    def read_page(self, pgno: int) -> bytes:
+        """The raw image of page ``pgno`` (checked by the caller's decoder)."""
+        if pgno < 2 or pgno >= self.page_count:
+            raise CorruptionError(f"reference to page {pgno} outside the file's {self.page_count} pages",
+                                  path=self.path, page=pgno)
+        img = self.overlay.get(pgno)
+        if img is not None:
+            return img
+        ps = self.page_size
+        buf = self.file.read_at(pgno * ps, ps)
+        self.page_reads += 1
+        self.bytes_read += len(buf)
+        if len(buf) == ps and HEADER.unpack_from(buf, 0)[7] > self.meta.epoch:
+            if self.read_only:
+                raise StaleView(pgno)
+            # Possible only if the newest meta copy was lost after its checkpoint completed.
+            raise CorruptionError(f"page was written by a checkpoint newer than the meta page's epoch "
+                                  f"{self.meta.epoch} (the newest meta page is damaged)", path=self.path, page=pgno)
+        return buf
+
+    def newest_epoch_on_disk(self) -> int:
+        """Epoch of the newest valid meta copy now on disk (read-only handles
+        compare it with their view's to tell a concurrent checkpoint from corruption)."""
+        best = -1
+        ps = self.page_size
+        for slot in (0, 1):
+            buf = self.file.read_at(slot * ps, ps)
+            try:
+                best = max(best, decode_meta(buf, slot, ps, self.path).epoch)
+            except CorruptionError:
+                pass
+        return best
+
+    # ---- free list ----------------------------------------------------------------
+
+    def load_freelist(self, head: int) -> None:
+        """Read the free-list chain starting at ``head``; every listed page and
+        every chain page is free."""
+        free: set[int] = set()
+        chain: list[int] = []
+        pg = head
+        while pg:
+            if pg in free or pg in chain or not (2 <= pg < self.page_count):
+                raise CorruptionError(f"free-list chain reaches page {pg} again or out of range",
+                                      path=self.path, page=pg)
+            pages, nxt = decode_freelist(self.read_page(pg), pg, self.page_size, self.path)
+            chain.append(pg)
+            free.update(pages)
+            pg = nxt
+        self.ckpt_listed = set(free)
+        self.ckpt_page_count = self.page_count
+        free.update(chain)
+        self.freelist_pages = chain
+        self.free = free
+        self._free_heap = sorted(free)
+        self.free_changed = False
+
+    def allocate(self) -> int:
+        """A page number to use: the lowest free page, else a new one at the end."""
+        heap = self._free_heap
+        if heap:
+            pg = heapq.heappop(heap)
+            self.free.discard(pg)
+            self.free_changed = True
+            return pg
+        pg = self.page_count
+        self.page_count += 1
+        return pg
+
+    def release(self, pgno: int) -> None:
+        """Return ``pgno`` to the free list (reusable at once: nothing reaches
+        the page file before the next checkpoint, which is atomic)."""
+        if pgno in self.free or pgno < 2:
+            raise AssertionError(f"page {pgno} freed twice")
+        self.free.add(pgno)
+        heapq.heappush(self._free_heap, pgno)
+        self.free_changed = True
+
+    def freelist_images(self, epoch: int, extra: set[int] = frozenset()) -> tuple[int, list[tuple[int, bytearray]]]:
+        """(head, page images) of a free-list chain describing the free set
+        (plus ``extra``, pages free on disk but held back in memory). The
+        chain's own pages are taken from the free set (they count as free
+        once the list is loaded)."""
+        base = sorted(self.free)
+        total = len(base) + len(extra)
+        if not total:
+            self.freelist_pages = []
+            self._next_listed = set()
+            return 0, []
+        cap = freelist_capacity(self.page_size)
+        k = -(-total // (cap + 1))
+        # The chain's pages come from the allocatable free pages only (held-back
+        # pages may still be read); if there are too few, from the file's end.
+        while len(base) < k:
+            pg = self.page_count
+            self.page_count += 1
+            self.free.add(pg)
+            heapq.heappush(self._free_heap, pg)
+            base.append(pg)
+        chain = base[:k]
+        rest = sorted(set(base[k:]) | extra) if extra else base[k:]
+        images = []
+        for j, pg in enumerate(chain):
+            nxt = chain[j + 1] if j + 1 < k else 0
+            images.append((pg, encode_freelist(pg, rest[j * cap:(j + 1) * cap], nxt, self.page_size, epoch)))
+        self.freelist_pages = chain
+        self._next_listed = set(rest)
+        return chain[0], images
+
+    # ---- checkpoint write protocol ------------------------------------------------
+
+    def commit(self, images: list[tuple[int, bytes | bytearray]], meta: Meta) -> None:
+        """Make ``images`` plus ``meta`` the page file's content, atomically
+        with respect to crashes.
+
+        Pages the current checkpoint does not use (new or free in it) are
+        written in place first and fsynced: nothing durable refers to them.
+        Pages it uses go through the journal (journal, fsync, in place,
+        fsync, remove), the meta page with them. With no such page, the meta
+        page alone is written last (a torn meta page leaves the other copy,
+        whose tree is untouched)."""
+        ps = self.page_size
+        old_count, old_listed = self.ckpt_page_count, self.ckpt_listed
+        live, fresh = [], []
+        for item in images:
+            pg = item[0]
+            (live if pg < old_count and pg not in old_listed else fresh).append(item)
+        fresh.sort(key=lambda t: t[0])
+        live.sort(key=lambda t: t[0])
+        meta_image = (meta.epoch % 2, encode_meta(meta))
+        if fresh:
+            self._write_in_place(fresh, meta.page_count)
+        if live:
+            live.append(meta_image)
+            header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, ps, meta.epoch, len(live), 0)
+            header = header[:28] + _U32.pack(crc32(header[:28]))
+            body = b"".join(img for _, img in live)
+            trailer = _U32.pack(crc32(body))
+            j = self.fs.create(self.journal_path)
+            try:
+                j.append(header)
+                j.append(body)
+                j.append(trailer)
+                j.sync()
+            finally:
+                j.close()
+            self.fs.sync_dir(self.dir)
+            jbytes = len(header) + len(body) + len(trailer)
+            self.bytes_written += jbytes
+            self.journal_bytes += jbytes
+            self._write_in_place(live, meta.page_count)
+            self.fs.remove(self.journal_path)
+            self.fs.sync_dir(self.dir)
+        else:
+            self._write_in_place([meta_image], meta.page_count)
+        self.meta = meta
+        self.ckpt_page_count = meta.page_count
+        if self._next_listed is not None:
+            self.ckpt_listed = self._next_listed
+            self._next_listed = None
+
+    def _write_in_place(self, images, page_count: int) -> None:
+        ps = self.page_size
+        want = page_count * ps
+        if self.file.size() < want:
+            self.file.truncate(want)
+        # Coalesce runs of consecutive pages (up to 256 at a time) into one write each.
+        i = 0
+        n = len(images)
+        written = 0
+        while i < n:
+            start = images[i][0]
+            j = i + 1
+            while j < n and images[j][0] == images[j - 1][0] + 1 and j - i < 256:
+                j += 1
+            data = b"".join(img for _, img in images[i:j])
+            self.file.write_at(start * ps, data)
+            written += len(data)
+            i = j
+        self.file.sync()
+        self.bytes_written += written
+        self.data_bytes += written
+
+    def read_journal(self) -> tuple[int, list[tuple[int, bytes]]] | None:
+        """(epoch, page images) of a complete, valid journal; None if there is
+        none or it is incomplete (its checkpoint never reached the page file)."""
+        try:
+            data = self.fs.read_file(self.journal_path)
+        except FileNotFoundError:
+            return None  # (also: a writer in another process just removed it)
+        self.bytes_read += len(data)
+        hs = JOURNAL_HEADER.size
+        if len(data) < hs:
+            return None
+        magic, _version, ps, epoch, n, hcrc = JOURNAL_HEADER.unpack_from(data, 0)
+        if magic != JOURNAL_MAGIC or hcrc != crc32(data[:28]) or ps != self.page_size:
+            return None
+        end = hs + n * ps
+        if len(data) != end + 4:
+            return None
+        body = data[hs:end]
+        if _U32.unpack_from(data, end)[0] != crc32(body):
+            return None
+        images = []
+        for k in range(n):
+            img = body[k * ps:(k + 1) * ps]
+            pgno = HEADER.unpack_from(img, 0)[1]
+            check_header(img, pgno, ps, self.journal_path)
+            images.append((pgno, img))
+        return epoch, images
+
+    def recover_journal(self) -> bool:
+        """Finish a checkpoint cut short by a crash (writers only). Returns True
+        if a journal was applied."""
+        journal = self.read_journal()
+        applied = False
+        if journal is not None:
+            epoch, images = journal
+            if epoch >= self.meta.epoch:
+                slot, meta_img = [(pg, img) for pg, img in images if pg < 2][-1]
+                m = decode_meta(meta_img, slot, self.page_size, self.journal_path)
+                count = max(m.page_count, self.page_count)
+                log.info("re-applying checkpoint journal of epoch %d (%d pages)", epoch, len(images))
+                self._write_in_place(images, count)
+                applied = True
+        if self.fs.exists(self.journal_path):
+            self.fs.remove(self.journal_path)
+            self.fs.sync_dir(self.dir)
+        if applied:
+            self.read_meta()
+        return applied
+
+    def overlay_journal(self) -> None:
+        """Read-only handles: take a complete journal's pages as the file's
+        (the writer is mid-checkpoint, or crashed in it)."""
+        self.overlay = {}
+        journal = self.read_journal()
+        if journal is None:
+            return
+        epoch, images = journal
+        if epoch < self.meta.epoch:
+            return
+        for pg, img in images:
+            if pg < 2:
+                m = decode_meta(img, pg, self.page_size, self.journal_path)
+                self.meta = m
+                self.page_count = m.page_count
+            else:
+                self.overlay[pg] = img

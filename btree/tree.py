@@ -1,0 +1,575 @@
+"""The B+tree algorithms: search, insert with splits, delete with merges, range reads.
+
+This module owns the shape of the tree. It works on decoded nodes from the
+buffer pool and never does I/O itself except through it (cache misses,
+overflow pages). Conventions (see docs/btree.md):
+
+* internal node: ``kids[i]`` holds keys < ``keys[i]``, ``kids[i+1]`` keys >= it;
+  separators pushed up by a leaf split are the shortest prefix of the right
+  leaf's first key that is greater than the left leaf's last key;
+* leaves are linked both ways (``prev``/``next`` page numbers, 0 = none);
+* every entry is at most a quarter of a page (keys are limited, large values
+  go to overflow chains), so a split into two pages always works;
+* split: at the byte midpoint, except that an insert at the right (left) end
+  of the rightmost (leftmost) leaf leaves the old page full, so ordered loads
+  fill pages completely;
+* delete: a node that falls below a quarter full is merged with a sibling
+  when the two fit in one page; otherwise it stays underfull (lazy), except
+  that an internal node left without keys borrows from its sibling. Empty
+  leaves always merge, so their pages always return to the free list; a root
+  with a single child is replaced by that child.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+from lsmkv.errors import CorruptionError
+
+from .bufferpool import BufferPool
+from .node import (HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Node, Overflow,
+                   decode_overflow)
+
+_LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
+_INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
+
+
+def limits(page_size: int) -> tuple[int, int]:
+    """(largest entry in bytes, largest key in bytes) for ``page_size``."""
+    max_cell = (page_size - HEADER_SIZE) // 4
+    return max_cell, max_cell - _LEAF_FIXED - 4
+
+
+def shortest_separator(a: bytes, b: bytes) -> bytes:
+    """The shortest prefix of ``b`` that is greater than ``a`` (given a < b)."""
+    n = min(len(a), len(b))
+    p = 0
+    while p < n and a[p] == b[p]:
+        p += 1
+    return b[:p + 1]
+
+
+def _leaf_used(node: Node) -> int:
+    used = HEADER_SIZE + _LEAF_FIXED * len(node.keys) + sum(map(len, node.keys))
+    for v in node.vals:
+        used += len(v) if type(v) is bytes else 4
+    return used
+
+
+def _internal_used(node: Node) -> int:
+    return HEADER_SIZE + _INT_FIXED * len(node.keys) + sum(map(len, node.keys))
+
+
+def _balanced_point(sizes: list[int], lo: int, hi: int) -> int:
+    """Index m in [lo, hi] splitting ``sizes`` into halves of nearly equal sum."""
+    half = sum(sizes) / 2
+    acc = 0
+    m = lo
+    for idx, s in enumerate(sizes):
+        if acc + s / 2 > half:
+            m = idx
+            break
+        acc += s
+    else:
+        m = len(sizes)
+    return max(lo, min(hi, m))
+
+
+class Tree:
+    """The tree of one database. Not thread-safe by itself: the DB's lock guards it."""
+
+    def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True) -> None:
+        self.pool = pool
+        #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
+        #: value and ``ahi_page`` key -> its leaf's page number, for keys that
+        #: gets have looked up and whose leaf is in the buffer pool; a get that
+        #: hits it skips the descent.
+        #: Kept exact by put/delete/split/merge and by eviction. (Two dicts of
+        #: bytes and ints, which the garbage collector never tracks.)
+        self.ahi: dict[bytes, bytes] | None = {} if hash_index else None
+        self.ahi_page: dict[bytes, int] | None = {} if hash_index else None
+        pool.ahi = self.ahi
+        pool.ahi_page = self.ahi_page
+        self.pager = pool.pager
+        self.pages = pool.pages
+        self.root = root
+        self.height = height
+        #: range(height - 1): the internal levels of a descent (kept, not rebuilt per call)
+        self.inner = range(height - 1)
+        self.entries = entries
+        ps = self.pager.page_size
+        self.page_size = ps
+        self.max_cell, self.max_key = limits(ps)
+        self.min_fill = ps // 4
+        self.ovf_data = ps - HEADER_SIZE
+        #: Live snapshots: id -> overlay (page number -> the node as it was
+        #: when the snapshot was taken, saved just before its first change).
+        self.snaps: dict[int, dict[int, Node]] = {}
+        #: Id of the newest live snapshot, 0 if none: nodes with ``saved``
+        #: below it must be preserved before they change.
+        self.snap_seq = 0
+        #: Overflow pages freed while snapshots live (they may still read them).
+        self.deferred: list[int] = []
+
+    # ---- page access ---------------------------------------------------------------
+
+    def node(self, pgno: int, leaf: bool) -> Node:
+        node = self.pages.get(pgno)
+        if node is None:
+            node = self._load(pgno, leaf)
+        node.ref = True
+        return node
+
+    def _load(self, pgno: int, leaf: bool) -> Node:
+        node = self.pool.load(pgno)
+        if node.leaf != leaf:
+            raise CorruptionError(f"expected a {'leaf' if leaf else 'internal'} page in the tree, found a "
+                                  f"{'leaf' if node.leaf else 'internal'} page", path=self.pager.path, page=pgno)
+        return node
+
+    def preserve(self, node: Node) -> None:
+        """Save ``node``'s current state for every live snapshot that does not
+        have this page yet; call before changing a node (cheap without snapshots)."""
+        saved = node.saved
+        if saved >= self.snap_seq:
+            return
+        pg = node.pgno
+        copy = None
+        for sid, overlay in self.snaps.items():
+            if sid > saved and pg not in overlay:
+                if copy is None:
+                    copy = node.clone()
+                overlay[pg] = copy
+        node.saved = self.snap_seq
+
+    def end_snapshot(self, sid: int) -> None:
+        self.snaps.pop(sid, None)
+        self.snap_seq = max(self.snaps, default=0)
+        if not self.snaps and self.deferred:
+            for pg in self.deferred:
+                self.pool.release(pg)
+            self.deferred.clear()
+
+    def touch(self, node: Node) -> None:
+        if not node.dirty:
+            node.dirty = True
+            self.pool.dirty[node.pgno] = node
+
+    # ---- point operations ------------------------------------------------------------
+
+    def get(self, key: bytes):
+        """The value stored under ``key`` or None."""
+        pages = self.pages
+        pg = self.root
+        self.pool.lookups += self.height
+        for _ in self.inner:
+            node = pages.get(pg) or self._load(pg, False)
+            node.ref = True
+            pg = node.kids[bisect_right(node.keys, key)]
+        node = pages.get(pg) or self._load(pg, True)
+        node.ref = True
+        keys = node.keys
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            v = node.vals[i]
+            if type(v) is bytes:
+                if self.ahi is not None:
+                    self.ahi[key] = v
+                    self.ahi_page[key] = pg
+                return v
+            return self.read_overflow(v)
+        return None
+
+    def _path(self, key: bytes) -> list[tuple[Node, int]]:
+        """The internal nodes above ``key``'s leaf with the child index taken
+        in each (walked again only when a split or merge needs it)."""
+        path = []
+        pg = self.root
+        for _ in self.inner:
+            node = self.node(pg, False)
+            i = bisect_right(node.keys, key)
+            path.append((node, i))
+            pg = node.kids[i]
+        return path
+
+    def put(self, key: bytes, value: bytes) -> None:
+        pages = self.pages
+        pg = self.root
+        self.pool.lookups += self.height
+        for _ in self.inner:
+            node = pages.get(pg) or self._load(pg, False)
+            node.ref = True
+            pg = node.kids[bisect_right(node.keys, key)]
+        leaf = pages.get(pg) or self._load(pg, True)
+        leaf.ref = True
+        if _LEAF_FIXED + len(key) + len(value) > self.max_cell:
+            v = self.write_overflow(value)
+            vsize = 4
+            leaf.ovf = True
+        else:
+            v = value
+            vsize = len(value)
+        if leaf.saved < self.snap_seq:
+            self.preserve(leaf)
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            old = leaf.vals[i]
+            leaf.vals[i] = v
+            if type(old) is bytes:
+                leaf.used += vsize - len(old)
+            else:
+                leaf.used += vsize - 4
+                self.free_overflow(old)
+        else:
+            keys.insert(i, key)
+            leaf.vals.insert(i, v)
+            leaf.used += _LEAF_FIXED + len(key) + vsize
+            self.entries += 1
+        if not leaf.dirty:
+            leaf.dirty = True
+            self.pool.dirty[pg] = leaf
+        ahi = self.ahi
+        if ahi and key in ahi:  # keep an indexed key's entry exact (gets add entries)
+            if v is value:
+                ahi[key] = value
+            else:
+                del ahi[key]
+                del self.ahi_page[key]
+        if leaf.used > self.page_size:
+            self._split_leaf(leaf, self._path(key), i)
+
+    def delete(self, key: bytes) -> bool:
+        """Remove ``key``; False if it was not there."""
+        pages = self.pages
+        pg = self.root
+        self.pool.lookups += self.height
+        for _ in self.inner:
+            node = pages.get(pg) or self._load(pg, False)
+            node.ref = True
+            pg = node.kids[bisect_right(node.keys, key)]
+        leaf = pages.get(pg) or self._load(pg, True)
+        leaf.ref = True
+        keys = leaf.keys
+        i = bisect_left(keys, key)
+        if i >= len(keys) or keys[i] != key:
+            return False
+        if leaf.saved < self.snap_seq:
+            self.preserve(leaf)
+        del keys[i]
+        old = leaf.vals.pop(i)
+        if type(old) is bytes:
+            leaf.used -= _LEAF_FIXED + len(key) + len(old)
+        else:
+            leaf.used -= _LEAF_FIXED + len(key) + 4
+            self.free_overflow(old)
+        self.entries -= 1
+        self.touch(leaf)
+        if self.ahi is not None:
+            self.ahi.pop(key, None)
+            self.ahi_page.pop(key, None)
+        if leaf.used < self.min_fill and self.height > 1:
+            self._rebalance(leaf, self._path(key))
+        return True
+
+    # ---- overflow values ---------------------------------------------------------------
+
+    def write_overflow(self, value: bytes) -> Overflow:
+        cap = self.ovf_data
+        n = -(-len(value) // cap)
+        allocate = self.pager.allocate
+        pgs = [allocate() for _ in range(n)]
+        raw = self.pool.raw_dirty
+        for j, pg in enumerate(pgs):
+            raw[pg] = (value[j * cap:(j + 1) * cap], pgs[j + 1] if j + 1 < n else 0)
+        return Overflow(pgs[0], len(value))
+
+    def _overflow_chain(self, ref: Overflow):
+        """Yield (page, data) along the chain of ``ref``, checking its length."""
+        raw = self.pool.raw_dirty
+        pager = self.pager
+        pg = ref.page
+        total = 0
+        while pg:
+            ent = raw.get(pg)
+            if ent is None:
+                ent = decode_overflow(pager.read_page(pg), pg, pager.page_size, pager.path)
+            data, nxt = ent
+            total += len(data)
+            if total > ref.length or (not data and nxt):
+                raise CorruptionError(f"overflow chain is longer than its value's {ref.length} bytes",
+                                      path=pager.path, page=pg)
+            yield pg, data
+            pg = nxt
+        if total != ref.length:
+            raise CorruptionError(f"overflow chain holds {total} bytes, its leaf says {ref.length}",
+                                  path=pager.path, page=ref.page)
+
+    def read_overflow(self, ref: Overflow) -> bytes:
+        return b"".join([data for _, data in self._overflow_chain(ref)])
+
+    def free_overflow(self, ref: Overflow) -> None:
+        pages = [pg for pg, _ in self._overflow_chain(ref)]
+        if self.snaps:  # a snapshot may still read this value
+            self.deferred += pages
+            self.pager.free_changed = True
+            return
+        for pg in pages:
+            self.pool.release(pg)
+
+    # ---- splits ---------------------------------------------------------------------------
+
+    def _split_leaf(self, leaf: Node, path: list, i: int) -> None:
+        keys, vals = leaf.keys, leaf.vals
+        n = len(keys)
+        if i == n - 1 and leaf.next == 0:
+            m = n - 1  # appending at the right edge: leave the old page full
+        elif i == 0 and leaf.prev == 0:
+            m = 1
+        else:
+            sizes = [_LEAF_FIXED + len(k) + (len(v) if type(v) is bytes else 4) for k, v in zip(keys, vals)]
+            m = _balanced_point(sizes, 1, n - 1)
+        right = self.pool.new_node(True)
+        right.keys = keys[m:]
+        right.vals = vals[m:]
+        right.ovf = leaf.ovf
+        del keys[m:]
+        del vals[m:]
+        if self.ahi:
+            self._rehome(right)
+        leaf.used = _leaf_used(leaf)
+        right.used = _leaf_used(right)
+        right.next = leaf.next
+        right.prev = leaf.pgno
+        if leaf.next:
+            nxt = self.node(leaf.next, True)
+            self.preserve(nxt)
+            nxt.prev = right.pgno
+            self.touch(nxt)
+        leaf.next = right.pgno
+        self._insert_in_parent(path, leaf, shortest_separator(keys[-1], right.keys[0]), right.pgno)
+
+    def _rehome(self, leaf: Node) -> None:
+        """Point the hash index's entries for ``leaf``'s keys at ``leaf``."""
+        ahi_page = self.ahi_page
+        pg = leaf.pgno
+        for k in leaf.keys:
+            if k in ahi_page:
+                ahi_page[k] = pg
+
+    def _insert_in_parent(self, path: list, left: Node, sep: bytes, right_pg: int) -> None:
+        if not path:
+            root = self.pool.new_node(False)
+            root.keys = [sep]
+            root.kids = [left.pgno, right_pg]
+            root.used = HEADER_SIZE + _INT_FIXED + len(sep)
+            self.root = root.pgno
+            self.height += 1
+            self.inner = range(self.height - 1)
+            return
+        parent, idx = path.pop()
+        self.preserve(parent)
+        parent.keys.insert(idx, sep)
+        parent.kids.insert(idx + 1, right_pg)
+        parent.used += _INT_FIXED + len(sep)
+        self.touch(parent)
+        if parent.used > self.page_size:
+            self._split_internal(parent, path, idx)
+
+    def _split_internal(self, node: Node, path: list, at: int) -> None:
+        keys, kids = node.keys, node.kids
+        n = len(keys)
+        if at == n - 1 and n >= 3:
+            m = n - 2  # appending at the right edge
+        else:
+            m = _balanced_point([_INT_FIXED + len(k) for k in keys], 1, n - 2)
+        up = keys[m]
+        right = self.pool.new_node(False)
+        right.keys = keys[m + 1:]
+        right.kids = kids[m + 1:]
+        del keys[m:]
+        del kids[m + 1:]
+        node.used = _internal_used(node)
+        right.used = _internal_used(right)
+        self._insert_in_parent(path, node, up, right.pgno)
+
+    # ---- merges -----------------------------------------------------------------------------
+
+    def _rebalance(self, node: Node, path: list) -> None:
+        parent, idx = path[-1]
+        if len(parent.kids) < 2:
+            return
+        leaf = node.leaf
+        if idx > 0:
+            left, right, s = self.node(parent.kids[idx - 1], leaf), node, idx - 1
+        else:
+            left, right, s = node, self.node(parent.kids[1], leaf), 0
+        sep = parent.keys[s]
+        self.preserve(left)
+        self.preserve(right)
+        self.preserve(parent)
+        combined = left.used + right.used - HEADER_SIZE
+        if not leaf:
+            combined += _INT_FIXED + len(sep)
+        if combined <= self.page_size:
+            if leaf:
+                left.keys += right.keys
+                left.vals += right.vals
+                left.ovf = left.ovf or right.ovf
+                if self.ahi:
+                    self._rehome(left)
+                left.next = right.next
+                if right.next:
+                    nxt = self.node(right.next, True)
+                    self.preserve(nxt)
+                    nxt.prev = left.pgno
+                    self.touch(nxt)
+            else:
+                left.keys.append(sep)
+                left.keys += right.keys
+                left.kids += right.kids
+            left.used = combined
+            self.touch(left)
+            self.pool.release(right.pgno)
+            del parent.keys[s]
+            del parent.kids[s + 1]
+            parent.used -= _INT_FIXED + len(sep)
+            self.touch(parent)
+            path.pop()
+            if not path:
+                if not parent.keys:
+                    self.root = parent.kids[0]
+                    self.pool.release(parent.pgno)
+                    self.height -= 1
+                    self.inner = range(self.height - 1)
+            elif parent.used < self.min_fill:
+                self._rebalance(parent, path)
+        elif not leaf and not node.keys:
+            self._redistribute_internal(left, right, parent, s, path)
+
+    def _redistribute_internal(self, left: Node, right: Node, parent: Node, s: int, path: list) -> None:
+        """Spread two internal siblings' children evenly (one of them has no key left)."""
+        keys = left.keys + [parent.keys[s]] + right.keys
+        kids = left.kids + right.kids
+        n = len(keys)
+        m = _balanced_point([_INT_FIXED + len(k) for k in keys], 1, n - 2)
+        old = parent.keys[s]
+        up = keys[m]
+        left.keys, left.kids = keys[:m], kids[:m + 1]
+        right.keys, right.kids = keys[m + 1:], kids[m + 1:]
+        left.used = _internal_used(left)
+        right.used = _internal_used(right)
+        self.touch(left)
+        self.touch(right)
+        parent.keys[s] = up
+        parent.used += len(up) - len(old)
+        self.touch(parent)
+        if parent.used > self.page_size:
+            self._split_internal(parent, path[:-1], s)
+
+    # ---- range reads ----------------------------------------------------------------------------
+
+    def _resolve(self, vals: list) -> tuple[list, int]:
+        """``vals`` with overflow references replaced by their values, and the
+        number of overflow bytes read (chunks stop early after a few MiB)."""
+        if Overflow in set(map(type, vals)):
+            out = [v if type(v) is bytes else self.read_overflow(v) for v in vals]
+            return out, sum(map(len, out))
+        return vals, 0
+
+    def _view(self, view):
+        """(root, height, node accessor) of the current tree or of a snapshot
+        view (root, height, overlay)."""
+        if view is None:
+            return self.root, self.height, self.node
+        root, height, overlay = view
+        node = self.node
+
+        def snap_node(pg: int, leaf: bool) -> Node:
+            n = overlay.get(pg)
+            return n if n is not None else node(pg, leaf)
+        return root, height, snap_node
+
+    def get_in(self, view, key: bytes):
+        """The value of ``key`` in a snapshot view, or None."""
+        root, height, node = self._view(view)
+        pg = root
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[bisect_right(n.keys, key)]
+        n = node(pg, True)
+        i = bisect_left(n.keys, key)
+        if i < len(n.keys) and n.keys[i] == key:
+            v = n.vals[i]
+            return v if type(v) is bytes else self.read_overflow(v)
+        return None
+
+    def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
+                      limit: int, view=None) -> tuple[list, bool]:
+        """Up to about ``limit`` items from ``lo`` upward (below ``hi``), and
+        whether more may follow."""
+        pg, height, node = self._view(view)
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[0 if lo is None else bisect_right(n.keys, lo)]
+        leaf = node(pg, True)
+        keys = leaf.keys
+        if lo is None:
+            i = 0
+        elif lo_inclusive:
+            i = bisect_left(keys, lo)
+        else:
+            i = bisect_right(keys, lo)
+        items: list = []
+        nbytes = 0
+        while True:
+            keys = leaf.keys
+            n = len(keys)
+            j = n if hi is None or not n or keys[-1] < hi else bisect_left(keys, hi)
+            if i < j:
+                if leaf.ovf:
+                    vals, big = self._resolve(leaf.vals[i:j])
+                    items += zip(keys[i:j], vals)
+                    nbytes += big
+                elif i == 0 and j == n:
+                    items += zip(keys, leaf.vals)
+                else:
+                    items += zip(keys[i:j], leaf.vals[i:j])
+            if j < n or not leaf.next:
+                return items, False
+            if len(items) >= limit or nbytes > (1 << 22):
+                return items, True
+            leaf = node(leaf.next, True)
+            self.pool.lookups += 1
+            i = 0
+
+    def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
+                       view=None) -> tuple[list, bool]:
+        """Up to about ``limit`` items from just below ``hi`` downward (not
+        below ``lo``), in descending order, and whether more may follow."""
+        pg, height, node = self._view(view)
+        for _ in range(height - 1):
+            n = node(pg, False)
+            pg = n.kids[len(n.keys) if hi is None else bisect_left(n.keys, hi)]
+        leaf = node(pg, True)
+        keys = leaf.keys
+        j = len(keys) if hi is None else bisect_left(keys, hi)
+        items: list = []
+        nbytes = 0
+        while True:
+            keys = leaf.keys
+            i = 0 if lo is None or not keys or keys[0] >= lo else bisect_left(keys, lo)
+            if i < j:
+                if leaf.ovf:
+                    vals, big = self._resolve(leaf.vals[i:j])
+                    items += zip(reversed(keys[i:j]), reversed(vals))
+                    nbytes += big
+                else:
+                    items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))
+            if i > 0 or not leaf.prev:
+                return items, False
+            if len(items) >= limit or nbytes > (1 << 22):
+                return items, True
+            leaf = node(leaf.prev, True)
+            self.pool.lookups += 1
+            j = len(leaf.keys)

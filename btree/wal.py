@@ -1,0 +1,232 @@
+"""The write-ahead log: one record per committed batch.
+
+This module owns the log file ``btree.log``: its header, the record framing
+(length + crc32, so a torn tail is recognised and dropped) and the encoding of
+the logical operations a batch holds. It knows nothing about pages: recovery
+re-applies the logged batches to the tree as of the last checkpoint (see
+docs/btree.md for why that is sound).
+
+Positions in the log are LSNs, byte positions in an endless stream: a record's
+LSN is the log's ``base_lsn`` (in its header) plus its offset past the header.
+A checkpoint starts a new log file whose ``base_lsn`` is the checkpointed LSN,
+so LSNs only ever grow.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from lsmkv.checksum import crc32
+from lsmkv.errors import CorruptionError
+from lsmkv.fs import FileSystem, WritableFile
+
+LOG_MAGIC = b"BTREELOG"
+LOG_VERSION = 1
+#: magic 8s, version u32, reserved u32, base LSN u64, crc32 of the first 24 bytes u32, reserved u32
+LOG_HEADER = struct.Struct("<8sIIQII")
+LOG_HEADER_SIZE = LOG_HEADER.size  # 32
+#: Record frame: crc32 of the payload u32, payload length u32.
+FRAME = struct.Struct("<II")
+FRAME_SIZE = FRAME.size
+#: Payload start: record type u8 (1 = batch), operation count u32.
+BATCH_HEAD = struct.Struct("<BI")
+REC_BATCH = 1
+OP_PUT = 1
+OP_DELETE = 2
+#: Operations: op u8, key length u16, value length u32 (puts only).
+PUT_OP = struct.Struct("<BHI")
+DEL_OP = struct.Struct("<BH")
+#: A one-put batch's payload head, packed in one call on the hot path.
+_SINGLE_PUT = struct.Struct("<BIBHI")
+_SINGLE_DEL = struct.Struct("<BIBH")
+_frame_pack = FRAME.pack
+
+
+def encode_header(base_lsn: int) -> bytes:
+    head = struct.pack("<8sIIQ", LOG_MAGIC, LOG_VERSION, 0, base_lsn)
+    return head + struct.pack("<II", crc32(head), 0)
+
+
+def _frame(payload: bytes) -> bytes:
+    return _frame_pack(crc32(payload), len(payload)) + payload
+
+
+def encode_put(key: bytes, value: bytes) -> bytes:
+    """The record of a batch holding one put."""
+    payload = b"".join((_SINGLE_PUT.pack(REC_BATCH, 1, OP_PUT, len(key), len(value)), key, value))
+    return _frame_pack(crc32(payload), len(payload)) + payload
+
+
+def encode_delete(key: bytes) -> bytes:
+    """The record of a batch holding one delete."""
+    payload = _SINGLE_DEL.pack(REC_BATCH, 1, OP_DELETE, len(key)) + key
+    return _frame_pack(crc32(payload), len(payload)) + payload
+
+
+def encode_batch(ops: list[tuple[bytes, bytes | None]]) -> bytes:
+    """The record of a batch: ``ops`` is a list of (key, value or None for delete)."""
+    parts = [BATCH_HEAD.pack(REC_BATCH, len(ops))]
+    append = parts.append
+    for key, value in ops:
+        if value is None:
+            append(DEL_OP.pack(OP_DELETE, len(key)))
+            append(key)
+        else:
+            append(PUT_OP.pack(OP_PUT, len(key), len(value)))
+            append(key)
+            append(value)
+    return _frame(b"".join(parts))
+
+
+def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, bytes | None]]:
+    """The operations of a verified record payload."""
+    try:
+        rtype, count = BATCH_HEAD.unpack_from(payload, 0)
+        if rtype != REC_BATCH:
+            raise CorruptionError(f"unknown log record type {rtype}", path=path, offset=offset)
+        pos = BATCH_HEAD.size
+        ops: list[tuple[bytes, bytes | None]] = []
+        for _ in range(count):
+            op = payload[pos]
+            if op == OP_PUT:
+                _, klen, vlen = PUT_OP.unpack_from(payload, pos)
+                pos += PUT_OP.size
+                key = payload[pos:pos + klen]
+                pos += klen
+                value = payload[pos:pos + vlen]
+                pos += vlen
+                if len(key) != klen or len(value) != vlen:
+                    raise IndexError
+                ops.append((key, value))
+            elif op == OP_DELETE:
+                _, klen = DEL_OP.unpack_from(payload, pos)
+                pos += DEL_OP.size
+                key = payload[pos:pos + klen]
+                pos += klen
+                if len(key) != klen:
+                    raise IndexError
+                ops.append((key, None))
+            else:
+                raise CorruptionError(f"unknown log operation {op}", path=path, offset=offset)
+        if pos != len(payload):
+            raise CorruptionError("log record has trailing bytes", path=path, offset=offset)
+        return ops
+    except (IndexError, struct.error):
+        raise CorruptionError("log record operations run past the record", path=path, offset=offset) from None
+
+
+class LogWriter:
+    """Appends records to ``btree.log``. ``end_lsn`` is the LSN after the last
+    record handed to the OS; ``synced_lsn`` the LSN up to which it is durable."""
+
+    __slots__ = ("file", "base_lsn", "synced_lsn", "_start_size", "append")
+
+    def __init__(self, file: WritableFile, base_lsn: int, created: bool = False) -> None:
+        self.file = file
+        self.base_lsn = base_lsn
+        self.synced_lsn = self.end_lsn
+        self._start_size = 0 if created else file.size
+        #: Hand a record to the OS (the file's own append: one call on the hot path).
+        self.append = file.append
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes this writer put in the file (its header included if it created it)."""
+        return self.file.size - self._start_size
+
+    @classmethod
+    def create(cls, fs: FileSystem, path: str, base_lsn: int, sync_dir: str) -> "LogWriter":
+        """Start a fresh log at ``base_lsn``: write it under a temporary name,
+        fsync, rename over ``path`` (so a reader never sees a half-made log)."""
+        tmp = path + ".tmp"
+        f = fs.create(tmp)
+        try:
+            f.append(encode_header(base_lsn))
+            f.sync()
+        finally:
+            f.close()
+        fs.rename(tmp, path)
+        fs.sync_dir(sync_dir)
+        return cls(fs.open_appendable(path), base_lsn, created=True)
+
+    @property
+    def end_lsn(self) -> int:
+        return self.base_lsn + self.file.size - LOG_HEADER_SIZE
+
+    def sync(self) -> None:
+        end = self.end_lsn
+        if self.synced_lsn < end:
+            self.file.sync()
+            self.synced_lsn = end
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class LogContents:
+    """The parsed log: base LSN, the batches in it, where the valid part ends."""
+
+    __slots__ = ("base_lsn", "records", "valid_end_lsn", "torn_bytes", "size")
+
+    def __init__(self, base_lsn: int) -> None:
+        self.base_lsn = base_lsn
+        #: (start LSN, end LSN, operations)
+        self.records: list[tuple[int, int, list[tuple[bytes, bytes | None]]]] = []
+        self.valid_end_lsn = base_lsn
+        self.torn_bytes = 0
+        self.size = 0
+
+
+def parse_log(data: bytes, path: str) -> LogContents | None:
+    """Parse a whole log file. None if it has no complete header (a log whose
+    creation was cut short: it holds nothing). A torn record at the tail (one
+    that runs past the end of the file or fails its checksum with nothing but
+    zero bytes after it) is dropped; a bad record anywhere else raises
+    CorruptionError with its offset."""
+    if len(data) < LOG_HEADER_SIZE:
+        return None
+    magic, version, _r, base_lsn, hcrc, _r2 = LOG_HEADER.unpack_from(data, 0)
+    if magic != LOG_MAGIC or hcrc != crc32(data[:24]):
+        raise CorruptionError("log header is damaged", path=path, offset=0)
+    if version != LOG_VERSION:
+        raise CorruptionError(f"log format version {version} is not supported", path=path, offset=0)
+    out = LogContents(base_lsn)
+    out.size = len(data)
+    pos = LOG_HEADER_SIZE
+    n = len(data)
+    for rec in iter_records(data, pos, path):
+        start, end, ops = rec
+        out.records.append((base_lsn + start - LOG_HEADER_SIZE, base_lsn + end - LOG_HEADER_SIZE, ops))
+        pos = end
+    out.valid_end_lsn = base_lsn + pos - LOG_HEADER_SIZE
+    out.torn_bytes = n - pos
+    return out
+
+
+def iter_records(data: bytes, pos: int, path: str) -> Iterator[tuple[int, int, list]]:
+    n = len(data)
+    while pos < n:
+        bad = None
+        if pos + FRAME_SIZE > n:
+            bad = "truncated record frame"
+            end = n
+        else:
+            crc, length = FRAME.unpack_from(data, pos)
+            end = pos + FRAME_SIZE + length
+            if end > n:
+                bad = "record runs past the end of the log"
+                end = n
+            elif length < BATCH_HEAD.size:
+                bad = "record too short"
+            else:
+                payload = data[pos + FRAME_SIZE:end]
+                if crc32(payload) != crc:
+                    bad = "record checksum mismatch"
+        if bad is not None:
+            rest = data[end:]
+            if end >= n or not rest.strip(b"\0"):
+                return  # a torn tail: the write that was cut short was never acknowledged
+            raise CorruptionError(f"log {bad}", path=path, offset=pos)
+        yield pos, end, decode_batch(payload, path, pos)
+        pos = end

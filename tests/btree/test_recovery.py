@@ -1,0 +1,244 @@
+"""Recovery: torn log tails, damaged logs, and checkpoints cut short at every
+step (through a file system that tears a write and then fails, as a power
+loss would leave the files)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+import btree
+from lsmkv.errors import CorruptionError
+from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
+
+OPTS = dict(page_size=1024, cache_size=64 * 1024)
+
+
+class Crash(Exception):
+    """The simulated power cut."""
+
+
+class TearingFS(OsFileSystem):
+    """Counts data writes (page-file writes and log/journal appends); write
+    number ``fail_at`` lands only half of its bytes and raises Crash, and so
+    does every write after it (the machine is off)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.writes = 0
+
+    def _hit(self, data) -> int | None:
+        self.writes += 1
+        if self.writes >= self.fail_at:
+            return len(data) // 2 if self.writes == self.fail_at else 0
+        return None
+
+    def open_paged(self, path, create=False):
+        f = super().open_paged(path, create)
+        fs = self
+
+        class P(PagedFile):
+            __slots__ = ()
+
+            def write_at(self, offset, data):
+                cut = fs._hit(data)
+                if cut is not None:
+                    if cut:
+                        super().write_at(offset, bytes(data)[:cut])
+                    raise Crash("power cut")
+                super().write_at(offset, data)
+
+            def sync(self):
+                if fs.writes >= fs.fail_at:
+                    raise Crash("power cut")
+                super().sync()
+        return P(f.path, f._fd)
+
+    def _wrap(self, f):
+        fs = self
+
+        class W(WritableFile):
+            __slots__ = ()
+
+            def append(self, data):
+                cut = fs._hit(data)
+                if cut is not None:
+                    if cut:
+                        super().append(bytes(data)[:cut])
+                    raise Crash("power cut")
+                super().append(data)
+
+            def sync(self):
+                if fs.writes >= fs.fail_at:
+                    raise Crash("power cut")
+                super().sync()
+        return W(f.path, f._fd, f.size)
+
+    def create(self, path):
+        return self._wrap(super().create(path))
+
+    def open_appendable(self, path):
+        return self._wrap(super().open_appendable(path))
+
+    def rename(self, src, dst):
+        if self.writes >= self.fail_at:
+            raise Crash("power cut")
+        super().rename(src, dst)
+
+    def remove(self, path):
+        if self.writes >= self.fail_at:
+            raise Crash("power cut")
+        super().remove(path)
+
+
+def _abandon(db) -> None:
+    """Drop a handle the way a dead process does: no checkpoint, files closed."""
+    db._simulate_crash()
+
+
+def _workload(db, model, rng, n):
+    for i in range(n):
+        k = b"key%04d" % rng.randrange(1500)
+        if rng.random() < 0.2:
+            db.delete(k)
+            model.pop(k, None)
+        else:
+            v = bytes([i % 256]) * rng.choice((10, 50, 300, 3000))
+            db.put(k, v)
+            model[k] = v
+
+
+def test_checkpoint_cut_at_every_write_recovers(tmp_path):
+    """Fill a DB, then checkpoint through a file system that dies at write N
+    (N = 1, 2, ...: inside the journal, the in-place page writes, the meta
+    page, the log switch). Every reopen must give back exactly the data."""
+    base = random.Random(7)
+    model: dict[bytes, bytes] = {}
+    path = str(tmp_path / "db")
+    with btree.open(path, **OPTS) as db:
+        _workload(db, model, base, 1500)
+    n = 1
+    cut_inside_pages = 0
+    while True:
+        fs = TearingFS(fail_at=10**9)
+        db = btree.open(path, fs=fs, **OPTS)
+        rng = random.Random(n)
+        _workload(db, model, rng, 200)  # sync=False writes: handed to the OS, so they survive
+        fs.fail_at = fs.writes + n
+        try:
+            db.flush()
+        except Crash:
+            crashed = True
+            if os.path.exists(os.path.join(path, "btree.journal")):
+                cut_inside_pages += 1
+        else:
+            crashed = False
+        _abandon(db)
+        with btree.open(path, **OPTS) as db2:
+            assert dict(db2.scan()) == model, f"wrong data after a cut at write {n}"
+            assert db2.check_invariants() == []
+        report = btree.check(path)
+        assert report.ok, report.problems
+        if not crashed:
+            break
+        n += 1
+    assert n > 3 and cut_inside_pages >= 2
+
+
+def test_torn_in_place_page_is_restored_from_the_journal(tmp_path):
+    """A page torn in the page file while the journal is complete: the
+    journal's copy is written back at open."""
+    path = str(tmp_path / "db")
+    model: dict[bytes, bytes] = {}
+    with btree.open(path, **OPTS) as db:
+        _workload(db, model, random.Random(1), 800)
+    fs = TearingFS(fail_at=10**9)
+    db = btree.open(path, fs=fs, **OPTS)
+    _workload(db, model, random.Random(2), 800)
+    # Writes of a checkpoint: journal header, body, trailer (3 appends), then page runs.
+    fs.fail_at = fs.writes + 4
+    with pytest.raises(Crash):
+        db.flush()
+    _abandon(db)
+    assert os.path.exists(os.path.join(path, "btree.journal"))
+    pre = btree.check(path)  # check reads the journal's pages in place of the torn ones
+    assert pre.ok and pre.details["pending_journal"]
+    with btree.open(path, **OPTS) as db2:
+        assert dict(db2.scan()) == model
+    assert not os.path.exists(os.path.join(path, "btree.journal"))
+    assert btree.check(path).ok
+
+
+def test_torn_log_tail_is_dropped(tmp_path):
+    path = str(tmp_path / "db")
+    db = btree.open(path, **OPTS)
+    db.put(b"a", b"1", sync=True)
+    db.put(b"b", b"2", sync=True)
+    _abandon(db)
+    log_path = os.path.join(path, "btree.log")
+    size = os.path.getsize(log_path)
+    with open(log_path, "r+b") as f:  # cut the last record in half
+        f.truncate(size - 3)
+    with btree.open(path, **OPTS) as db:
+        assert db.get(b"a") == b"1" and db.get(b"b") is None
+        db.put(b"c", b"3", sync=True)
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1", b"c": b"3"}
+    # Zero bytes after the last record (a file extended but never written) are a torn tail too.
+    db = btree.open(path, **OPTS)
+    db.put(b"d", b"4", sync=True)
+    _abandon(db)
+    with open(log_path, "ab") as f:
+        f.write(b"\0" * 100)
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1", b"c": b"3", b"d": b"4"}
+
+
+def test_damaged_log_record_before_the_tail_is_corruption(tmp_path):
+    path = str(tmp_path / "db")
+    db = btree.open(path, **OPTS)
+    for i in range(5):
+        db.put(b"k%d" % i, b"v" * 20, sync=True)
+    _abandon(db)
+    log_path = os.path.join(path, "btree.log")
+    with open(log_path, "r+b") as f:
+        f.seek(32 + 20)  # inside the first record
+        f.write(b"\xff")
+    with pytest.raises(CorruptionError, match="log record checksum mismatch") as info:
+        btree.open(path, **OPTS)
+    assert info.value.path == log_path and info.value.offset == 32
+    report = btree.check(path)
+    assert not report.ok and "btree.log" in report.problems[0]
+
+
+def test_replay_after_crash_without_checkpoint_keeps_batches_whole(tmp_path):
+    path = str(tmp_path / "db")
+    db = btree.open(path, **OPTS)
+    with db.write_batch() as b:
+        for i in range(200):
+            b.put(b"b%03d" % i, b"x" * 100)
+    db.put(b"single", b"y")
+    _abandon(db)
+    with btree.open(path, **OPTS) as db:
+        assert db.stats()["replayed_batches"] == 2
+        assert len(list(db.scan(prefix=b"b"))) == 200 and db.get(b"single") == b"y"
+
+
+def test_an_io_error_while_logging_stops_the_handle_until_reopened(tmp_path):
+    path = str(tmp_path / "db")
+    fs = TearingFS(fail_at=10**9)
+    db = btree.open(path, fs=fs, **OPTS)
+    db.put(b"a", b"1", sync=True)
+    fs.fail_at = fs.writes + 1  # the next log append lands half a record, then fails
+    with pytest.raises(Crash):
+        db.put(b"b", b"2")
+    from lsmkv.errors import BackgroundError
+    with pytest.raises(BackgroundError, match="reopen"):
+        db.put(b"c", b"3")
+    with pytest.raises(BackgroundError):
+        db.get(b"a")
+    db.close()  # no checkpoint through the failed handle
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}  # the half record was a torn tail

@@ -1,0 +1,224 @@
+"""Leveled compaction: picking, merging, garbage collection, stalls."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import pytest
+
+import lsmkv
+from lsmkv.check import check_db, dump_table
+from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction
+from lsmkv.version import NUM_LEVELS, FileMeta, Version
+
+SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
+             l0_compaction_trigger=2, compaction_executor="thread")
+
+
+def meta(n, lo, hi, size=1000, seq=1):
+    return FileMeta(n, size, lo, hi, seq, seq, 10, 0)
+
+
+def version(levels):
+    full = [list(files) for files in levels] + [[] for _ in range(NUM_LEVELS - len(levels))]
+    return Version(full)
+
+
+LIMITS = CompactionLimits(level1_max_bytes=10_000, level_size_multiplier=10, target_file_size=1000,
+                          l0_compaction_trigger=4, max_grandparent_overlap_bytes=10_000)
+
+
+def test_scores_and_level0_pick_takes_overlapping_tables():
+    l0 = [meta(5, b"a", b"c", seq=50), meta(4, b"x", b"z", seq=40), meta(3, b"b", b"d", seq=30),
+          meta(2, b"c", b"e", seq=20)]
+    l1 = [meta(10, b"a", b"b"), meta(11, b"d", b"f"), meta(12, b"g", b"h")]
+    v = version([l0, l1])
+    scores = level_scores(v, LIMITS)
+    assert scores[0] == 1.0 and scores[1] == pytest.approx(0.3)
+    c = pick_compaction(v, LIMITS, {})
+    # The oldest (2: c..e) pulls in 3 (b..d) and 5 (a..c), not 4 (x..z).
+    assert [f.number for f in c.inputs] == [5, 3, 2]
+    assert [f.number for f in c.next_inputs] == [10, 11]
+    assert c.output_level == 1
+
+
+def test_pointer_rotates_and_trivial_move():
+    l1 = [meta(10, b"a", b"b", 6000), meta(11, b"d", b"f", 6000), meta(12, b"g", b"h", 6000)]
+    l2 = [meta(20, b"a", b"c")]
+    v = version([[], l1, l2])
+    c = pick_compaction(v, LIMITS, {})
+    assert [f.number for f in c.inputs] == [10] and [f.number for f in c.next_inputs] == [20]
+    c = pick_compaction(v, LIMITS, {1: b"b"})
+    assert [f.number for f in c.inputs] == [11] and not c.next_inputs
+    assert c.is_trivial_move(LIMITS)
+    c = pick_compaction(v, LIMITS, {1: b"h"})  # wraps around
+    assert [f.number for f in c.inputs] == [10]
+
+
+def test_nothing_to_do_below_the_triggers():
+    v = version([[meta(1, b"a", b"b")], [meta(2, b"a", b"b")]])
+    assert pick_compaction(v, LIMITS, {}) is None
+
+
+def fill(db, n, seed=0, value_size=100):
+    rng = random.Random(seed)
+    keys = [b"key%06d" % i for i in range(n)]
+    rng.shuffle(keys)
+    for k in keys:
+        db.put(k, k + b"-" + bytes(value_size))
+    return keys
+
+
+def test_background_compaction_keeps_levels_sorted_and_data_intact(db_path):
+    with lsmkv.open(db_path, **SMALL) as db:
+        keys = fill(db, 5000)
+        db.flush()
+        assert db._compactor.wait_idle(timeout=60)
+        stats = db.stats()
+        assert stats["compactions"] > 0
+        assert sum(stats["files_per_level"][1:]) > 0
+        assert stats["files_per_level"][0] < SMALL["l0_compaction_trigger"] + 1
+        for level in range(1, NUM_LEVELS):
+            files = db._state.version.levels[level]
+            assert all(a.largest < b.smallest for a, b in zip(files, files[1:]))
+        assert [k for k, _ in db.scan()] == sorted(keys)
+        assert all(db.get(k) == k + b"-" + bytes(100) for k in keys[:500])
+    assert check_db(db_path).ok
+
+
+def test_deleting_half_then_compacting_removes_tombstones_and_dead_values(db_path):
+    with lsmkv.open(db_path, **SMALL) as db:
+        keys = fill(db, 6000, value_size=200)
+        db.compact_range()
+        full = db.stats()
+        deleted = set(keys[::2])
+        for k in deleted:
+            db.delete(k)
+        db.compact_range()
+        stats = db.stats()
+        assert stats["table_tombstones"] == 0
+        assert stats["table_entries"] == len(keys) - len(deleted)
+        assert stats["tombstones_dropped"] >= len(deleted)
+        assert stats["entries_dropped"] >= len(deleted)
+        assert sum(stats["bytes_per_level"]) < 0.6 * sum(full["bytes_per_level"])
+        assert all(db.get(k) is None for k in list(deleted)[:300])
+        measured = db.stats(space_amp=True)
+        assert measured["live_bytes"] == sum(len(k) + len(k) + 1 + 200 for k in set(keys) - deleted)
+        assert 0 < measured["space_amp"] < 1.2
+    dumped = set()
+    for name in os.listdir(db_path):
+        if name.endswith(".sst"):
+            info = dump_table(os.path.join(db_path, name))
+            assert info["properties"]["tombstones"] == 0
+            dumped |= {row["key"] for row in info["entries"]}
+    assert dumped == set(keys) - deleted
+    with lsmkv.open(db_path) as db:
+        assert [k for k, _ in db.scan()] == sorted(set(keys) - deleted)
+
+
+def test_overwritten_versions_are_dropped_but_snapshots_keep_theirs(db_path):
+    with lsmkv.open(db_path, **SMALL) as db:
+        for i in range(2000):
+            db.put(b"k%04d" % i, b"v1")
+        snap = db.snapshot()
+        for i in range(2000):
+            db.put(b"k%04d" % i, b"v2")
+        for i in range(0, 2000, 2):
+            db.delete(b"k%04d" % i)
+        db.compact_range()
+        # The snapshot still sees every v1; the tombstones it cannot see as
+        # "older" data are kept because v1 lies below them for the snapshot.
+        assert all(snap.get(b"k%04d" % i) == b"v1" for i in range(0, 2000, 7))
+        assert len(list(snap.scan())) == 2000
+        assert db.get(b"k0001") == b"v2" and db.get(b"k0000") is None
+        entries_with_snapshot = db.stats()["table_entries"]
+        snap.close()
+        db.compact_range()
+        stats = db.stats()
+        assert stats["table_entries"] == 1000 < entries_with_snapshot
+        assert stats["table_tombstones"] == 0
+
+
+def test_open_scan_keeps_its_files_until_it_is_done(db_path):
+    with lsmkv.open(db_path, **SMALL) as db:
+        fill(db, 3000)
+        db.flush()
+        it = db.scan()
+        first = next(it)
+        before = {n for n in os.listdir(db_path) if n.endswith(".sst")}
+        for i in range(3000):
+            db.put(b"key%06d" % i, b"new")
+        db.compact_range()
+        rest = list(it)
+        assert len(rest) == 2999 and first[1] != b"new" and all(v != b"new" for _, v in rest)
+        del it, rest
+        db.compact_range()
+        after = {n for n in os.listdir(db_path) if n.endswith(".sst")}
+        assert not before & after  # the scan's tables were deleted once it was gone
+
+
+def test_level0_triggers_slow_and_stop_writers(db_path):
+    opts = dict(SMALL, write_buffer_size=4096, l0_compaction_trigger=2, l0_slowdown_trigger=3, l0_stop_trigger=4,
+                delayed_write_rate=2 * 1024 * 1024, max_immutable_memtables=1)
+    with lsmkv.open(db_path, **opts) as db:
+        most = 0
+        for i in range(20000):
+            db.put(b"%08d" % random.randrange(10**8), b"x" * 50)
+            if i % 50 == 0:
+                most = max(most, len(db._state.version.levels[0]))
+        stats = db.stats()
+        assert stats["slowdown_count"] > 0 or stats["stall_count"] > 0
+        # A stopped writer lets queued immutable memtables finish flushing, no more.
+        assert most <= opts["l0_stop_trigger"] + opts["max_immutable_memtables"]
+
+
+def test_compaction_in_a_worker_process(db_path):
+    with lsmkv.open(db_path, **dict(SMALL, compaction_executor="process")) as db:
+        keys = fill(db, 4000)
+        for k in keys[:1000]:
+            db.delete(k)
+        db.compact_range()
+        stats = db.stats()
+        assert stats["compactions"] > 0 and stats["table_tombstones"] == 0
+        assert len(list(db.scan())) == 3000
+        worker = db._compactor._worker
+        assert worker is not None and worker._proc is not None and worker._proc.poll() is None
+    assert worker._proc is None  # stopped at close
+
+
+def test_compact_range_on_a_subrange(db_path):
+    with lsmkv.open(db_path, **SMALL) as db:
+        fill(db, 3000)
+        for i in range(1000, 2000):
+            db.delete(b"key%06d" % i)
+        db.compact_range(b"key001000", b"key002000")
+        assert all(db.get(b"key%06d" % i) is None for i in range(1000, 2000, 37))
+        assert db.get(b"key000999") is not None and db.get(b"key002000") is not None
+        assert len(list(db.scan())) == 2000
+    with pytest.raises(TypeError):
+        with lsmkv.open(db_path, **SMALL) as db:
+            db.compact_range("a")
+
+
+def test_concurrent_writes_reads_and_compactions(db_path):
+    with lsmkv.open(db_path, **dict(SMALL, compaction_executor="process")) as db:
+        stop = threading.Event()
+        errors = []
+
+        def reader():
+            while not stop.is_set():
+                rows = list(db.scan(prefix=b"stable"))
+                if len(rows) != 200:
+                    errors.append(len(rows))
+
+        for i in range(200):
+            db.put(b"stable%03d" % i, b"s")
+        t = threading.Thread(target=reader)
+        t.start()
+        fill(db, 8000)
+        stop.set()
+        t.join()
+        assert not errors
+        assert db.stats()["compactions"] > 0
