@@ -27,8 +27,8 @@ DEFAULT_ENGINES = ["lsm", "btree", "sqlite"]
 #: engines finish in about two minutes on a 2-core machine.
 DEFAULT_WORKLOADS = ("fillrandom,overwrite,readrandom,readmissing,seekrandom,readseq,"
                      "ycsb-a,ycsb-b,ycsb-c,ycsb-d,ycsb-e,ycsb-f,deleterandom")
-DEFAULT_RECORDS = 50_000
-DEFAULT_OPERATIONS = 20_000
+DEFAULT_RECORDS = 100_000
+DEFAULT_OPERATIONS = 30_000
 DEFAULT_CACHE_SIZE = 8 << 20
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,

@@ -192,7 +192,7 @@ def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
         _grouped_bars(ax, writing, engines, lambda e, w: (idx.get((e, w)) or {}).get("write_amp"),
                       label_fmt=lambda v, p=None: f"{v:.3g}" if v < 1000 else _si(v))
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-        ax.set_title("Write amplification: bytes written to storage (/proc/self/io) / user bytes written "
+        ax.set_title("Write amplification: bytes written to the engine's files / user bytes written "
                      "(log scale; lower is better)", fontsize=10)
         ax.set_ylabel("write amp (x)")
         ax.legend(ncol=len(engines), loc="upper left", fontsize=8, frameon=False)

@@ -93,8 +93,9 @@ def detail_table(doc: dict[str, Any]) -> Table:
     table = Table(["engine", "workload", "ops", "ops/s", "p50 µs", "p95 µs", "p99 µs", "p99.9 µs", "max µs",
                    "write amp", "(engine)", "space amp", "read amp", "CPU s", "peak RSS MiB"],
                   title="Every run",
-                  caption="write amp: bytes written to storage (/proc/self/io) / user bytes written; "
-                          "(engine): the same from the engine's own counter; space amp: directory bytes / "
+                  caption="write amp: bytes written to the engine's files (/proc/self/io wchar, or the engine's "
+                          "counter where larger) / user bytes written; (engine): from the engine's own counter "
+                          "alone; space amp: directory bytes / "
                           "live bytes after the phase; read amp: blocks or pages read per get (engine counters).")
     for run in doc["runs"]:
         lat = run.get("latency_us") or {}
@@ -127,7 +128,7 @@ def amplification_table(doc: dict[str, Any]) -> Table:
         headers.append(f"read amp {reading}")
     headers += ["write amp whole run", "stall s", "compaction written", "CPU µs/op"]
     table = Table(headers, title="Amplification and cost per engine",
-                  caption="write amp whole run: bytes written to storage over all phases and loads / user bytes "
+                  caption="write amp whole run: bytes written to the files over all phases and loads / user bytes "
                           "they wrote. CPU µs/op: CPU time of the process and its helpers over all phases / "
                           "operations.")
     for e in engines:
@@ -145,7 +146,7 @@ def amplification_table(doc: dict[str, Any]) -> Table:
         ops = sum(r["operations"] for r in runs)
         cpu = sum(r.get("cpu_s") or 0 for r in runs)
         loads = [ld for ld in doc.get("loads", []) if ld["engine"] == e]
-        written = [x.get("io_write_bytes") for x in runs + loads]
+        written = [x.get("bytes_written") for x in runs + loads]
         user = sum(x.get("user_bytes_written") or 0 for x in runs + loads)
         whole = sum(written) / user if user and None not in written else None
         row += [fmt_amp(whole), "-" if not stalls else f"{sum(stalls):.2f}",

@@ -34,6 +34,7 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     ("p50_us", ("latency_us", "p50")), ("p95_us", ("latency_us", "p95")), ("p99_us", ("latency_us", "p99")),
     ("p999_us", ("latency_us", "p999")), ("max_us", ("latency_us", "max")), ("mean_us", ("latency_us", "mean")),
     ("write_amp", "write_amp"), ("write_amp_engine", "write_amp_engine"), ("write_amp_wchar", "write_amp_wchar"),
+    ("write_amp_dirty", "write_amp_dirty"), ("bytes_written", "bytes_written"),
     ("space_amp", "space_amp"), ("read_amp", "read_amp"),
     ("user_bytes_written", "user_bytes_written"), ("io_write_bytes", "io_write_bytes"),
     ("engine_bytes_written", "engine_bytes_written"), ("disk_bytes", "disk_bytes"), ("live_bytes", "live_bytes"),

@@ -307,6 +307,7 @@ class Runner:
         dataset.reset(plan.keyspace, plan.origin)
         values = ValuePool(self.config.seed, self.config.value_compressibility)
         self.progress.stage(engine, workload, "load", len(plan.nums))
+        stats0 = _safe_stats(adapter)
         io0, t0 = metrics.read_io(), time.perf_counter()
         user_bytes = 0
         for chunk in plan.chunks(values):
@@ -318,9 +319,11 @@ class Runner:
         seconds = time.perf_counter() - t0
         _settle()
         io = metrics.read_io() - io0
+        written, _ = metrics.bytes_written(io, metrics.engine_deltas(stats0, _safe_stats(adapter)).get("bytes_written"))
         return {"engine": engine, "before": workload, "origin": plan.origin, "records": len(plan.nums),
                 "seconds": round(seconds, 3), "records_per_sec": round(len(plan.nums) / max(seconds, 1e-9), 1),
-                "user_bytes_written": user_bytes, "io_write_bytes": io.write_bytes if io.available else None,
+                "user_bytes_written": user_bytes, "bytes_written": written,
+                "io_write_bytes": io.write_bytes if io.available else None,
                 "disk_bytes": metrics.directory_bytes(path), "live_bytes": dataset.live_bytes()}
 
     def _warmup(self, adapter: EngineAdapter, engine: str, workload: Workload, index: int,
@@ -415,6 +418,7 @@ class Runner:
         kinds = np.frombuffer(bytes(window["kinds"]), dtype=np.uint8)
         hist = metrics.histogram_from_ns(lat)
         engine_written = deltas.get("bytes_written")
+        written, written_source = metrics.bytes_written(io, engine_written)
         run: dict[str, Any] = {
             "engine": engine,
             "engine_title": title,
@@ -441,10 +445,12 @@ class Runner:
             "io_cancelled_write_bytes": io.cancelled_write_bytes if io.available else None,
             "io_wchar_bytes": io.wchar if io.available else None,
             "engine_bytes_written": engine_written,
-            "write_amp": _round(metrics.ratio(io.write_bytes if io.available else engine_written, user_bytes)),
-            "write_amp_source": "/proc/self/io" if io.available else ("engine counters" if engine_written else None),
+            "bytes_written": written,
+            "write_amp": _round(metrics.ratio(written, user_bytes)),
+            "write_amp_source": written_source,
             "write_amp_engine": _round(metrics.ratio(engine_written, user_bytes)),
             "write_amp_wchar": _round(metrics.ratio(io.wchar if io.available else None, user_bytes)),
+            "write_amp_dirty": _round(metrics.ratio(io.write_bytes if io.available else None, user_bytes)),
             "disk_bytes": disk,
             "live_bytes": live,
             "live_records": dataset.live_count,
