@@ -198,10 +198,27 @@ def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
         ax.legend(ncol=len(engines), loc="upper left", fontsize=8, frameon=False)
     ax = axes.pop(0)
     x = np.arange(len(workloads))
+    lowest, highest = 1.0, 1.0
     for e in engines:
         ys = [(idx.get((e, w)) or {}).get("space_amp") for w in workloads]
         ys = [np.nan if v is None else v for v in ys]
         ax.plot(x, ys, marker="o", color=_color(e, engines), label=e)
+        if not all(np.isnan(ys)):
+            lowest, highest = min(lowest, np.nanmin(ys)), max(highest, np.nanmax(ys))
+        last = next((i for i in range(len(ys) - 1, -1, -1) if not np.isnan(ys[i])), None)
+        if last is not None:
+            ax.annotate(f"{ys[last]:.2g}", (x[last], ys[last]), textcoords="offset points", xytext=(6, 0),
+                        va="center", fontsize=7, color=_color(e, engines))
+    # Phases that start on freshly loaded data (YCSB's 1,000-byte records, for example).
+    for w in {ld["before"] for ld in doc.get("loads", [])}:
+        if w in workloads:
+            k = workloads.index(w) - 0.5
+            ax.axvline(k, color="grey", linewidth=0.8, linestyle="--")
+            ax.annotate("new data loaded", (k, 1), xycoords=("data", "axes fraction"), xytext=(3, -10),
+                        textcoords="offset points", fontsize=7, color="grey")
+    # Room for a labelled tick below and above the data.
+    ax.set_ylim(min(0.5, lowest) * 0.8, max(2.0, highest) * 1.3)
+    ax.set_xlim(-0.4, len(workloads) - 0.4)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_xticks(x)
     ax.set_xticklabels(workloads, rotation=30, ha="right")
