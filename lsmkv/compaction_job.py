@@ -27,13 +27,15 @@ import struct
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, not_
+from itertools import chain
 from typing import BinaryIO
+
+import numpy as np
 
 from .fs import DEFAULT_FS, FileSystem
 from .retention import retained
 from .table.builder import TableBuilder
+from .table.columns import Columns
 from .table.reader import TableReader
 from .write_batch import TOMBSTONE
 
@@ -117,33 +119,33 @@ class _Source:
         self.readers = readers
         self.table = 0
         self.block = 0
-        self.keys: list[bytes] = []
-        self.seq_kinds: list[int] = []
-        self.values: list[bytes] = []
+        self.pending = Columns.empty()
+        #: Last key of the last block read (None before any).
+        self.read_up_to: bytes | None = None
 
-    def _load_block(self) -> bool:
-        while self.table < len(self.readers):
-            reader = self.readers[self.table]
-            if self.block < reader.num_blocks:
-                block = reader.block(self.block)
-                self.block += 1
-                self.keys += block.keys
-                self.seq_kinds += block.seq_kinds
-                self.values += block.values
-                return True
-            self.table += 1
-            self.block = 0
-        return False
-
-    def take_below(self, hi: bytes | None) -> tuple[list[bytes], list[int], list[bytes]]:
+    def take_below(self, hi: bytes | None) -> Columns:
         """Every remaining entry with key < hi (all of them when hi is None)."""
-        while not self.keys or hi is None or self.keys[-1] < hi:
-            if not self._load_block():
+        parts = [self.pending]
+        while hi is None or self.read_up_to is None or self.read_up_to < hi:
+            if self.table >= len(self.readers):
                 break
-        cut = len(self.keys) if hi is None else bisect_left(self.keys, hi)
-        taken = self.keys[:cut], self.seq_kinds[:cut], self.values[:cut]
-        del self.keys[:cut], self.seq_kinds[:cut], self.values[:cut]
-        return taken
+            reader = self.readers[self.table]
+            if self.block >= reader.num_blocks:
+                self.table += 1
+                self.block = 0
+                continue
+            # Every block of this table up to the first whose last key reaches hi.
+            first = self.block
+            last = reader.num_blocks if hi is None else min(bisect_left(reader.index_keys, hi, lo=first) + 1,
+                                                            reader.num_blocks)
+            raws = [reader.raw_block(i) for i in range(first, last)]
+            parts.append(Columns.from_blocks(raws, reader.path, reader.index_offsets[first:last]))
+            self.block = last
+            self.read_up_to = reader.index_keys[last - 1]
+        run = Columns.concat(parts)
+        cut = len(run) if hi is None else run.bisect_left(hi)
+        self.pending = run.slice(cut, len(run)).compacted() if cut < len(run) else Columns.empty()
+        return run.slice(0, cut)
 
 
 def _chunk_bounds(readers: list[TableReader], blocks_per_chunk: int) -> list[bytes]:
@@ -153,71 +155,68 @@ def _chunk_bounds(readers: list[TableReader], blocks_per_chunk: int) -> list[byt
     return ends[blocks_per_chunk::blocks_per_chunk]
 
 
-def _merge(parts: list[tuple[list[bytes], list[int], list[bytes]]]):
+def _merge(parts: list[Columns]) -> Columns:
     """One run in internal order from runs given newest source first.
 
     A stable sort by user key keeps, for equal keys, the order of the
     concatenation: newer sources first, and within a source newer first."""
-    parts = [p for p in parts if p[0]]
+    parts = [p for p in parts if len(p)]
     if len(parts) <= 1:
-        return parts[0] if parts else ([], [], [])
-    keys = list(chain.from_iterable(p[0] for p in parts))
-    seq_kinds = list(chain.from_iterable(p[1] for p in parts))
-    values = list(chain.from_iterable(p[2] for p in parts))
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    return [keys[i] for i in order], [seq_kinds[i] for i in order], [values[i] for i in order]
+        return parts[0] if parts else Columns.empty()
+    run = Columns.concat(parts)
+    return run.take(run.stable_order())
 
 
-def _resolve(keys, seq_kinds, values, snapshots: list[int], bottommost: _BottommostTest, result: CompactionResult):
+def _resolve(run: Columns, snapshots: list[int], bottommost: _BottommostTest,
+             result: CompactionResult) -> tuple[Columns, np.ndarray]:
     """Drop the versions no reader can see and the tombstones nothing older
     lies under. Only keys with several versions or a tombstone are looked at
-    one by one; the rest pass through untouched."""
-    n = len(keys)
-    same_as_previous = list(compress(range(1, n), map(bytes.__eq__, keys[1:], keys[:-1])))
-    tombstones = list(compress(range(n), map(not_, map(and_, seq_kinds, repeat(0xFF)))))
-    if not same_as_previous and not tombstones:
-        return keys, seq_kinds, values
-    candidates = sorted(set(same_as_previous) | set(tombstones))
-    drop: list[int] = []
-    done_until = 0
-    for i in candidates:
-        if i < done_until:
-            continue
-        start = i
-        while start > 0 and keys[start - 1] == keys[i]:
-            start -= 1
-        end = i + 1
-        while end < n and keys[end] == keys[i]:
-            end += 1
-        done_until = end
-        group = [(seq_kinds[x] >> 8, seq_kinds[x] & 0xFF, x) for x in range(start, end)]
+    one by one; the rest pass through in bulk. Returns the kept run and its
+    same-key-as-previous flags."""
+    n = len(run)
+    same = run.same_as_previous()
+    tombstone = (run.seq_kinds & np.uint64(0xFF)) == 0
+    interesting = np.flatnonzero(same | tombstone)
+    if not len(interesting):
+        return run, same
+    group_starts = np.flatnonzero(~same)
+    group_of = np.cumsum(~same) - 1
+    keep = np.ones(n, dtype=bool)
+    seq_kinds = run.seq_kinds
+    for g in np.unique(group_of[interesting]).tolist():
+        start = int(group_starts[g])
+        end = int(group_starts[g + 1]) if g + 1 < len(group_starts) else n
+        group = [(sk >> 8, sk & 0xFF, start + x) for x, sk in enumerate(seq_kinds[start:end].tolist())]
         kept = retained(group, snapshots) if len(group) > 1 else group
         result.versions_dropped += len(group) - len(kept)
-        if kept[-1][1] == TOMBSTONE and bottommost(keys[start]):
+        if kept[-1][1] == TOMBSTONE and bottommost(run.key(start)):
             while kept and kept[-1][1] == TOMBSTONE:
                 kept = kept[:-1]
                 result.tombstones_dropped += 1
         if len(kept) < len(group):
-            keep = {x for _, _, x in kept}
-            drop.extend(x for x in range(start, end) if x not in keep)
-    if not drop:
-        return keys, seq_kinds, values
-    mask = [True] * n
-    for x in drop:
-        mask[x] = False
-    return list(compress(keys, mask)), list(compress(seq_kinds, mask)), list(compress(values, mask))
+            keep[start:end] = False
+            for _, _, x in kept:
+                keep[x] = True
+    if keep.all():
+        return run, same
+    groups = group_of[keep]
+    return run.take(keep), np.concatenate(([False], groups[1:] == groups[:-1]))
 
 
-def _zero_sequences(keys: list[bytes], seq_kinds: list[int], snapshots: list[int]) -> list[int]:
+def _zero_sequences(run: Columns, same: np.ndarray, snapshots: list[int]) -> Columns:
     """At the bottom of the tree, a key's last version that every reader can
     see gets sequence 0 (as RocksDB does): nothing older exists to order it
     against, and a column of zeros compresses to nearly nothing."""
+    seq_kinds = run.seq_kinds
     if not snapshots:
         # Retention left one version per key: every one of them qualifies.
-        return list(map(and_, seq_kinds, repeat(0xFF)))
-    limit = snapshots[0]
-    last_of_key = [*map(bytes.__ne__, keys[:-1], keys[1:]), True]
-    return [sk & 0xFF if last and sk >> 8 <= limit else sk for sk, last in zip(seq_kinds, last_of_key)]
+        zeroed = seq_kinds & np.uint64(0xFF)
+    else:
+        last_of_key = np.ones(len(run), dtype=bool)
+        last_of_key[:-1] = ~same[1:]
+        visible_to_all = (seq_kinds >> np.uint64(8)) <= np.uint64(snapshots[0])
+        zeroed = np.where(last_of_key & visible_to_all, seq_kinds & np.uint64(0xFF), seq_kinds)
+    return run.with_seq_kinds(zeroed)
 
 
 class _OutputWriter:
@@ -235,19 +234,19 @@ class _OutputWriter:
         self.gp_overlap = 0
         self.has_keys = False  # whether the current output holds any key yet
 
-    def add(self, keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> None:
-        while keys:
+    def add(self, run: Columns) -> None:
+        while len(run):
             if self.builder is None:
                 self._open()
-            cut = min(self._size_cut(keys, values), self._grandparent_cut(keys))
+            cut = min(self._size_cut(run), self._grandparent_cut(run))
             if cut:
-                self.builder.add_sorted(keys[:cut], seq_kinds[:cut], values[:cut])
+                self.builder.add_columns(run.slice(0, cut))
                 self.has_keys = True
-            if cut < len(keys):
+            if cut < len(run):
                 self.finish_file()
-            keys, seq_kinds, values = keys[cut:], seq_kinds[cut:], values[cut:]
+            run = run.slice(cut, len(run))
 
-    def _size_cut(self, keys: list[bytes], values: list[bytes]) -> int:
+    def _size_cut(self, run: Columns) -> int:
         """Index before which the output stays under target_file_size."""
         builder = self.builder
         written_raw = builder.props.raw_key_bytes + builder.props.raw_value_bytes
@@ -255,37 +254,37 @@ class _OutputWriter:
         ratio = builder.file_size / written_raw if written_raw > 4 * self.job.table.block_size else 1.0
         budget = (self.job.target_file_size - builder.file_size) / max(ratio, 0.05)
         if budget <= 0:
-            return self._key_boundary(keys, 0) if not self.has_keys else 0
-        cum = list(accumulate(map(add, map(len, keys), map(len, values))))
-        j = bisect_left(cum, budget)
-        if j >= len(keys):
-            return len(keys)
-        return self._key_boundary(keys, j)
+            return self._key_boundary(run, 0) if not self.has_keys else 0
+        cum = np.cumsum(run.klen + run.vlen)
+        j = int(np.searchsorted(cum, budget, side="left"))
+        if j >= len(run):
+            return len(run)
+        return self._key_boundary(run, j)
 
     @staticmethod
-    def _key_boundary(keys: list[bytes], j: int) -> int:
-        """The end of the versions of keys[j]: outputs never split a key."""
-        n = len(keys)
+    def _key_boundary(run: Columns, j: int) -> int:
+        """The end of the versions of the key at j: outputs never split a key."""
+        key = run.key(j)
         end = j + 1
-        while end < n and keys[end] == keys[j]:
+        while end < len(run) and run.key(end) == key:
             end += 1
         return end
 
-    def _grandparent_cut(self, keys: list[bytes]) -> int:
+    def _grandparent_cut(self, run: Columns) -> int:
         gps = self.job.grandparents
         limit = self.job.max_grandparent_overlap_bytes
         while self.gp_index < len(gps):
             largest, size = gps[self.gp_index]
-            position = bisect_right(keys, largest)
-            if position >= len(keys):
-                return len(keys)  # this grandparent continues past the run
+            position = run.bisect_right(largest)
+            if position >= len(run):
+                return len(run)  # this grandparent continues past the run
             self.gp_index += 1
             if position > 0 or self.has_keys:
                 self.gp_overlap += size
-                if self.gp_overlap > limit and (position > 0 or self.has_keys):
+                if self.gp_overlap > limit:
                     self.gp_overlap = 0
                     return position
-        return len(keys)
+        return len(run)
 
     def _open(self) -> None:
         t = self.job.table
@@ -345,14 +344,14 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
         bottommost = _BottommostTest(job.lower_ranges)
         at_bottom = not any(job.lower_ranges)
         for hi in [*_chunk_bounds(readers, BLOCKS_PER_CHUNK), None]:
-            keys, seq_kinds, values = _merge([source.take_below(hi) for source in sources])
-            result.entries_read += len(keys)
-            if keys:
-                keys, seq_kinds, values = _resolve(keys, seq_kinds, values, job.snapshots, bottommost, result)
-                if at_bottom and keys:
-                    seq_kinds = _zero_sequences(keys, seq_kinds, job.snapshots)
-                result.entries_written += len(keys)
-                out.add(keys, seq_kinds, values)
+            run = _merge([source.take_below(hi) for source in sources])
+            result.entries_read += len(run)
+            if len(run):
+                run, same = _resolve(run, job.snapshots, bottommost, result)
+                if at_bottom and len(run):
+                    run = _zero_sequences(run, same, job.snapshots)
+                result.entries_written += len(run)
+                out.add(run)
         out.finish_file()
     except BaseException:
         out.abort()

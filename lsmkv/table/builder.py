@@ -14,11 +14,13 @@ from bisect import bisect_left
 from itertools import accumulate, compress, repeat
 from operator import add, and_, rshift
 
+import numpy as np
 import zstandard
 
 from ..fs import WritableFile
 from .block import BlockBuilder, encode_block
-from .bloom import _hash64, bloom_hash, build_filter
+from .columns import Columns
+from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
 from .format import Footer, compress_block
 from .properties import TableProperties
 
@@ -43,13 +45,19 @@ class TableBuilder:
         self._offset = 0
         self._last_key: bytes | None = None
         self._last_seq = 0
+        #: Entries given as columns that do not fill a block yet (add_columns).
+        self._pending_cols: Columns | None = None
+        #: Raw block size of the pending columns (4 bytes of count included).
+        self._pending_raw = 0
+        #: Bloom hashes computed in bulk (add_columns), beside _hashes.
+        self._hash_arrays: list[np.ndarray] = []
         self.props = TableProperties(compression=compression.encode() if compression else b"none")
         self.props.smallest_seq = (1 << 56) - 1
 
     @property
     def file_size(self) -> int:
         """Bytes written so far plus the data block under construction."""
-        return self._offset + self._pending_bytes + self._block.size
+        return self._offset + self._pending_bytes + self._block.size + self._pending_raw
 
     @property
     def entries(self) -> int:
@@ -133,6 +141,92 @@ class TableBuilder:
             if block.size >= self.block_size:
                 self._finish_data_block()
 
+    def add_columns(self, cols: "Columns") -> None:
+        """Append a run of entries held as columns (table/columns.py), already
+        in internal order: the same table as adding them one by one, built
+        with vectorized steps. Used by compaction; not to be mixed with
+        add()/add_sorted() in one table."""
+        if not len(cols):
+            return
+        if len(self._block):
+            raise ValueError("add_columns() cannot follow add() or add_sorted() in one table")
+        if not cols.is_sorted() or (self._last_key is not None and cols.key(0) < self._last_key):
+            raise ValueError("table entries out of order in a column run")
+        self._count_columns(cols)
+        sizes = (cols.klen + cols.vlen + 16).tolist()
+        start = 0
+        pending = self._pending_cols
+        if pending is not None:
+            # Complete the pending block with the head of this run; copy only
+            # those bytes, not the run's whole buffer.
+            room = self.block_size - self._pending_raw
+            used = 0
+            while start < len(sizes) and used < room:
+                used += sizes[start]
+                start += 1
+            head = Columns.concat([pending, cols.slice(0, start).compacted()])
+            self._pending_cols = None
+            self._pending_raw = 0
+            if used < room:
+                self._pending_cols = head
+                self._pending_raw = self.block_size - room + used
+                return
+            self._write_blocks(head, [0, len(head)])
+        cum = list(accumulate(sizes, initial=0))
+        room = self.block_size - 4
+        cuts = [start]
+        n = len(sizes)
+        while start < n:
+            end = bisect_left(cum, cum[start] + room, lo=start + 1)
+            if end > n:
+                break
+            cuts.append(end)
+            start = end
+        if len(cuts) > 1:
+            self._write_blocks(cols, cuts)
+        if start < n:
+            # The rest does not fill a block yet: keep it (with its own small buffer).
+            self._pending_cols = cols.slice(start, n).compacted()
+            self._pending_raw = cum[n] - cum[start] + 4
+
+    def _write_blocks(self, cols: "Columns", cuts: list[int]) -> None:
+        """Encode, compress and queue the blocks [cuts[i], cuts[i+1]) of ``cols``."""
+        props = self.props
+        raws = cols.encode_blocks(cuts) if cuts[0] == 0 else cols.slice(cuts[0], len(cols)).encode_blocks(
+            [c - cuts[0] for c in cuts])
+        last_sks = cols.seq_kinds[[c - 1 for c in cuts[1:]]].tolist()
+        compressor = self._compressor
+        for raw, end, last_sk in zip(raws, cuts[1:], last_sks):
+            stored = compress_block(raw, compressor)
+            handle = self._append(stored)
+            self._index_keys.append(cols.key(end - 1))
+            self._index_seq_kinds.append(last_sk)
+            self._index_values.append(HANDLE_VALUE.pack(*handle))
+            props.data_blocks += 1
+            props.data_bytes += len(stored)
+
+    def _count_columns(self, cols: "Columns") -> None:
+        """Properties and bloom hashes of entries added as columns."""
+        props = self.props
+        n = len(cols)
+        last = self._last_key
+        new_key = ~cols.same_as_previous()
+        if last is None:
+            props.smallest_key = cols.key(0)
+        elif cols.key(0) == last:
+            new_key[0] = False
+        self._hash_arrays.append(bloom_hashes(cols.data, cols.koff[new_key], cols.klen[new_key]))
+        kinds = cols.seq_kinds & np.uint64(0xFF)
+        seqs = cols.seq_kinds >> np.uint64(8)
+        props.entries += n
+        props.tombstones += n - int(kinds.sum())
+        props.raw_key_bytes += int(cols.klen.sum())
+        props.raw_value_bytes += int(cols.vlen.sum())
+        props.smallest_seq = min(props.smallest_seq, int(seqs.min()))
+        props.largest_seq = max(props.largest_seq, int(seqs.max()))
+        self._last_key = cols.key(n - 1)
+        self._last_seq = int(seqs[-1])
+
     def _finish_data_block(self) -> None:
         block = self._block
         if not len(block):
@@ -164,13 +258,20 @@ class TableBuilder:
 
     def finish(self) -> TableProperties:
         """Write the remaining blocks and the footer; returns the properties."""
+        if self._pending_cols is not None:
+            cols, self._pending_cols = self._pending_cols, None
+            self._write_blocks(cols, [0, len(cols)])
+            self._pending_raw = 0
         self._finish_data_block()
         props = self.props
         if props.entries == 0:
             props.smallest_seq = 0
         props.largest_key = self._last_key or b""
-        props.distinct_keys = len(self._hashes)
-        filter_payload = build_filter(self._hashes, self.bloom_bits_per_key)
+        hashes = self._hashes
+        if self._hash_arrays:
+            hashes = np.concatenate(self._hash_arrays + [np.array(self._hashes, dtype=np.uint64)])
+        props.distinct_keys = len(hashes)
+        filter_payload = build_filter(hashes, self.bloom_bits_per_key)
         filter_handle = self._append(compress_block(filter_payload, None))
         props.filter_bytes = len(filter_payload)
         index_raw = encode_block(self._index_keys, self._index_seq_kinds, self._index_values)

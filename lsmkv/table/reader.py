@@ -129,6 +129,11 @@ class TableReader:
             self._cache.admit(self, i, block)
         return block
 
+    def raw_block(self, i: int) -> bytes:
+        """Data block ``i`` verified and uncompressed but not decoded, read
+        from the file (compaction decodes many at once, table/columns.py)."""
+        return self._read_raw(self.index_offsets[i], self.index_sizes[i])
+
     def hold(self, i: int, block: Block) -> None:
         """The cache keeps block ``i``: publish it and index its keys. (Block
         first, keys second: a reader that finds a slot finds its block, unless

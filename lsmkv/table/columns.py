@@ -1,0 +1,277 @@
+"""Columns: table entries as numpy arrays over byte buffers, for bulk rewriting.
+
+Compaction reads, merges, filters and rewrites millions of entries. Held as
+Python objects, every entry would cost several allocations at every step;
+held as columns it costs a few vectorized numpy operations per step for a
+whole chunk of entries. A :class:`Columns` is a run of entries: a byte buffer
+(the decoded blocks the entries came from) and parallel arrays of key
+offset, key length, value offset, value length and seq_kind. Merging
+concatenates runs and sorts them; filtering takes a subset; writing gathers
+the bytes of each output block back out (block.py's layout) in one pass.
+
+Key order is byte order (memcmp). numpy sorts fixed-width byte strings that
+way; keys of varying length are padded with zeros to the run's longest and
+ties broken by length (shorter first), which is byte order too. Keys longer
+than ``MAX_SORT_WIDTH`` make padding too costly; such runs are sorted as
+Python bytes instead.
+
+Nothing here knows about versions or snapshots: compaction_job.py decides
+what to keep; this module moves bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..errors import CorruptionError
+
+_COUNT = struct.Struct("<I")
+#: Widest key for which sorting pads keys into a numpy array.
+MAX_SORT_WIDTH = 256
+_I64 = np.int64
+
+
+class Columns:
+    __slots__ = ("data", "koff", "klen", "voff", "vlen", "seq_kinds", "_padded")
+
+    def __init__(self, data: bytes, koff: np.ndarray, klen: np.ndarray, voff: np.ndarray, vlen: np.ndarray,
+                 seq_kinds: np.ndarray, padded: np.ndarray | None = None) -> None:
+        #: The bytes every offset points into.
+        self.data = data
+        self.koff = koff
+        self.klen = klen
+        self.voff = voff
+        self.vlen = vlen
+        self.seq_kinds = seq_kinds
+        #: The keys as a padded byte-string array, once computed (_padded_keys).
+        self._padded = padded
+
+    @classmethod
+    def empty(cls) -> "Columns":
+        z = np.zeros(0, dtype=_I64)
+        return cls(b"", z, z, z, z, np.zeros(0, dtype=np.uint64))
+
+    @classmethod
+    def from_blocks(cls, raws: list[bytes], path: str = "", offsets: list[int] | None = None) -> "Columns":
+        """Decode raw (uncompressed) blocks, in order, into one run."""
+        if not raws:
+            return cls.empty()
+        counts = []
+        bases = []
+        starts = []
+        position = 0
+        klens, vlens, sks = [], [], []
+        for j, raw in enumerate(raws):
+            size = len(raw)
+            where = offsets[j] if offsets else 0
+            if size < 4:
+                raise CorruptionError("block too short", path=path, offset=where)
+            (n,) = _COUNT.unpack_from(raw, size - 4)
+            base = size - 4 - 16 * n
+            if base < 0:
+                raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=where)
+            counts.append(n)
+            bases.append(base)
+            starts.append(position)
+            position += size
+            klens.append(np.frombuffer(raw, "<u4", n, base))
+            vlens.append(np.frombuffer(raw, "<u4", n, base + 4 * n))
+            sks.append(np.frombuffer(raw, "<u8", n, base + 8 * n))
+        klen = np.concatenate(klens).astype(_I64)
+        vlen = np.concatenate(vlens).astype(_I64)
+        seq_kinds = np.concatenate(sks).astype(np.uint64)
+        count = np.array(counts, dtype=_I64)
+        block_of = np.repeat(np.arange(len(raws)), count)
+        # Offsets within each block: keys from 0, values after the block's keys.
+        first = np.concatenate(([0], np.cumsum(count)[:-1]))
+        kcum = np.cumsum(klen) - klen
+        vcum = np.cumsum(vlen) - vlen
+        nonempty = count > 0
+        block_keys = np.zeros(len(raws), dtype=_I64)
+        block_values = np.zeros(len(raws), dtype=_I64)
+        if len(klen):
+            block_keys[nonempty] = np.add.reduceat(klen, first[nonempty])
+            block_values[nonempty] = np.add.reduceat(vlen, first[nonempty])
+        if np.any(block_keys + block_values != np.array(bases, dtype=_I64)):
+            bad = int(np.flatnonzero(block_keys + block_values != np.array(bases, dtype=_I64))[0])
+            raise CorruptionError("block lengths do not add up to its size", path=path,
+                                  offset=offsets[bad] if offsets else 0)
+        start = np.array(starts, dtype=_I64)
+        if len(klen):
+            entry_first = first[block_of]
+            koff = start[block_of] + kcum - kcum[entry_first]
+            voff = (start + block_keys)[block_of] + vcum - vcum[entry_first]
+        else:
+            koff, voff = klen, vlen
+        return cls(b"".join(raws), koff, klen, voff, vlen, seq_kinds)
+
+    @classmethod
+    def concat(cls, parts: list["Columns"]) -> "Columns":
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+        return cls(b"".join(p.data for p in parts),
+                   np.concatenate([p.koff + s for p, s in zip(parts, shift)]),
+                   np.concatenate([p.klen for p in parts]),
+                   np.concatenate([p.voff + s for p, s in zip(parts, shift)]),
+                   np.concatenate([p.vlen for p in parts]),
+                   np.concatenate([p.seq_kinds for p in parts]))
+
+    def take(self, index) -> "Columns":
+        """The entries selected by an index array or boolean mask, same buffer."""
+        padded = self._padded
+        return Columns(self.data, self.koff[index], self.klen[index], self.voff[index], self.vlen[index],
+                       self.seq_kinds[index], None if padded is None else padded[index])
+
+    def slice(self, start: int, stop: int) -> "Columns":
+        padded = self._padded
+        return Columns(self.data, self.koff[start:stop], self.klen[start:stop], self.voff[start:stop],
+                       self.vlen[start:stop], self.seq_kinds[start:stop],
+                       None if padded is None else padded[start:stop])
+
+    def with_seq_kinds(self, seq_kinds: np.ndarray) -> "Columns":
+        return Columns(self.data, self.koff, self.klen, self.voff, self.vlen, seq_kinds, self._padded)
+
+    def __len__(self) -> int:
+        return len(self.klen)
+
+    def key(self, i: int) -> bytes:
+        o = int(self.koff[i])
+        return self.data[o: o + int(self.klen[i])]
+
+    def keys(self) -> list[bytes]:
+        data = self.data
+        return [data[o: o + n] for o, n in zip(self.koff.tolist(), self.klen.tolist())]
+
+    def bisect_left(self, key: bytes, lo: int = 0) -> int:
+        """First index whose key is >= ``key`` (the run must be sorted)."""
+        hi = len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.key(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def bisect_right(self, key: bytes, lo: int = 0) -> int:
+        """First index whose key is > ``key`` (the run must be sorted)."""
+        hi = len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.key(mid) <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def compacted(self) -> "Columns":
+        """The same entries over a buffer of just their own bytes (so that a
+        few leftover entries do not keep a whole chunk's buffer alive)."""
+        n = len(self)
+        if not n:
+            return Columns.empty()
+        keys = self.gather(self.koff, self.klen)
+        values = self.gather(self.voff, self.vlen)
+        koff = np.cumsum(self.klen) - self.klen
+        voff = len(keys) + np.cumsum(self.vlen) - self.vlen
+        return Columns(keys + values, koff, self.klen.copy(), voff, self.vlen.copy(), self.seq_kinds.copy())
+
+    # -- ordering ---------------------------------------------------------------
+
+    def _padded_keys(self) -> np.ndarray | None:
+        """Keys as a numpy byte-string array padded to the longest, or None
+        when keys are too long to pad."""
+        if self._padded is not None:
+            return self._padded
+        n = len(self)
+        width = int(self.klen.max()) if n else 0
+        if width > MAX_SORT_WIDTH:
+            return None
+        width = max(width, 1)
+        buf = np.frombuffer(self.data, dtype=np.uint8)
+        if n and int(self.klen.min()) == width:
+            idx = self.koff[:, None] + np.arange(width)
+            grid = buf[idx]
+        else:
+            cols = np.arange(width)
+            inside = cols[None, :] < self.klen[:, None]
+            idx = np.where(inside, self.koff[:, None] + cols[None, :], 0)
+            grid = np.where(inside, buf[idx], 0).astype(np.uint8)
+        self._padded = np.ascontiguousarray(grid).view(f"S{width}").ravel()
+        return self._padded
+
+    def stable_order(self) -> np.ndarray:
+        """Indices that sort the run by key, equal keys keeping their order."""
+        if len(self) < 2:
+            return np.arange(len(self), dtype=_I64)
+        padded = self._padded_keys()
+        if padded is None:
+            keys = self.keys()
+            return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=_I64)
+        if int(self.klen.min()) == int(self.klen.max()):
+            return np.argsort(padded, kind="stable")
+        return np.lexsort((self.klen, padded))
+
+    def same_as_previous(self) -> np.ndarray:
+        """Boolean array: entry i has the same key as entry i - 1 (False at 0)."""
+        n = len(self)
+        out = np.zeros(n, dtype=bool)
+        if n < 2:
+            return out
+        padded = self._padded_keys()
+        if padded is None:
+            keys = self.keys()
+            out[1:] = [a == b for a, b in zip(keys[1:], keys[:-1])]
+            return out
+        out[1:] = (padded[1:] == padded[:-1]) & (self.klen[1:] == self.klen[:-1])
+        return out
+
+    def is_sorted(self) -> bool:
+        """Whether keys never decrease (equal keys allowed)."""
+        n = len(self)
+        if n < 2:
+            return True
+        padded = self._padded_keys()
+        if padded is None:
+            keys = self.keys()
+            return all(a <= b for a, b in zip(keys, keys[1:]))
+        a, b = padded[:-1], padded[1:]
+        return bool(np.all((a < b) | ((a == b) & (self.klen[:-1] <= self.klen[1:]))))
+
+    # -- writing ------------------------------------------------------------------
+
+    def gather(self, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
+        """The concatenation of data[offsets[i]: offsets[i] + lengths[i]]:
+        contiguous neighbours are copied as one run."""
+        n = len(offsets)
+        if not n:
+            return b""
+        ends = offsets + lengths
+        breaks = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
+        run_starts = np.concatenate(([0], breaks))
+        run_ends = np.concatenate((breaks, [n]))
+        view = memoryview(self.data)
+        starts = offsets[run_starts].tolist()
+        stops = ends[run_ends - 1].tolist()
+        return b"".join([view[s:e] for s, e in zip(starts, stops)])
+
+    def encode_blocks(self, cuts: list[int]) -> list[bytes]:
+        """Raw blocks (block.py's layout) for entries [cuts[i], cuts[i+1])."""
+        keys = self.gather(self.koff, self.klen)
+        values = self.gather(self.voff, self.vlen)
+        kl = self.klen.astype("<u4").tobytes()
+        vl = self.vlen.astype("<u4").tobytes()
+        sk = self.seq_kinds.astype("<u8").tobytes()
+        kend = np.concatenate(([0], np.cumsum(self.klen))).tolist()
+        vend = np.concatenate(([0], np.cumsum(self.vlen))).tolist()
+        blocks = []
+        for a, b in zip(cuts, cuts[1:]):
+            blocks.append(b"".join((keys[kend[a]:kend[b]], values[vend[a]:vend[b]], kl[4 * a:4 * b],
+                                    vl[4 * a:4 * b], sk[8 * a:8 * b], _COUNT.pack(b - a))))
+        return blocks
