@@ -21,7 +21,8 @@ A phase is:
    closes after that many seconds (checked between chunks);
 4. ``flush()``, untimed but inside the I/O and CPU accounting, so that
    write amplification covers everything the phase asked the engine to
-   persist.
+   persist; then, after a phase that wrote, a wait until the engine is idle
+   (:func:`_settle`), so that the compactions it caused count in it too.
 
 The runner never prints: it reports progress through a :class:`Progress`
 object and returns plain data (:class:`EngineRun`), which results.py writes.
