@@ -122,6 +122,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--plot", default=None, help="write the throughput-over-time plot here (PNG)")
     ap.add_argument("--skip-rocksdb", action="store_true")
+    ap.add_argument("--executor", choices=["process", "thread"], default="process",
+                    help="where lsmkv runs its merges (the option compaction_executor)")
     args = ap.parse_args()
 
     keys = key_stream(args.keys, args.seed)
@@ -136,7 +138,7 @@ def main() -> int:
     user_bytes = args.keys * (KEY_SIZE + args.value_size)
     work = tempfile.mkdtemp(prefix="lsmkv-compaction-bench-")
     lsm_opts = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,
-                    target_file_size=args.file_size)
+                    target_file_size=args.file_size, compaction_executor=args.executor)
     rows = {}
 
     # 1. lsmkv without compaction.
