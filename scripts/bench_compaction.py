@@ -57,14 +57,15 @@ def key_stream(n: int, seed: int):
     return [rng.randbytes(KEY_SIZE) for _ in range(n)]
 
 
-def timed_fill(put, keys, value, probe=None, interval=1.0):
+def timed_fill(put, keys, values, probe=None, interval=1.0):
     """Put every key; returns (ops/s overall, [(t, ops/s in interval)], probe maxima)."""
     series = []
     probe_max = 0
     start = last_t = time.perf_counter()
     last_n = 0
+    mask = len(values) - 1
     for i, k in enumerate(keys):
-        put(k, value)
+        put(k, values[i & mask])
         if i & 1023 == 0:
             now = time.perf_counter()
             if now - last_t >= interval:
@@ -128,7 +129,9 @@ def main() -> int:
 
     keys = key_stream(args.keys, args.seed)
     rng = random.Random(args.seed + 1)
-    value = (rng.randbytes(args.value_size // 2) * 2)[: args.value_size]
+    # 4096 distinct values, each half random bytes repeated (about 2:1
+    # compressible, like db_bench's default), cycled through.
+    value = [(rng.randbytes(args.value_size // 2) * 2)[: args.value_size] for _ in range(4096)]
 
     def overwrite(put):
         fresh = random.Random(args.seed + 2)
