@@ -138,7 +138,7 @@ class _Source:
             first = self.block
             last = reader.num_blocks if hi is None else min(bisect_left(reader.index_keys, hi, lo=first) + 1,
                                                             reader.num_blocks)
-            raws = [reader.raw_block(i) for i in range(first, last)]
+            raws = reader.raw_blocks(first, last)
             parts.append(Columns.from_blocks(raws, reader.path, reader.index_offsets[first:last]))
             self.block = last
             self.read_up_to = reader.index_keys[last - 1]

@@ -32,9 +32,12 @@ from .skiplist import NODE_LOAD, UnrolledSkipList
 
 _SPLIT_AT = 2 * NODE_LOAD
 
-#: Bytes charged per version on top of key and value, an estimate of the
-#: Python objects behind it; keeps write_buffer_size close to real memory use.
-ENTRY_OVERHEAD = 64
+#: Bytes charged per version on top of key and value: what the version costs
+#: in a table (sequence, kind, lengths), the same accounting RocksDB's
+#: write_buffer_size uses, so that a memtable of a given size flushes to a
+#: table of about that much data. (The Python objects behind a version take
+#: roughly 150 bytes more; see Options.write_buffer_size.)
+ENTRY_OVERHEAD = 16
 
 
 class MemTable:
@@ -46,7 +49,7 @@ class MemTable:
         # The index's own lists (never rebound), bound here for the inlined insert.
         self._nodes = self._index._nodes
         self._maxes = self._index._maxes
-        #: Approximate memory charged (key + value + ENTRY_OVERHEAD per version).
+        #: Bytes charged: key + value + ENTRY_OVERHEAD per version.
         self.size = 0
         #: Number of the log file that holds this memtable's writes.
         self.log_number = log_number

@@ -27,8 +27,11 @@ class Options:
     #: the database as it was when opened.
     read_only: bool = False
 
-    #: Bytes of key+value data a memtable accepts before it becomes immutable
-    #: and is flushed to an L0 table.
+    #: Bytes a memtable accepts before it becomes immutable and is flushed to
+    #: a level-0 table, counted as key + value + 16 bytes per write. Memory
+    #: use is higher: Python objects add about 150 bytes per write, so a
+    #: 4 MiB memtable of 100-byte values takes about 8 MiB of RAM (and up to
+    #: 1 + max_immutable_memtables of them exist at once).
     write_buffer_size: int = 4 * MiB
     #: Immutable memtables allowed to wait for flushing; writers stall (and the
     #: stall is counted) when this many are queued.

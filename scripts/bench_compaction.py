@@ -57,14 +57,15 @@ def key_stream(n: int, seed: int):
     return [rng.randbytes(KEY_SIZE) for _ in range(n)]
 
 
-def timed_fill(put, keys, value, probe=None, interval=1.0):
+def timed_fill(put, keys, values, probe=None, interval=1.0):
     """Put every key; returns (ops/s overall, [(t, ops/s in interval)], probe maxima)."""
     series = []
     probe_max = 0
     start = last_t = time.perf_counter()
     last_n = 0
+    mask = len(values) - 1
     for i, k in enumerate(keys):
-        put(k, value)
+        put(k, values[i & mask])
         if i & 1023 == 0:
             now = time.perf_counter()
             if now - last_t >= interval:
@@ -122,11 +123,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--plot", default=None, help="write the throughput-over-time plot here (PNG)")
     ap.add_argument("--skip-rocksdb", action="store_true")
+    ap.add_argument("--executor", choices=["process", "thread"], default="process",
+                    help="where lsmkv runs its merges (the option compaction_executor)")
     args = ap.parse_args()
 
     keys = key_stream(args.keys, args.seed)
     rng = random.Random(args.seed + 1)
-    value = (rng.randbytes(args.value_size // 2) * 2)[: args.value_size]
+    # 4096 distinct values, each half random bytes repeated (about 2:1
+    # compressible, like db_bench's default), cycled through.
+    value = [(rng.randbytes(args.value_size // 2) * 2)[: args.value_size] for _ in range(4096)]
 
     def overwrite(put):
         fresh = random.Random(args.seed + 2)
@@ -136,7 +141,7 @@ def main() -> int:
     user_bytes = args.keys * (KEY_SIZE + args.value_size)
     work = tempfile.mkdtemp(prefix="lsmkv-compaction-bench-")
     lsm_opts = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,
-                    target_file_size=args.file_size)
+                    target_file_size=args.file_size, compaction_executor=args.executor)
     rows = {}
 
     # 1. lsmkv without compaction.

@@ -68,18 +68,18 @@ class Lsm(Engine):
     def open(self, path):
         self.db = lsmkv.open(path, **self.opts)
 
-    def put(self, keys, value):
+    def put(self, keys, values):
         put = self.db.put
-        for k in keys:
-            put(k, value)
+        for i, k in enumerate(keys):
+            put(k, values[i & 4095])
 
-    def batch_put(self, keys, value, size):
+    def batch_put(self, keys, values, size):
         db = self.db
         for i in range(0, len(keys), size):
             with db.write_batch() as b:
                 p = b.put
-                for k in keys[i:i + size]:
-                    p(k, value)
+                for j, k in enumerate(keys[i:i + size]):
+                    p(k, values[j & 4095])
 
     def prepare_reads(self):
         # Like LevelDB's below: one sorted run, so a read probes one table.
@@ -126,17 +126,17 @@ class Rocks(Engine):
         self.wo = self.rocksdict.WriteOptions()
         self.wo.sync = False
 
-    def put(self, keys, value):
+    def put(self, keys, values):
         put = self.db.put
         wo = self.wo
-        for k in keys:
-            put(k, value, wo)
+        for i, k in enumerate(keys):
+            put(k, values[i & 4095], wo)
 
-    def batch_put(self, keys, value, size):
+    def batch_put(self, keys, values, size):
         for i in range(0, len(keys), size):
             wb = self.rocksdict.WriteBatch(raw_mode=True)
-            for k in keys[i:i + size]:
-                wb.put(k, value)
+            for j, k in enumerate(keys[i:i + size]):
+                wb.put(k, values[j & 4095])
             self.db.write(wb, self.wo)
 
     def prepare_reads(self):
@@ -180,17 +180,17 @@ class Level(Engine):
         self.db = self.plyvel.DB(path, create_if_missing=True, write_buffer_size=self.write_buffer,
                                  lru_cache_size=self.cache, bloom_filter_bits=10, compression=None)
 
-    def put(self, keys, value):
+    def put(self, keys, values):
         put = self.db.put
-        for k in keys:
-            put(k, value)
+        for i, k in enumerate(keys):
+            put(k, values[i & 4095])
 
-    def batch_put(self, keys, value, size):
+    def batch_put(self, keys, values, size):
         for i in range(0, len(keys), size):
             with self.db.write_batch() as wb:
                 p = wb.put
-                for k in keys[i:i + size]:
-                    p(k, value)
+                for j, k in enumerate(keys[i:i + size]):
+                    p(k, values[j & 4095])
 
     def prepare_reads(self):
         self.db.compact_range()
@@ -220,13 +220,13 @@ class DictEngine(Engine):
     def open(self, path):
         self.d = {}
 
-    def put(self, keys, value):
+    def put(self, keys, values):
         d = self.d
-        for k in keys:
-            d[k] = value
+        for i, k in enumerate(keys):
+            d[k] = values[i & 4095]
 
-    def batch_put(self, keys, value, size):
-        self.put(keys, value)
+    def batch_put(self, keys, values, size):
+        self.put(keys, values)
 
     def prepare_reads(self):
         pass
@@ -280,15 +280,15 @@ def bench_engine(engine, keys, misses, reads, value, workdir):
     return row, stats
 
 
-def bench_memtable(keys, value):
+def bench_memtable(keys, values):
     from sortedcontainers import SortedDict
     best = {"memtable": 0.0, "SortedDict": 0.0}
     for _ in range(3):
         sd = SortedDict()
 
         def fill_sd():
-            for k in keys:
-                sd[k] = value
+            for i, k in enumerate(keys):
+                sd[k] = values[i & 4095]
         best["SortedDict"] = max(best["SortedDict"], timed(fill_sd, len(keys)))
         del sd
         mem = MemTable()
@@ -296,8 +296,8 @@ def bench_memtable(keys, value):
         def fill_mem():
             add = mem.add
             seq = 1
-            for k in keys:
-                add(seq, 1, k, value)
+            for i, k in enumerate(keys):
+                add(seq, 1, k, values[i & 4095])
                 seq += 1
         best["memtable"] = max(best["memtable"], timed(fill_mem, len(keys)))
         del mem
@@ -326,8 +326,9 @@ def main() -> int:
         if k not in key_set:
             misses.append(k)
     reads = rng.sample(keys, min(args.reads, args.keys))
-    value = rng.randbytes(args.value_size // 2) * 2  # compressible about 2:1, like db_bench's default
-    value = value[: args.value_size]
+    # 4096 distinct values, each half random bytes repeated (about 2:1
+    # compressible, like db_bench's default), cycled through.
+    value = [(rng.randbytes(args.value_size // 2) * 2)[: args.value_size] for _ in range(4096)]
 
     factories = {
         "dict": DictEngine, "SortedDict": SortedDictEngine,

@@ -64,7 +64,7 @@ def compress_block(raw: bytes, compressor: zstandard.ZstdCompressor | None) -> b
 
 
 
-def decode_stored_block(stored: bytes, path: str, offset: int) -> bytes:
+def decode_stored_block(stored: bytes | memoryview, path: str, offset: int) -> bytes:
     """Verify a block's trailer and return its raw (uncompressed) bytes."""
     if len(stored) < TRAILER_SIZE:
         raise CorruptionError("block shorter than its trailer (truncated table)", path=path, offset=offset)
@@ -76,7 +76,7 @@ def decode_stored_block(stored: bytes, path: str, offset: int) -> bytes:
     if crc32(payload, _TYPE_SEED[kind]) != crc:
         raise CorruptionError("block checksum mismatch", path=path, offset=offset)
     if kind == NO_COMPRESSION:
-        return payload
+        return bytes(payload)
     try:
         return _decompressor().decompress(payload, max_output_size=_MAX_BLOCK)
     except zstandard.ZstdError as exc:

@@ -129,10 +129,28 @@ class TableReader:
             self._cache.admit(self, i, block)
         return block
 
-    def raw_block(self, i: int) -> bytes:
-        """Data block ``i`` verified and uncompressed but not decoded, read
-        from the file (compaction decodes many at once, table/columns.py)."""
-        return self._read_raw(self.index_offsets[i], self.index_sizes[i])
+    def raw_blocks(self, first: int, last: int) -> list[bytes]:
+        """Data blocks [first, last) verified and uncompressed but not
+        decoded, read from the file with one read (compaction decodes many at
+        once, table/columns.py)."""
+        if first >= last:
+            return []
+        start = self.index_offsets[first]
+        end = self.index_offsets[last - 1] + self.index_sizes[last - 1] + TRAILER_SIZE
+        data = self.file.read_at(start, end - start)
+        io = self._io
+        io.block_reads += last - first
+        io.bytes_read += len(data)
+        if len(data) != end - start:
+            raise CorruptionError("blocks run past the end of the file (truncated table)",
+                                  path=self.path, offset=start)
+        view = memoryview(data)
+        out = []
+        for i in range(first, last):
+            offset = self.index_offsets[i]
+            stored = view[offset - start: offset - start + self.index_sizes[i] + TRAILER_SIZE]
+            out.append(decode_stored_block(stored, self.path, offset))
+        return out
 
     def hold(self, i: int, block: Block) -> None:
         """The cache keeps block ``i``: publish it and index its keys. (Block

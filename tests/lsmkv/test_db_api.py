@@ -176,7 +176,7 @@ def test_stats_has_the_documented_keys(db):
 
 
 def test_many_level0_tables_stay_correct(db_path):
-    with lsmkv.open(db_path, write_buffer_size=4096, disable_auto_compactions=True) as db:
+    with lsmkv.open(db_path, write_buffer_size=2048, disable_auto_compactions=True) as db:
         model = {}
         for round_ in range(40):
             for i in range(0, 200, 3):
