@@ -133,7 +133,7 @@ def amplification_table(doc: dict[str, Any]) -> Table:
                           "operations.")
     for e in engines:
         runs = [r for r in doc["runs"] if r["engine"] == e]
-        get = lambda w, k: (idx.get((e, w)) or {}).get(k)  # noqa: E731
+        get = lambda w, k, e=e: (idx.get((e, w)) or {}).get(k)  # noqa: E731
         row = [e]
         if heavy:
             row += [fmt_amp(get(heavy, "write_amp")), fmt_amp(get(heavy, "space_amp"))]
