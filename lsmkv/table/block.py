@@ -27,9 +27,9 @@ from ..errors import CorruptionError
 _COUNT = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
-#: decoded entry (two bytes objects, list slots, an int) and its slot in the
-#: table's key index (reader.py), on top of the raw block size.
-DECODED_ENTRY_OVERHEAD = 160
+#: decoded entry (the key's bytes object, list slots, two ints) and its slot
+#: in the table's key index (reader.py), on top of the raw block size.
+DECODED_ENTRY_OVERHEAD = 150
 
 
 def _u32(data: bytes) -> array:
@@ -95,19 +95,29 @@ def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -
 
 
 class Block:
-    """A decoded block: parallel lists of keys, values and seq_kinds (keys sorted)."""
+    """A decoded block: ``keys`` (a sorted list, bisect it) and ``seq_kinds``
+    as lists; values stay in the block's bytes and are sliced out on access
+    (``value(i)``), so loading a block for one lookup builds no value
+    objects, and a cached block holds each value once."""
 
-    __slots__ = ("keys", "values", "seq_kinds", "charge")
+    __slots__ = ("keys", "seq_kinds", "data", "value_ends", "charge")
 
-    def __init__(self, keys: list[bytes], values: list[bytes], seq_kinds: list[int], raw_size: int) -> None:
+    def __init__(self, keys: list[bytes], seq_kinds: list[int], data: bytes, value_ends: list[int]) -> None:
         self.keys = keys
-        self.values = values
         self.seq_kinds = seq_kinds
+        #: The raw block; value i is data[value_ends[i]:value_ends[i + 1]].
+        self.data = data
+        self.value_ends = value_ends
         #: What the block costs in the cache, in bytes (an estimate of its objects).
-        self.charge = raw_size + DECODED_ENTRY_OVERHEAD * len(keys)
+        self.charge = len(data) + DECODED_ENTRY_OVERHEAD * len(keys)
 
     def value(self, i: int) -> bytes:
-        return self.values[i]
+        ends = self.value_ends
+        return self.data[ends[i]:ends[i + 1]]
+
+    def values(self) -> list[bytes]:
+        data = self.data
+        return [data[a:b] for a, b in pairwise(self.value_ends)]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -131,10 +141,9 @@ def decode_block(data: bytes, path: str = "", offset: int = 0) -> Block:
         if value_ends[-1] != base:
             raise CorruptionError("block lengths do not add up to its size", path=path, offset=offset)
         keys = [data[s:e] for s, e in pairwise(key_ends)]
-        values = [data[s:e] for s, e in pairwise(value_ends)]
     else:
         if base != 0:
             raise CorruptionError("empty block has data", path=path, offset=offset)
         keys = []
-        values = []
-    return Block(keys, values, seq_kinds, size)
+        value_ends = [0]
+    return Block(keys, seq_kinds, data, value_ends)

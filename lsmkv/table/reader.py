@@ -17,6 +17,8 @@ version whose sequence is <= the read sequence.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
+from itertools import repeat
 from typing import Iterator
 
 from ..cache import BlockCache
@@ -159,14 +161,9 @@ class TableReader:
         self.blocks[i] = block
         self.refs[i] = 0
         keys = block.keys
-        n = len(keys)
-        start = 0
-        if i and n and self.index_keys[i - 1] == keys[0]:
-            # The block begins with older versions of the previous block's
-            # last key: the slot must point at that key's newest version.
-            while start < n and keys[start] == keys[0]:
-                start += 1
+        start = self._own_keys_start(i, keys)
         base = i << 32
+        n = len(keys)
         # Assigning in reverse keeps each key's first (newest) entry.
         self.key_slots.update(zip(reversed(keys[start:]), range(base + n - 1, base + start - 1, -1)))
 
@@ -175,12 +172,20 @@ class TableReader:
         block = self.blocks[i]
         if block is None:
             return
-        slots = self.key_slots
-        base = i << 32
-        for j, key in enumerate(block.keys):
-            if slots.get(key) == base + j:
-                del slots[key]
+        keys = block.keys
+        # The keys hold() indexed point into this block: drop them in one C loop.
+        deque(map(self.key_slots.pop, keys[self._own_keys_start(i, keys):], repeat(None)), maxlen=0)
         self.blocks[i] = None
+
+    def _own_keys_start(self, i: int, keys: list[bytes]) -> int:
+        """Where the keys whose newest version is in block i begin: a block
+        can open with older versions of the previous block's last key."""
+        start = 0
+        if i and keys and self.index_keys[i - 1] == keys[0]:
+            n = len(keys)
+            while start < n and keys[start] == keys[0]:
+                start += 1
+        return start
 
     @property
     def num_blocks(self) -> int:
@@ -201,7 +206,8 @@ class TableReader:
                 j = slot & 0xFFFFFFFF
                 sk = block.seq_kinds[j]
                 if sk >> 8 <= read_seq:
-                    return sk & 0xFF, block.values[j]
+                    ends = block.value_ends
+                    return sk & 0xFF, block.data[ends[j]:ends[j + 1]]
             return self._search(key, read_seq)  # an older version, or a racing eviction
         bits = self._bloom_bits
         if bits is not None:
@@ -237,7 +243,7 @@ class TableReader:
                     return None
                 sk = sks[j]
                 if sk >> 8 <= read_seq:
-                    return sk & 0xFF, block.values[j]
+                    return sk & 0xFF, block.value(j)
                 j += 1
             i += 1  # the key's older versions continue at the start of the next block
         return None
@@ -257,9 +263,10 @@ class TableReader:
             j = 0 if start is None else bisect_left(keys, start)
             start = None  # only the first block is entered part-way
             sks = block.seq_kinds
-            values = block.values
+            data = block.data
+            ends = block.value_ends
             for j in range(j, len(keys)):
-                yield keys[j], sks[j], values[j]
+                yield keys[j], sks[j], data[ends[j]:ends[j + 1]]
 
     def visible(self, read_seq: int, start: bytes | None = None,
                 end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
@@ -271,7 +278,8 @@ class TableReader:
             block = self.block(i)
             keys = block.keys
             sks = block.seq_kinds
-            values = block.values
+            data = block.data
+            ends = block.value_ends
             j = bisect_left(keys, start) if first and start is not None else 0
             first = False
             for j in range(j, len(keys)):
@@ -284,7 +292,7 @@ class TableReader:
                 if sk >> 8 > read_seq:
                     continue
                 prev = k
-                yield k, sk & 0xFF, values[j]
+                yield k, sk & 0xFF, data[ends[j]:ends[j + 1]]
 
     def visible_reverse(self, read_seq: int, start: bytes | None = None,
                         end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
@@ -316,7 +324,7 @@ class TableReader:
                     candidate = None
                 sk = sks[j]
                 if sk >> 8 <= read_seq:
-                    candidate = (k, sk & 0xFF, block.values[j])
+                    candidate = (k, sk & 0xFF, block.value(j))
                 j -= 1
             i -= 1
         if candidate is not None:
