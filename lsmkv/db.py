@@ -46,7 +46,7 @@ from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_valu
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
-from .table.bloom import _hash64, bloom_hash
+from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
@@ -428,7 +428,7 @@ class DB:
             if version is not None:
                 return version[2] if version[1] else default
         self._gets += 1
-        h = _hash64(k, 0)[0]  # table.bloom.bloom_hash, inlined
+        h = None  # the bloom hash: computed by a table only when its key index misses
         found = None
         for meta in st.version.levels[0]:
             if meta.smallest <= k <= meta.largest:
@@ -776,11 +776,11 @@ class DB:
             "slowdown_count": self._slowdown_count,
             "slowdown_seconds": self._slowdown_seconds,
             "block_cache": {
-                "capacity": cache.capacity if cache else 0,
-                "usage": cache.usage if cache else 0,
-                "blocks": len(cache) if cache else 0,
-                "admitted": cache.admitted if cache else 0,
-                "evicted": cache.evicted if cache else 0,
+                "capacity": cache.capacity if cache is not None else 0,
+                "usage": cache.usage if cache is not None else 0,
+                "blocks": len(cache) if cache is not None else 0,
+                "admitted": cache.admitted if cache is not None else 0,
+                "evicted": cache.evicted if cache is not None else 0,
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),

@@ -25,7 +25,7 @@ from ..cache import BlockCache
 from ..errors import CorruptionError
 from ..fs import FileSystem
 from .block import Block, decode_block
-from .bloom import BloomFilter
+from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
 from .properties import TableProperties
@@ -193,10 +193,11 @@ class TableReader:
 
     # -- point lookup ---------------------------------------------------
 
-    def get(self, key: bytes, h: int, read_seq: int) -> tuple[int, bytes] | None:
+    def get(self, key: bytes, h: int | None, read_seq: int) -> tuple[int, bytes] | None:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
-        or None if this table has none. ``h`` is the key's bloom_hash, computed
-        once per lookup for all tables."""
+        or None if this table has none. ``h`` is the key's bloom_hash, or None
+        to compute it here only if the key index misses (a warm hit never
+        needs it)."""
         slot = self.key_slots.get(key)
         if slot is not None:
             b = slot >> 32
@@ -211,6 +212,8 @@ class TableReader:
             return self._search(key, read_seq)  # an older version, or a racing eviction
         bits = self._bloom_bits
         if bits is not None:
+            if h is None:
+                h = _hash64(key, 0)[0]  # bloom.bloom_hash, inlined
             # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
             m = self._bloom_m
             h1 = h & 0xFFFFFFFF
