@@ -7,13 +7,19 @@ starts this module with ``python -m lsmkv.compaction_worker`` and talks to it
 over its stdin and stdout (compaction_job.send_message/receive_message): it
 sends a CompactionJob; the worker answers ("ok", CompactionResult) or
 ("error", exception). The worker exits when its stdin closes, and (on Linux)
-is killed if the DB's process dies, so it never outlives its database.
+is killed if the DB's process dies, so it never outlives its database. The
+parent-death signal is armed only once the worker runs, well after the DB
+process started it (imports take a while): a DB process that died before
+that leaves a worker whose parent is already someone else, so the worker
+compares its parent with the pid the DB passed (``LSMKV_COMPACTION_PARENT``)
+and exits before it takes a job from the pipe.
 
 Nothing in the lsmkv package imports this module; it is only ever run.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import signal
 import sys
@@ -32,8 +38,19 @@ def _die_with_parent() -> None:
         pass
 
 
+#: Environment variable holding the pid of the DB process that started the worker.
+PARENT_ENV = "LSMKV_COMPACTION_PARENT"
+
+
+def _parent_is_gone() -> bool:
+    expected = os.environ.get(PARENT_ENV)
+    return expected is not None and os.getppid() != int(expected)
+
+
 def main() -> int:
     _die_with_parent()
+    if _parent_is_gone():  # died before the signal was armed: nobody waits for a result
+        return 0
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write to the message stream

@@ -60,10 +60,11 @@ class CompactionStats:
 
 def _worker_environment() -> dict:
     """Import this very lsmkv in the worker (also when it runs from a source
-    tree), and never modules that happen to sit in the current directory."""
+    tree), and never modules that happen to sit in the current directory;
+    tell the worker which process it serves (it exits if that one is gone)."""
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONSAFEPATH": "1",
+    return {**os.environ, "PYTHONSAFEPATH": "1", "LSMKV_COMPACTION_PARENT": str(os.getpid()),
             "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
 
 

@@ -188,6 +188,48 @@ def test_compaction_in_a_worker_process(db_path):
     assert worker._proc is None  # stopped at close
 
 
+def _exited(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to watch a process that is not our child")
+def test_worker_whose_database_process_died_while_it_started_exits(tmp_path):
+    """A DB process killed while its compaction worker is still starting (its
+    parent-death signal not yet armed) must not leave the worker behind to run
+    the job already in its pipe: the worker sees it has lost its parent and
+    exits without reading a job."""
+    import subprocess
+    import sys
+    import time
+
+    read_end, write_end = os.pipe()  # the job pipe: this test keeps it open, so no end of file
+    parent = subprocess.run(
+        [sys.executable, "-c",
+         "import os, subprocess, sys\n"
+         "from lsmkv.compactor import _worker_environment\n"
+         f"p = subprocess.Popen([sys.executable, '-m', 'lsmkv.compaction_worker'], stdin={read_end}, "
+         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_worker_environment())\n"
+         "print(p.pid, flush=True)\n"
+         "os._exit(0)\n"],
+        pass_fds=(read_end,), capture_output=True, text=True, timeout=60, check=True)
+    os.close(read_end)
+    worker = int(parent.stdout)
+    try:
+        deadline = time.monotonic() + 60
+        while not _exited(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _exited(worker), "the orphaned compaction worker is still waiting for a job"
+    finally:
+        os.close(write_end)
+        if not _exited(worker):
+            os.kill(worker, 9)
+
+
 def test_compact_range_on_a_subrange(db_path):
     with lsmkv.open(db_path, **SMALL) as db:
         fill(db, 3000)

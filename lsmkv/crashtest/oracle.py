@@ -1,0 +1,326 @@
+"""The oracle: what each key of the crash test must hold after a crash.
+
+It has three parts, all plain files that survive the kill they describe:
+
+* **Operation logs** (one per child thread and cycle, written by the child
+  through :class:`OpLog`): a thread appends an *intent* line before it calls
+  the engine and an *ack* line after the call returned, each with one
+  unbuffered ``os.write``, so both are in the OS before the thread goes on.
+  A line cut short by the kill (no newline, or not JSON) is ignored: a lost
+  intent means the operation never started, a lost ack only makes an
+  acknowledged operation look in flight, which the check tolerates.
+* **The expected state** (:class:`ExpectedState`, saved by the driver with
+  write-temp, fsync, rename): for every key number the operation that last
+  set it and the value's length, or that it deleted it. It is the database's
+  content as verified after the previous cycle.
+* **The check** (:func:`verify`): every acknowledged operation must be there
+  (a SIGKILL loses nothing handed to the OS, synced or not); each thread has
+  at most one operation in flight, which may be wholly present or wholly
+  absent and never partly; every other key of the key space must be exactly
+  as expected (no lost write, no extra key, no resurrected delete). It
+  returns how each in-flight operation went and the state resolved
+  accordingly, from which the next cycle continues.
+
+Each key is written by exactly one thread (:mod:`.keyspace`), so a key's
+expected value follows that thread's program order whatever the interleaving
+of threads, and in-flight operations of different threads touch disjoint keys.
+
+Operation kinds: ``put``, ``delete`` and ``batch`` change keys (all of an
+operation's items or none, in order, a later item winning); ``flush``,
+``compact`` and ``checkpoint`` change no key and are logged so that a kill
+during them is known. A new atomic write kind (an SST ingest, say) needs only
+its name in :data:`WRITE_KINDS`: its items are applied like a batch's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from .keyspace import KeySpace, describe, value
+
+#: Operations that change keys; each one's items apply atomically.
+WRITE_KINDS = frozenset({"put", "delete", "batch"})
+#: Operations that change no key (a kill during one is counted by kind).
+MAINTENANCE_KINDS = frozenset({"flush", "compact", "checkpoint"})
+
+
+class OracleError(Exception):
+    """The oracle itself is inconsistent (a bug in the crash test, not in an engine)."""
+
+
+def op_id(cycle: int, thread: int, n: int) -> str:
+    """The id of a thread's ``n``-th operation in a cycle, as values carry it."""
+    return f"c{cycle}.t{thread}.n{n}"
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One logged operation: ``items`` are (key number, value length or None
+    for a delete); maintenance operations have none."""
+
+    op: str
+    kind: str
+    items: tuple[tuple[int, int | None], ...] = ()
+    sync: bool = False
+
+
+class OpLog:
+    """One child thread's operation log for one cycle (append only, unbuffered)."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def intent(self, intent: Intent) -> None:
+        line = {"op": intent.op, "kind": intent.kind, "sync": intent.sync}
+        if intent.items:
+            line["items"] = [list(item) for item in intent.items]
+        self._write(line)
+
+    def ack(self, op: str) -> None:
+        self._write({"ack": op})
+
+    def _write(self, line: dict) -> None:
+        data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        written = os.write(self._fd, data)
+        if written != len(data):  # a regular file takes it whole; anything else is an error here
+            raise OSError(f"short write to the operation log ({written} of {len(data)} bytes)")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass
+class ThreadHistory:
+    """What one thread's log says: operations acknowledged (in order) and the
+    one in flight at the kill, if any."""
+
+    thread: int
+    acked: list[Intent] = field(default_factory=list)
+    in_flight: Intent | None = None
+    torn_lines: int = 0
+
+
+def read_op_log(path: str, thread: int) -> ThreadHistory:
+    """Parse a thread's log; a missing file is a thread that logged nothing."""
+    history = ThreadHistory(thread)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return history
+    pending: Intent | None = None
+    for raw in data.split(b"\n")[:-1] + [None]:
+        if raw is None:
+            if data and not data.endswith(b"\n"):
+                history.torn_lines += 1  # the last line, cut by the kill
+            break
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            history.torn_lines += 1
+            continue
+        if "ack" in line:
+            if pending is None or line["ack"] != pending.op:
+                raise OracleError(f"{path}: ack of {line['ack']} does not follow its intent")
+            history.acked.append(pending)
+            pending = None
+        else:
+            if pending is not None:
+                raise OracleError(f"{path}: {line['op']} started before {pending.op} was acknowledged")
+            pending = Intent(line["op"], line["kind"], tuple((i, n) for i, n in line.get("items", ())),
+                             bool(line.get("sync")))
+            if pending.kind not in WRITE_KINDS and pending.kind not in MAINTENANCE_KINDS:
+                raise OracleError(f"{path}: unknown operation kind {pending.kind!r}")
+    history.in_flight = pending
+    return history
+
+
+#: Per key number: (op id, value length) for a value, (op id, None) after a delete.
+Entry = tuple[str, "int | None"]
+
+
+@dataclass
+class ExpectedState:
+    """The content every key must have (keys absent from ``keys`` were never written)."""
+
+    keys: dict[int, Entry] = field(default_factory=dict)
+    cycle: int = 0
+
+    def copy(self) -> "ExpectedState":
+        return ExpectedState(dict(self.keys), self.cycle)
+
+    def apply(self, intent: Intent) -> None:
+        for index, length in intent.items:
+            self.keys[index] = (intent.op, length)
+
+    def expected_value(self, index: int) -> bytes | None:
+        entry = self.keys.get(index)
+        if entry is None or entry[1] is None:
+            return None
+        return value(entry[0], index, entry[1])
+
+    def explain(self, index: int) -> str:
+        entry = self.keys.get(index)
+        if entry is None:
+            return "absent (never written)"
+        if entry[1] is None:
+            return f"absent (deleted by {entry[0]})"
+        return f"value of {entry[0]} ({entry[1]} bytes)"
+
+    def live_keys(self) -> int:
+        return sum(1 for _, length in self.keys.values() if length is not None)
+
+    def save(self, path: str) -> None:
+        """Write atomically (temp file, fsync, rename, fsync the directory)."""
+        tmp = path + ".tmp"
+        data = json.dumps({"cycle": self.cycle, "keys": {str(i): list(e) for i, e in sorted(self.keys.items())}})
+        with open(tmp, "w") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def load(cls, path: str) -> "ExpectedState":
+        with open(path) as f:
+            data = json.load(f)
+        return cls({int(i): (e[0], e[1]) for i, e in data["keys"].items()}, data["cycle"])
+
+
+@dataclass
+class Mismatch:
+    """One key that holds what the oracle does not allow."""
+
+    key: bytes
+    problem: str
+    expected: str
+    found: str
+
+    def __str__(self) -> str:
+        return f"{self.key!r}: {self.problem}: expected {self.expected}, found {self.found}"
+
+
+@dataclass
+class InFlightOutcome:
+    """How an operation in flight at the kill turned out."""
+
+    op: str
+    kind: str
+    #: "applied", "not applied", "no visible effect" (both ways give the same
+    #: content), "partly applied" (a failure) or "maintenance" (no keys).
+    outcome: str
+
+
+@dataclass
+class Verdict:
+    """The result of checking one recovered database against the oracle."""
+
+    mismatches: list[Mismatch]
+    in_flight: list[InFlightOutcome]
+    #: The expected state with every in-flight operation resolved the way it went.
+    state: ExpectedState
+    acked_writes: int = 0
+    acked_synced: int = 0
+    acked_maintenance: int = 0
+    keys_checked: int = 0
+    torn_lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
+           scanned: dict[bytes, bytes], looked_up: dict[bytes, bytes | None]) -> Verdict:
+    """Check a recovered database against the oracle.
+
+    ``base`` is the state before this cycle, ``histories`` the threads' logs
+    of this cycle, ``scanned`` everything a full scan returned, ``looked_up``
+    what ``get`` returned for every key of the key space.
+    """
+    expected = base.copy()
+    verdict = Verdict([], [], expected)
+    for history in histories:
+        verdict.torn_lines += history.torn_lines
+        for intent in history.acked + ([history.in_flight] if history.in_flight else []):
+            for index, _ in intent.items:
+                if not 0 <= index < space.size or space.owner(index) != history.thread:
+                    raise OracleError(f"{intent.op} writes key {index}, which thread {history.thread} does not own")
+        for intent in history.acked:
+            if intent.kind in WRITE_KINDS:
+                expected.apply(intent)
+                verdict.acked_writes += 1
+                verdict.acked_synced += intent.sync
+            else:
+                verdict.acked_maintenance += 1
+
+    index_of = space.index_of()
+    mismatches = verdict.mismatches
+    for key in sorted(set(scanned) - set(index_of)):
+        mismatches.append(Mismatch(key, "key outside the key space", "absent", describe(scanned[key])))
+
+    # Keys an in-flight write touches may hold either of two contents.
+    undecided: set[int] = set()
+    resolutions: list[Intent] = []
+    for history in histories:
+        intent = history.in_flight
+        if intent is None:
+            continue
+        if intent.kind not in WRITE_KINDS:
+            verdict.in_flight.append(InFlightOutcome(intent.op, intent.kind, "maintenance"))
+            continue
+        after = ExpectedState({i: e for i, e in expected.keys.items()})
+        after.apply(intent)
+        touched = sorted({index for index, _ in intent.items})
+        undecided.update(touched)
+        found = {i: scanned.get(space.key(i)) for i in touched}
+        is_before = all(found[i] == expected.expected_value(i) for i in touched)
+        is_after = all(found[i] == after.expected_value(i) for i in touched)
+        if is_before and is_after:
+            outcome = "no visible effect"
+        elif is_after:
+            outcome = "applied"
+            resolutions.append(intent)
+        elif is_before:
+            outcome = "not applied"
+        else:
+            outcome = "partly applied"
+            for i in touched:
+                mismatches.append(Mismatch(space.key(i), f"in-flight {intent.kind} {intent.op} partly applied",
+                                           f"{after.explain(i)} if applied, {expected.explain(i)} if not",
+                                           describe(found[i], i)))
+        verdict.in_flight.append(InFlightOutcome(intent.op, intent.kind, outcome))
+
+    for index in range(space.size):
+        key = space.key(index)
+        got = scanned.get(key)
+        if key in looked_up and looked_up[key] != got:
+            mismatches.append(Mismatch(key, "get and scan disagree", f"get to return {describe(got, index)} as "
+                                       "the scan did", describe(looked_up[key], index)))
+        if index in undecided:
+            continue
+        want = expected.expected_value(index)
+        if got == want:
+            continue
+        entry = expected.keys.get(index)
+        if want is not None and got is None:
+            problem = "acknowledged write lost"
+        elif want is not None:
+            problem = "wrong value"
+        elif entry is not None:
+            problem = "deleted key is back"
+        else:
+            problem = "key never written is present"
+        mismatches.append(Mismatch(key, problem, expected.explain(index), describe(got, index)))
+    verdict.keys_checked = space.size
+
+    for intent in resolutions:
+        expected.apply(intent)
+    return verdict

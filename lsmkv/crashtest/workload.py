@@ -1,0 +1,112 @@
+"""What a crash-test child thread does next: a seeded stream of operations.
+
+Each thread writes only its own keys (:meth:`KeySpace.owned_by`): puts,
+deletes and write batches (small ones, and now and then a large one spanning
+keys of every kind), a share of them with ``sync=True``; a small hot set of
+its keys takes half of the writes, so keys are overwritten and deleted over
+and over. Between writes a thread sometimes asks for maintenance: ``flush``
+(the B+tree's flush is a checkpoint) and, on engines that have it,
+``compact`` (``compact_range`` over a random range or everything).
+
+The stream is a pure function of the seed, so a cycle can be replayed. This
+module decides only *what* to do; the child executes it and the oracle
+records it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from .keyspace import KeySpace
+from .oracle import Intent, op_id
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Probabilities of each operation (writes share what maintenance leaves)."""
+
+    put: float = 0.50
+    delete: float = 0.17
+    batch: float = 0.31
+    large_batch: float = 0.02
+    sync: float = 0.05
+    #: Maintenance, per operation: flush (LSM), checkpoint (B+tree's flush), compact_range.
+    flush: float = 0.003
+    checkpoint: float = 0.003
+    compact: float = 0.0008
+    hot_share: float = 0.5
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An operation to run: its oracle record, plus the key range of a compaction."""
+
+    intent: Intent
+    compact_range: tuple[int | None, int | None] = (None, None)
+
+
+class ThreadWorkload:
+    """The operations of one child thread in one cycle."""
+
+    def __init__(self, space: KeySpace, cycle: int, thread: int, seed: int, *, maintenance: tuple[str, ...],
+                 mix: Mix = Mix()) -> None:
+        self._space = space
+        self._cycle = cycle
+        self._thread = thread
+        self._rng = random.Random(seed)
+        self._mix = mix
+        self._maintenance = maintenance
+        self.keys = space.owned_by(thread)
+        self._hot = self.keys[:max(2, len(self.keys) // 20)]
+        self._n = 0
+
+    def exclude(self, index: int) -> None:
+        """Never choose this key (it is kept for a deliberate fault)."""
+        self.keys = [i for i in self.keys if i != index]
+        self._hot = [i for i in self._hot if i != index] or self.keys[:2]
+
+    @property
+    def started(self) -> int:
+        """Operations handed out so far."""
+        return self._n
+
+    def next_id(self) -> str:
+        self._n += 1
+        return op_id(self._cycle, self._thread, self._n)
+
+    def _key(self) -> int:
+        rng = self._rng
+        return rng.choice(self._hot if rng.random() < self._mix.hot_share else self.keys)
+
+    def _item(self, index: int, delete_share: float) -> tuple[int, int | None]:
+        if self._rng.random() < delete_share:
+            return index, None
+        return index, self._space.value_length(index, self._rng)
+
+    def next(self) -> Planned:
+        rng, mix = self._rng, self._mix
+        r = rng.random()
+        for kind in self._maintenance:
+            chance = getattr(mix, kind)
+            if r < chance:
+                if kind != "compact" or rng.random() < 0.5:
+                    return Planned(Intent(self.next_id(), kind))
+                low, high = sorted(rng.sample(range(self._space.size), 2))
+                return Planned(Intent(self.next_id(), kind), (low, high))
+            r -= chance
+        sync = rng.random() < mix.sync
+        r = rng.random() * (mix.put + mix.delete + mix.batch + mix.large_batch)
+        if r < mix.put:
+            return Planned(Intent(self.next_id(), "put", (self._item(self._key(), 0.0),), sync))
+        r -= mix.put
+        if r < mix.delete:
+            return Planned(Intent(self.next_id(), "delete", ((self._key(), None),), sync))
+        r -= mix.delete
+        if r < mix.batch:
+            # Hot keys too, so a batch may hold one key twice (the later item wins).
+            items = tuple(self._item(self._key(), 0.25) for _ in range(rng.randint(1, 12)))
+            return Planned(Intent(self.next_id(), "batch", items, sync))
+        items = tuple(self._item(index, 0.2) for index in rng.sample(self.keys, min(len(self.keys),
+                                                                                     rng.randint(20, 100))))
+        return Planned(Intent(self.next_id(), "batch", items, sync))

@@ -1,0 +1,174 @@
+"""The crash test's oracle, key space and workload, on their own: logs read
+back with torn lines, the verdict on recovered contents that are right and
+on every kind of wrong one, and the state saved between cycles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lsmkv.crashtest.keyspace import MAX_KEY_LEN, KeySpace, describe, value
+from lsmkv.crashtest.oracle import (ExpectedState, Intent, OpLog, OracleError, ThreadHistory, op_id, read_op_log,
+                                    verify)
+from lsmkv.crashtest.workload import ThreadWorkload
+
+SPACE = KeySpace(80, 2)  # thread 0 owns 0-19 and 40-59, thread 1 owns 20-39 and 60-79
+
+
+def contents(state: ExpectedState) -> dict[bytes, bytes]:
+    """What a database holding exactly ``state`` returns from a full scan."""
+    out = {}
+    for index in range(SPACE.size):
+        data = state.expected_value(index)
+        if data is not None:
+            out[SPACE.key(index)] = data
+    return out
+
+
+def check(base: ExpectedState, histories: list[ThreadHistory], scanned: dict[bytes, bytes]):
+    return verify(SPACE, base, histories, scanned, {SPACE.key(i): scanned.get(SPACE.key(i)) for i in range(SPACE.size)})
+
+
+def put(op: str, *items) -> Intent:
+    return Intent(op, "batch" if len(items) > 1 else "put", tuple(items))
+
+
+def test_key_space_owners_kinds_and_values():
+    keys = [SPACE.key(i) for i in range(SPACE.size)]
+    assert len(set(keys)) == SPACE.size and max(map(len, keys)) <= MAX_KEY_LEN
+    assert set(SPACE.owned_by(0)).isdisjoint(SPACE.owned_by(1))
+    assert sorted(SPACE.owned_by(0) + SPACE.owned_by(1)) == list(range(SPACE.size))
+    assert {SPACE.kind(i) for i in SPACE.owned_by(1)} == {"s", "m", "L", "x"}  # every thread owns every kind
+    v = value("c3.t1.n7", 25, 500)
+    assert len(v) == 500 and v == value("c3.t1.n7", 25, 500) and v != value("c3.t1.n8", 25, 500)
+    assert describe(v, 25) == "value of c3.t1.n7 (500 bytes)"
+    assert describe(v, 26) == "value of c3.t1.n7 written to key 25 (500 bytes)"
+    assert value("c3.t1.n7", 25, 0) == b"" and describe(None) == "absent"
+    with pytest.raises(ValueError, match="at least 40 keys"):
+        KeySpace(30, 2)
+
+
+def test_workload_is_a_function_of_its_seed_and_writes_only_its_keys():
+    def ops(seed):
+        work = ThreadWorkload(SPACE, 1, 1, seed, maintenance=("flush", "compact"))
+        return [work.next() for _ in range(2000)]
+
+    first = ops(5)
+    assert first == ops(5) and first != ops(6)
+    kinds = {p.intent.kind for p in first}
+    assert kinds == {"put", "delete", "batch", "flush", "compact"}
+    owned = set(SPACE.owned_by(1))
+    assert all(index in owned for p in first for index, _ in p.intent.items)
+    assert any(p.intent.sync for p in first) and not all(p.intent.sync for p in first)
+    assert [p.intent.op for p in first[:2]] == ["c1.t1.n1", "c1.t1.n2"]
+
+
+def test_op_log_round_trip_and_torn_last_line(tmp_path):
+    path = str(tmp_path / "thread-0.log")
+    log = OpLog(path)
+    a = Intent(op_id(1, 0, 1), "put", ((0, 10),), True)
+    b = Intent(op_id(1, 0, 2), "batch", ((1, None), (2, 5)))
+    c = Intent(op_id(1, 0, 3), "flush")
+    for intent in (a, b):
+        log.intent(intent)
+        log.ack(intent.op)
+    log.intent(c)
+    log.close()
+    history = read_op_log(path, 0)
+    assert history.acked == [a, b] and history.in_flight == c and history.torn_lines == 0
+    with open(path, "ab") as f:
+        f.write(b'{"ack":"c1.t0')  # the kill cut the ack short: the flush stays in flight
+    history = read_op_log(path, 0)
+    assert history.in_flight == c and history.torn_lines == 1
+    assert read_op_log(str(tmp_path / "missing.log"), 3) == ThreadHistory(3)
+
+
+def test_op_log_that_breaks_the_protocol_is_an_oracle_error(tmp_path):
+    path = str(tmp_path / "thread-0.log")
+    log = OpLog(path)
+    log.intent(Intent("c1.t0.n1", "put", ((0, 1),)))
+    log.intent(Intent("c1.t0.n2", "put", ((0, 1),)))
+    log.close()
+    with pytest.raises(OracleError, match="started before c1.t0.n1 was acknowledged"):
+        read_op_log(path, 0)
+
+
+def test_acknowledged_writes_must_all_be_there():
+    base = ExpectedState({0: ("c1.t0.n1", 30), 1: ("c1.t0.n2", None), 20: ("c1.t1.n1", 5)}, 1)
+    history = ThreadHistory(0, acked=[put("c2.t0.n1", (0, 12)), put("c2.t0.n2", (2, 0), (41, 100)),
+                                      Intent("c2.t0.n3", "delete", ((3, None),))])
+    expected = base.copy()
+    for intent in history.acked:
+        expected.apply(intent)
+    verdict = check(base, [history, ThreadHistory(1)], contents(expected))
+    assert verdict.ok and verdict.acked_writes == 3 and verdict.keys_checked == SPACE.size
+    assert verdict.state.keys == expected.keys
+
+    lost = contents(expected)
+    del lost[SPACE.key(41)]
+    stale = contents(expected)
+    stale[SPACE.key(0)] = value("c1.t0.n1", 0, 30)
+    back = contents(expected)
+    back[SPACE.key(1)] = value("c1.t0.n0", 1, 9)
+    extra = contents(expected)
+    extra[SPACE.key(5)] = b"x"
+    alien = contents(expected)
+    alien[b"zz"] = b"1"
+    for found, problem in ((lost, "acknowledged write lost"), (stale, "wrong value"), (back, "deleted key is back"),
+                           (extra, "key never written is present"), (alien, "key outside the key space")):
+        verdict = check(base, [history], found)
+        assert [m.problem for m in verdict.mismatches] == [problem]
+    assert "expected value of c1.t0.n2" not in str(check(base, [history], back).mismatches[0])
+    assert "deleted by c1.t0.n2" in str(check(base, [history], back).mismatches[0])
+
+
+def test_in_flight_write_may_be_all_there_or_not_at_all_but_never_partly():
+    base = ExpectedState({0: ("c1.t0.n1", 30), 21: ("c1.t1.n1", 40)}, 1)
+    batch = Intent("c2.t0.n1", "batch", ((0, None), (2, 50), (41, 7)))
+    single = Intent("c2.t1.n1", "put", ((21, 3),))
+    histories = [ThreadHistory(0, in_flight=batch), ThreadHistory(1, in_flight=single)]
+    after = base.copy()
+    after.apply(batch)
+
+    verdict = check(base, histories, contents(after))
+    assert verdict.ok
+    assert [(o.op, o.outcome) for o in verdict.in_flight] == [("c2.t0.n1", "applied"), ("c2.t1.n1", "not applied")]
+    assert verdict.state.keys == after.keys  # the next cycle continues from what the database holds
+
+    partly = contents(base)
+    partly[SPACE.key(2)] = value("c2.t0.n1", 2, 50)  # one item of three
+    verdict = check(base, histories, partly)
+    assert not verdict.ok and {m.problem for m in verdict.mismatches} == {"in-flight batch c2.t0.n1 partly applied"}
+    assert len(verdict.mismatches) == 3 and verdict.in_flight[0].outcome == "partly applied"
+
+
+def test_in_flight_write_without_visible_effect_and_maintenance():
+    base = ExpectedState({2: ("c1.t0.n1", None)}, 1)
+    histories = [ThreadHistory(0, in_flight=Intent("c2.t0.n1", "delete", ((2, None),))),
+                 ThreadHistory(1, in_flight=Intent("c2.t1.n1", "compact"))]
+    verdict = check(base, histories, {})
+    assert verdict.ok
+    assert [o.outcome for o in verdict.in_flight] == ["no visible effect", "maintenance"]
+
+
+def test_get_must_agree_with_scan():
+    state = ExpectedState({0: ("c1.t0.n1", 10)}, 1)
+    scanned = contents(state)
+    looked_up = {SPACE.key(i): scanned.get(SPACE.key(i)) for i in range(SPACE.size)}
+    looked_up[SPACE.key(0)] = None
+    verdict = verify(SPACE, state, [], scanned, looked_up)
+    assert [m.problem for m in verdict.mismatches] == ["get and scan disagree"]
+
+
+def test_a_thread_writing_a_key_it_does_not_own_is_an_oracle_error():
+    with pytest.raises(OracleError, match="does not own"):
+        check(ExpectedState(), [ThreadHistory(1, acked=[put("c1.t1.n1", (0, 1))])], {})
+
+
+def test_expected_state_saves_atomically_and_loads_back(tmp_path):
+    path = str(tmp_path / "state.json")
+    state = ExpectedState({3: ("c4.t0.n9", 12), 7: ("c4.t1.n2", None)}, 4)
+    state.save(path)
+    assert ExpectedState.load(path) == state and state.live_keys() == 1
+    assert os.listdir(tmp_path) == ["state.json"]
