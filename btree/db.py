@@ -229,7 +229,7 @@ class DB:
         replayed = 0
         if contents is not None:
             if contents.base_lsn > meta.ckpt_lsn:
-                if not writer:
+                if not writer and self._concurrent_checkpoint():
                     raise StaleView(0)
                 raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
                                       f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)

@@ -20,7 +20,7 @@ from .table.format import FOOTER_SIZE, Footer
 from .table.reader import TableReader
 from .version import FileMeta, VersionSet
 from .wal import LogReader
-from .write_batch import decode_batch
+from .write_batch import log_batches
 
 
 def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None = None) -> tuple[list[str], dict]:
@@ -119,8 +119,7 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
         elif kind == "log" and number >= versions.log_number:
             reader = LogReader(fs.read_file(full), full, salvage=False)
             try:
-                for offset, payload in reader.records():
-                    decode_batch(payload, full, offset)
+                for _ in log_batches(reader):
                     log_records += 1
             except CorruptionError as exc:
                 report.problems.append(str(exc))

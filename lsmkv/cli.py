@@ -1,7 +1,8 @@
 """The ``lsmkv`` command. Parses arguments, calls the library, prints.
 
 The library never prints; this module owns the terminal. Every LsmkvError
-(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2.
+(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2;
+``repair`` exits 3 when it had to give up data (``EXIT_DATA_LOST``).
 Database commands work on both engines: the engine is detected from the
 directory (``--engine`` chooses it when a command creates a database).
 """
@@ -15,9 +16,12 @@ import sys
 import tempfile
 
 from .check import check_db, dump_table
-from .dbdir import detect_engine
+from .dbdir import detect_engine, engine_of_damaged
 from .errors import LsmkvError
 from .fs import DEFAULT_FS
+
+#: Exit code of ``lsmkv repair`` when the database was repaired but data was lost.
+EXIT_DATA_LOST = 3
 
 
 def _bytes_arg(text: str, hex_mode: bool) -> bytes:
@@ -137,6 +141,28 @@ def _cmd_check(args) -> int:
     return 1
 
 
+def _cmd_repair(args) -> int:
+    engine = engine_of_damaged(args.db, DEFAULT_FS)
+    if engine == "btree":
+        from btree.repair import repair_db
+    else:
+        from .repair import repair_db
+    report = repair_db(args.db)
+    for key, value in report.details.items():
+        print(f"{key}: {_jsonable(value)}")
+    for note in report.notes:
+        print(f"note: {note}")
+    for loss in report.lost:
+        print(f"LOST: {loss}")
+    if report.set_aside:
+        print(f"damaged and replaced files kept in {report.set_aside}")
+    if not report.data_lost:
+        print(f"OK: {args.db} ({engine}) repaired, nothing lost")
+        return 0
+    print(f"REPAIRED: {args.db} ({engine}) opens again; {len(report.lost)} loss(es) listed above")
+    return EXIT_DATA_LOST
+
+
 def _cmd_sst_dump(args) -> int:
     info = dump_table(args.file, entries=not args.no_entries, limit=args.limit)
     if args.json:
@@ -222,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="verify every checksum and the manifest (exit 1 on corruption)")
     p.add_argument("db")
     p.set_defaults(func=_cmd_check)
+    p = sub.add_parser("repair", help="rebuild a damaged database from what verifies; report what was lost "
+                       f"(exit {EXIT_DATA_LOST} if anything was)")
+    p.add_argument("db")
+    p.set_defaults(func=_cmd_repair)
     p = sub.add_parser("sst-dump", help="print a table file: footer, properties, index, bloom, entries")
     p.add_argument("file")
     p.add_argument("--no-entries", action="store_true")
