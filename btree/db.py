@@ -97,7 +97,7 @@ class WriteBatch:
 
     def _add(self, key: bytes, value: bytes | None, size: int) -> None:
         if self._done:
-            raise LsmkvError("this write batch was already committed or discarded")
+            raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
         if self._bytes + size > MAX_BATCH_BYTES:
             raise SizeLimitError(f"write batch would hold {self._bytes + size} bytes; the limit is {MAX_BATCH_BYTES}")
         self._bytes += size

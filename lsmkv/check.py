@@ -16,6 +16,7 @@ from .check_report import CheckReport
 from .errors import CorruptionError, LsmkvError
 from .filenames import CURRENT, parse, table_name
 from .fs import DEFAULT_FS, FileSystem
+from .set_aside import LOST_DIR
 from .table.format import FOOTER_SIZE, Footer
 from .table.reader import TableReader
 from .version import FileMeta, VersionSet
@@ -109,7 +110,9 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
     for name in sorted(names):
         parsed = parse(name)
         if parsed is None:
-            if name not in (CURRENT, "LOCK"):
+            if name == LOST_DIR:
+                notes.append(f"{name}/: files a repair set aside (lsmkv never reads or removes them)")
+            elif name not in (CURRENT, "LOCK"):
                 notes.append(f"{name}: not an lsmkv file")
             continue
         kind, number = parsed

@@ -56,8 +56,9 @@ def _open_db(path: str, *, read_only: bool, engine: str | None = None):
 
 
 def _cmd_get(args) -> int:
+    key = _bytes_arg(args.key, args.hex)
     with _open_db(args.db, read_only=True) as db:
-        value = db.get(_bytes_arg(args.key, args.hex))
+        value = db.get(key)
     if value is None:
         print(f"lsmkv: {args.key}: not found", file=sys.stderr)
         return 1
@@ -66,14 +67,16 @@ def _cmd_get(args) -> int:
 
 
 def _cmd_put(args) -> int:
+    key, value = _bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex)
     with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.put(_bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex), sync=True)
+        db.put(key, value, sync=True)
     return 0
 
 
 def _cmd_delete(args) -> int:
+    key = _bytes_arg(args.key, args.hex)
     with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.delete(_bytes_arg(args.key, args.hex), sync=True)
+        db.delete(key, sync=True)
     return 0
 
 
@@ -211,8 +214,15 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
+    parser = _Parser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
                                      "engine, and a bench to compare them.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)

@@ -709,6 +709,7 @@ class DB:
         With ``space_amp=True`` it also scans the whole database to measure the
         live data (key + value bytes of every live key) and reports
         ``live_bytes`` and ``space_amp`` (bytes on disk / live bytes)."""
+        self._check_open()
         st = self._state
         version = st.version
         compactor = self._compactor

@@ -31,15 +31,28 @@ def new_set_aside_dir(fs: FileSystem, dbpath: str) -> str:
     return path
 
 
+#: Bytes copied per read.
+_CHUNK = 1 << 20
+
+
 def copy_aside(fs: FileSystem, src: str, folder: str) -> str:
     """Copy ``src`` into ``folder`` (same name) durably; returns the copy's path."""
     dst = os.path.join(folder, os.path.basename(src))
-    data = fs.read_file(src)
-    f = fs.create(dst)
+    source = fs.open_readable(src)
     try:
-        f.append(data)
-        f.sync()
+        f = fs.create(dst)
+        try:
+            offset = 0
+            while offset < source.size:
+                chunk = source.read_at(offset, _CHUNK)
+                if not chunk:
+                    break
+                f.append(chunk)
+                offset += len(chunk)
+            f.sync()
+        finally:
+            f.close()
     finally:
-        f.close()
+        source.close()
     fs.sync_dir(folder)
     return dst

@@ -19,7 +19,9 @@ Reading tells apart three kinds of damage:
   unsynced pages. Everything from there on was unsynced, so reading stops.
 * *corruption*: a damaged record followed by valid records. Strict reading
   raises CorruptionError naming the file and offset; salvage reading skips to
-  the next block boundary and records what it dropped.
+  the next intact record (right after the damaged fragment when its length
+  field still leads to one in the same block, else at a later block
+  boundary) and records what it dropped.
 
 This module must never interpret record payloads; see write_batch.py and
 version.py for those.

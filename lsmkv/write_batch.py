@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Iterator
 
-from .errors import CorruptionError, SizeLimitError
+from .errors import ClosedError, CorruptionError, SizeLimitError
 from .keys import as_key, as_value
 from .wal import LogReader
 
@@ -107,7 +107,7 @@ class WriteBatch:
 
     def _check_size(self, extra: int) -> None:
         if self._done:
-            raise RuntimeError("this write batch was already written or discarded")
+            raise ClosedError("this write batch was already written or discarded (its with-block ended)")
         if self.user_bytes + extra + OP_HEADER.size * (len(self.ops) + 1) > MAX_BATCH_BYTES:
             raise SizeLimitError(f"write batch would exceed {MAX_BATCH_BYTES} bytes")
 

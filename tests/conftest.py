@@ -27,7 +27,7 @@ from hypothesis import settings  # noqa: E402
 
 #: `pytest --hypothesis-profile fuzz tests/test_fuzz_decoders.py`: the long
 #: fuzzing run (docs/reliability.md reports its figures).
-settings.register_profile("fuzz", max_examples=3000, deadline=None)
+settings.register_profile("fuzz", max_examples=1000, deadline=None)
 
 _FUZZ_CASES = pytest.StashKey[Counter]()
 

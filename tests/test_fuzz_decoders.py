@@ -11,13 +11,14 @@ test, and so does a case that runs longer than ``TIME_LIMIT`` seconds or
 allocates more than ``memory_budget(len(data))`` bytes at its peak.
 
 Cases run per decoder are counted and printed at the end of the session
-(``fuzz cases run``). The default run does hypothesis's default number of
-examples per test; ``--hypothesis-profile fuzz`` runs many more (see
+(``fuzz cases run``). The default run does ``EXAMPLES`` (40) cases per test;
+``--hypothesis-profile fuzz`` runs many more (tests/conftest.py; see
 docs/reliability.md for the figures).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -157,11 +158,22 @@ def inputs(bases: list[bytes], max_random: int = 512):
 # ---------------------------------------------------------------------------
 
 
+def _once(fn):
+    """Compute ``fn(samples)`` once per Samples (hypothesis calls it per case)."""
+    @functools.wraps(fn)
+    def cached(samples):
+        if fn.__name__ not in samples.cache:
+            samples.cache[fn.__name__] = fn(samples)
+        return samples.cache[fn.__name__]
+    return cached
+
+
 class Samples:
     """Real files of both engines, written by the engines themselves."""
 
     def __init__(self, root: str) -> None:
         self.root = root
+        self.cache: dict = {}
         # lsmkv: a database with tables (compressed and not), a manifest and a log.
         self.lsm_plain = self._lsm_table(os.path.join(root, "plain"), compression=None)
         self.lsm_zstd = self._lsm_table(os.path.join(root, "zstd"), compression="zstd")
@@ -231,6 +243,7 @@ class Samples:
             pages = f.read()
         return pages, log
 
+    @_once
     def lsm_blocks(self) -> list[tuple[int, int]]:
         """(offset, size) of every stored block of the uncompressed table, trailers excluded."""
         path = os.path.join(self.root, "plain-table.sst")
@@ -245,6 +258,7 @@ class Samples:
             reader.close()
         return blocks
 
+    @_once
     def btree_page_images(self) -> dict[int, list[tuple[int, bytes]]]:
         """Page images of the btree sample by type: {type: [(page number, image)]}."""
         ps = 512
@@ -273,8 +287,12 @@ def workdir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                                      HealthCheck.data_too_large])
+#: Cases per test: a quick 40 in the default run; with --hypothesis-profile
+#: fuzz (or any other profile) the profile's max_examples.
+EXAMPLES = 40 if settings.get_current_profile_name() == "default" else settings.default.max_examples
+FUZZ = settings(deadline=None, max_examples=EXAMPLES,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                       HealthCheck.data_too_large])
 
 
 def _fix_crc_at(data: bytearray, start: int, end: int) -> None:
@@ -296,7 +314,7 @@ def _read_log(data: bytes, salvage: bool) -> None:
 @FUZZ
 @given(st.data(), st.booleans())
 def test_wal_log_reader(fuzz_counter, samples, data, salvage):
-    raw = data.draw(st.one_of(st.binary(max_size=70_000), mutations(samples.log)))
+    raw = data.draw(st.one_of(st.binary(max_size=40_000), mutations(samples.log)))
     run_case(fuzz_counter, f"lsmkv wal LogReader ({'salvage' if salvage else 'strict'})",
              lambda d: _read_log(d, salvage), raw)
 
@@ -330,6 +348,7 @@ def _refooter(footer: bytes) -> bytes:
     return head + _U32.pack(crc32(head)) + footer[56:]
 
 
+@_once
 def _stored_blocks(samples) -> list[bytes]:
     out = []
     for table in (samples.lsm_plain, samples.lsm_zstd):
@@ -369,6 +388,7 @@ def test_table_stored_block_decode(fuzz_counter, samples, data):
     run_case(fuzz_counter, "lsmkv table stored block (trailer, zstd, block)", decode, raw)
 
 
+@_once
 def _raw_blocks(samples) -> list[bytes]:
     path = os.path.join(samples.root, "plain-raw.sst")
     with open(path, "wb") as f:
@@ -405,6 +425,7 @@ def test_table_columns_decode(fuzz_counter, samples, data):
     run_case(fuzz_counter, "lsmkv compaction columns (blocks)", decode, b"".join(raws))
 
 
+@_once
 def _properties_and_filter(samples) -> tuple[bytes, bytes]:
     footer = Footer.decode(samples.lsm_plain[-FOOTER_SIZE:], "s", len(samples.lsm_plain))
     p_off, p_size = footer.properties
@@ -483,6 +504,7 @@ def test_table_reader_whole_file(fuzz_counter, samples, workdir, data):
 # ---------------------------------------------------------------------------
 
 
+@_once
 def _edit_payloads(samples) -> list[bytes]:
     return [payload for _, payload in LogReader(samples.manifest, "m").records()]
 
@@ -608,6 +630,7 @@ def test_btree_page_decode(fuzz_counter, samples, page_type, data):
              allowed=VERSIONED if page_type == PAGE_META else (CorruptionError,))
 
 
+@functools.lru_cache(maxsize=4)
 def _btree_records(log: bytes) -> list[tuple[int, int]]:
     """(start, end) of each record in a btree log."""
     out = []
