@@ -52,7 +52,7 @@ from lsmkv.repair_report import Loss, RepairReport
 from lsmkv.set_aside import copy_aside, new_set_aside_dir
 
 from .bulk import build_page_file
-from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEAF, Node, Overflow, check_header,
+from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_LEAF, Node, Overflow, check_header,
                    decode_freelist, decode_node, decode_overflow)
 from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta
 from .wal import LOG_HEADER_SIZE, LogWriter, parse_log
@@ -164,8 +164,7 @@ class _Repair:
             try:
                 self.meta = pager.read_meta()
             except CorruptionError as exc:
-                self.report.notes.append(f"no valid meta page ({exc.reason}); every leaf page in the file is a "
-                                         "candidate")
+                self.report.notes.append(f"{exc.reason}; every leaf page in the file is a candidate")
             if self.meta is not None:
                 self.page_size = self.meta.page_size
                 try:

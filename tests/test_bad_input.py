@@ -21,7 +21,9 @@ from lsmkv.checksum import crc32
 from lsmkv.cli import main
 from lsmkv.errors import (ClosedError, InvalidDatabaseError, LockError, OptionError, ReadOnlyError,
                           SizeLimitError)
+from btree.repair import repair_db as btree_repair
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.repair import repair_db as lsm_repair
 from lsmkv.wal import LogReader, LogWriter
 from lsmkv.write_batch import MAX_BATCH_BYTES as LSM_MAX_BATCH
 
@@ -301,6 +303,8 @@ def test_newer_format_version(engine, dbpath):
     for read_only in (False, True):
         raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)",
                     lambda: ENGINES[engine](dbpath, read_only=read_only))
+    repair = lsm_repair if engine == "lsm" else btree_repair
+    raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)", lambda: repair(dbpath))
     assert files(dbpath) == before
 
 

@@ -275,12 +275,22 @@ def _leaf_keys(path: str, pg: int) -> list[bytes]:
 
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(6))
 def test_random_history_and_random_damage(tmp_path, seed):
     """Random writes, deletes and checkpoints, then a few random pages
     damaged (any page, meta and free-list pages included): whatever the
     repair keeps must be the latest value of each key outside its losses,
     and no deleted key may come back outside them."""
+    random_history_and_damage(tmp_path, seed)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", range(6, 200))
+def test_random_history_and_random_damage_soak(tmp_path, seed):
+    random_history_and_damage(tmp_path, seed)
+
+
+def random_history_and_damage(tmp_path, seed: int) -> None:
     import random
     rng = random.Random(seed)
     path = str(tmp_path / "db")
