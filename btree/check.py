@@ -28,7 +28,7 @@ from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.dbdir import prepare_directory
 
 from .node import Node, Overflow, decode_node, decode_overflow
-from .pager import LOG_FILE, PAGES_FILE, Pager, decode_meta
+from .pager import LOG_FILE, PAGES_FILE, Pager, StaleView, decode_meta
 from .wal import parse_log
 
 _MAX_REPORTED = 50
@@ -191,13 +191,22 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
             pager.load_freelist(meta.freelist_head)
         except CorruptionError as exc:
             problems.append(str(exc))
+        except StaleView as exc:
+            problems.append(f"{pager.path}: free-list page {exc.args[0]} rewritten by the writer while the check ran")
         chain = set(pager.freelist_pages)
         listed = pager.free - chain
         if meta.free_count != len(pager.free) and not problems:
             problems.append(f"meta page records {meta.free_count} free pages, the free list holds {len(pager.free)}")
 
+        def read(pg: int) -> bytes:
+            try:
+                return pager.read_page(pg)
+            except StaleView:
+                raise CorruptionError("page rewritten by the writer while the check ran", path=pager.path,
+                                      page=pg) from None
+
         def node(pg: int, leaf: bool) -> Node:
-            n = decode_node(pager.read_page(pg), pg, ps, pager.path)
+            n = decode_node(read(pg), pg, ps, pager.path)
             if n.leaf != leaf:
                 raise CorruptionError(f"expected a {'leaf' if leaf else 'internal'} page", path=pager.path, page=pg)
             return n
@@ -205,7 +214,7 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         def overflow(ref: Overflow) -> list[int]:
             pages, total, pg = [], 0, ref.page
             while pg:
-                data, nxt = decode_overflow(pager.read_page(pg), pg, ps, pager.path)
+                data, nxt = decode_overflow(read(pg), pg, ps, pager.path)
                 pages.append(pg)
                 total += len(data)
                 if total > ref.length:

@@ -97,7 +97,7 @@ class WriteBatch:
 
     def _add(self, key: bytes, value: bytes | None, size: int) -> None:
         if self._done:
-            raise LsmkvError("this write batch was already committed or discarded")
+            raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
         if self._bytes + size > MAX_BATCH_BYTES:
             raise SizeLimitError(f"write batch would hold {self._bytes + size} bytes; the limit is {MAX_BATCH_BYTES}")
         self._bytes += size
@@ -229,7 +229,7 @@ class DB:
         replayed = 0
         if contents is not None:
             if contents.base_lsn > meta.ckpt_lsn:
-                if not writer:
+                if not writer and self._concurrent_checkpoint():
                     raise StaleView(0)
                 raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
                                       f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)

@@ -276,6 +276,10 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
                 used += SLOT_SIZE + INTERNAL_CELL_SIZE + klen
     except (IndexError, struct.error):
         raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
+    if used > page_size:
+        raise CorruptionError(f"cells of {used} bytes overlap in the page", path=path, page=pgno)
+    if count > 1 and not all(map(bytes.__lt__, keys, keys[1:])):
+        raise CorruptionError("keys out of order in the page", path=path, page=pgno)
     node.used = used
     node.dirty = False
     return node

@@ -101,6 +101,40 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height)
 
 
+def encode_journal(page_size: int, epoch: int, images: list[bytes | bytearray]) -> bytes:
+    """A checkpoint journal holding ``images`` (full page images, meta page last)."""
+    header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, page_size, epoch, len(images), 0)
+    header = header[:28] + _U32.pack(crc32(header[:28]))
+    body = b"".join(images)
+    return header + body + _U32.pack(crc32(body))
+
+
+def decode_journal(data: bytes, page_size: int, path: str) -> tuple[int, list[tuple[int, bytes]]] | None:
+    """(epoch, [(page number, image)]) of a complete, valid journal; None if
+    it is incomplete (wrong size, a checksum that does not match: its
+    checkpoint never touched the page file). A complete journal holding a
+    page image that fails its own checks is corruption."""
+    hs = JOURNAL_HEADER.size
+    if len(data) < hs:
+        return None
+    magic, _version, ps, epoch, n, hcrc = JOURNAL_HEADER.unpack_from(data, 0)
+    if magic != JOURNAL_MAGIC or hcrc != crc32(data[:28]) or ps != page_size:
+        return None
+    end = hs + n * ps
+    if len(data) != end + 4:
+        return None
+    body = data[hs:end]
+    if _U32.unpack_from(data, end)[0] != crc32(body):
+        return None
+    images = []
+    for k in range(n):
+        img = body[k * ps:(k + 1) * ps]
+        pgno = HEADER.unpack_from(img, 0)[1]
+        check_header(img, pgno, ps, path)
+        images.append((pgno, img))
+    return epoch, images
+
+
 def valid_page_size(n: object) -> bool:
     return type(n) is int and MIN_PAGE_SIZE <= n <= MAX_PAGE_SIZE and n & (n - 1) == 0
 
@@ -208,10 +242,13 @@ class Pager:
         buf = self.file.read_at(pgno * ps, ps)
         self.page_reads += 1
         self.bytes_read += len(buf)
-        if len(buf) == ps and HEADER.unpack_from(buf, 0)[7] > self.meta.epoch:
-            if self.read_only:
+        if len(buf) == ps and HEADER.unpack_from(buf, 0)[7] > self.meta.epoch and crc32(buf[4:]) == _U32.unpack_from(buf, 0)[0]:
+            # A read-only handle meets pages of a writer's newer checkpoint;
+            # otherwise (no newer meta page, no journal) this is possible only
+            # if the newest meta copy was lost after its checkpoint completed.
+            if self.read_only and (self.newest_epoch_on_disk() != self.meta.epoch
+                                   or self.fs.exists(self.journal_path)):
                 raise StaleView(pgno)
-            # Possible only if the newest meta copy was lost after its checkpoint completed.
             raise CorruptionError(f"page was written by a checkpoint newer than the meta page's epoch "
                                   f"{self.meta.epoch} (the newest meta page is damaged)", path=self.path, page=pgno)
         return buf
@@ -330,20 +367,15 @@ class Pager:
             self._write_in_place(fresh, meta.page_count)
         if live:
             live.append(meta_image)
-            header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, ps, meta.epoch, len(live), 0)
-            header = header[:28] + _U32.pack(crc32(header[:28]))
-            body = b"".join(img for _, img in live)
-            trailer = _U32.pack(crc32(body))
+            journal = encode_journal(ps, meta.epoch, [img for _, img in live])
             j = self.fs.create(self.journal_path)
             try:
-                j.append(header)
-                j.append(body)
-                j.append(trailer)
+                j.append(journal)
                 j.sync()
             finally:
                 j.close()
             self.fs.sync_dir(self.dir)
-            jbytes = len(header) + len(body) + len(trailer)
+            jbytes = len(journal)
             self.bytes_written += jbytes
             self.journal_bytes += jbytes
             self._write_in_place(live, meta.page_count)
@@ -387,25 +419,7 @@ class Pager:
         except FileNotFoundError:
             return None  # (also: a writer in another process just removed it)
         self.bytes_read += len(data)
-        hs = JOURNAL_HEADER.size
-        if len(data) < hs:
-            return None
-        magic, _version, ps, epoch, n, hcrc = JOURNAL_HEADER.unpack_from(data, 0)
-        if magic != JOURNAL_MAGIC or hcrc != crc32(data[:28]) or ps != self.page_size:
-            return None
-        end = hs + n * ps
-        if len(data) != end + 4:
-            return None
-        body = data[hs:end]
-        if _U32.unpack_from(data, end)[0] != crc32(body):
-            return None
-        images = []
-        for k in range(n):
-            img = body[k * ps:(k + 1) * ps]
-            pgno = HEADER.unpack_from(img, 0)[1]
-            check_header(img, pgno, ps, self.journal_path)
-            images.append((pgno, img))
-        return epoch, images
+        return decode_journal(data, self.page_size, self.journal_path)
 
     def recover_journal(self) -> bool:
         """Finish a checkpoint cut short by a crash (writers only). Returns True

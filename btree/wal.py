@@ -167,7 +167,7 @@ class LogWriter:
 class LogContents:
     """The parsed log: base LSN, the batches in it, where the valid part ends."""
 
-    __slots__ = ("base_lsn", "records", "valid_end_lsn", "torn_bytes", "size")
+    __slots__ = ("base_lsn", "records", "valid_end_lsn", "torn_bytes", "size", "dropped")
 
     def __init__(self, base_lsn: int) -> None:
         self.base_lsn = base_lsn
@@ -176,29 +176,48 @@ class LogContents:
         self.valid_end_lsn = base_lsn
         self.torn_bytes = 0
         self.size = 0
+        #: Salvage only: (file offset, bytes, reason) of the damaged rest of the log.
+        self.dropped: tuple[int, int, str] | None = None
 
 
-def parse_log(data: bytes, path: str) -> LogContents | None:
+def parse_log(data: bytes, path: str, *, salvage: bool = False) -> LogContents | None:
     """Parse a whole log file. None if it has no complete header (a log whose
     creation was cut short: it holds nothing). A torn record at the tail (one
     that runs past the end of the file or fails its checksum with nothing but
     zero bytes after it) is dropped; a bad record anywhere else raises
-    CorruptionError with its offset."""
+    CorruptionError with its offset, or, with ``salvage=True`` (repair),
+    ends the log there: the records before it are kept and the rest is
+    listed in ``dropped`` (a damaged header drops the whole log)."""
     if len(data) < LOG_HEADER_SIZE:
         return None
     magic, version, _r, base_lsn, hcrc, _r2 = LOG_HEADER.unpack_from(data, 0)
+    problem = None
     if magic != LOG_MAGIC or hcrc != crc32(data[:24]):
-        raise CorruptionError("log header is damaged", path=path, offset=0)
-    if version != LOG_VERSION:
-        raise CorruptionError(f"log format version {version} is not supported", path=path, offset=0)
+        problem = "log header is damaged"
+    elif version != LOG_VERSION:
+        problem = f"log format version {version} is not supported"
+    if problem is not None:
+        if not salvage:
+            raise CorruptionError(problem, path=path, offset=0)
+        out = LogContents(0)
+        out.size = len(data)
+        out.dropped = (0, len(data), problem)
+        return out
     out = LogContents(base_lsn)
     out.size = len(data)
     pos = LOG_HEADER_SIZE
     n = len(data)
-    for rec in iter_records(data, pos, path):
-        start, end, ops = rec
-        out.records.append((base_lsn + start - LOG_HEADER_SIZE, base_lsn + end - LOG_HEADER_SIZE, ops))
-        pos = end
+    try:
+        for rec in iter_records(data, pos, path):
+            start, end, ops = rec
+            out.records.append((base_lsn + start - LOG_HEADER_SIZE, base_lsn + end - LOG_HEADER_SIZE, ops))
+            pos = end
+    except CorruptionError as exc:
+        if not salvage:
+            raise
+        out.dropped = (pos, n - pos, exc.reason)
+        out.valid_end_lsn = base_lsn + pos - LOG_HEADER_SIZE
+        return out
     out.valid_end_lsn = base_lsn + pos - LOG_HEADER_SIZE
     out.torn_bytes = n - pos
     return out

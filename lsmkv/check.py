@@ -16,11 +16,12 @@ from .check_report import CheckReport
 from .errors import CorruptionError, LsmkvError
 from .filenames import CURRENT, parse, table_name
 from .fs import DEFAULT_FS, FileSystem
+from .set_aside import LOST_DIR
 from .table.format import FOOTER_SIZE, Footer
 from .table.reader import TableReader
 from .version import FileMeta, VersionSet
 from .wal import LogReader
-from .write_batch import decode_batch
+from .write_batch import log_batches
 
 
 def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None = None) -> tuple[list[str], dict]:
@@ -109,7 +110,9 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
     for name in sorted(names):
         parsed = parse(name)
         if parsed is None:
-            if name not in (CURRENT, "LOCK"):
+            if name == LOST_DIR:
+                notes.append(f"{name}/: files a repair set aside (lsmkv never reads or removes them)")
+            elif name not in (CURRENT, "LOCK"):
                 notes.append(f"{name}: not an lsmkv file")
             continue
         kind, number = parsed
@@ -119,8 +122,7 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
         elif kind == "log" and number >= versions.log_number:
             reader = LogReader(fs.read_file(full), full, salvage=False)
             try:
-                for offset, payload in reader.records():
-                    decode_batch(payload, full, offset)
+                for _ in log_batches(reader):
                     log_records += 1
             except CorruptionError as exc:
                 report.problems.append(str(exc))

@@ -1,7 +1,8 @@
 """The ``lsmkv`` command. Parses arguments, calls the library, prints.
 
 The library never prints; this module owns the terminal. Every LsmkvError
-(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2.
+(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2;
+``repair`` exits 3 when it had to give up data (``EXIT_DATA_LOST``).
 Database commands work on both engines: the engine is detected from the
 directory (``--engine`` chooses it when a command creates a database).
 """
@@ -15,9 +16,12 @@ import sys
 import tempfile
 
 from .check import check_db, dump_table
-from .dbdir import detect_engine
+from .dbdir import detect_engine, engine_of_damaged
 from .errors import LsmkvError
 from .fs import DEFAULT_FS
+
+#: Exit code of ``lsmkv repair`` when the database was repaired but data was lost.
+EXIT_DATA_LOST = 3
 
 
 def _bytes_arg(text: str, hex_mode: bool) -> bytes:
@@ -52,8 +56,9 @@ def _open_db(path: str, *, read_only: bool, engine: str | None = None):
 
 
 def _cmd_get(args) -> int:
+    key = _bytes_arg(args.key, args.hex)
     with _open_db(args.db, read_only=True) as db:
-        value = db.get(_bytes_arg(args.key, args.hex))
+        value = db.get(key)
     if value is None:
         print(f"lsmkv: {args.key}: not found", file=sys.stderr)
         return 1
@@ -62,14 +67,16 @@ def _cmd_get(args) -> int:
 
 
 def _cmd_put(args) -> int:
+    key, value = _bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex)
     with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.put(_bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex), sync=True)
+        db.put(key, value, sync=True)
     return 0
 
 
 def _cmd_delete(args) -> int:
+    key = _bytes_arg(args.key, args.hex)
     with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.delete(_bytes_arg(args.key, args.hex), sync=True)
+        db.delete(key, sync=True)
     return 0
 
 
@@ -135,6 +142,28 @@ def _cmd_check(args) -> int:
         print(f"PROBLEM: {problem}")
     print(f"FAILED: {len(report.problems)} problem(s) in {args.db}")
     return 1
+
+
+def _cmd_repair(args) -> int:
+    engine = engine_of_damaged(args.db, DEFAULT_FS)
+    if engine == "btree":
+        from btree.repair import repair_db
+    else:
+        from .repair import repair_db
+    report = repair_db(args.db)
+    for key, value in report.details.items():
+        print(f"{key}: {_jsonable(value)}")
+    for note in report.notes:
+        print(f"note: {note}")
+    for loss in report.lost:
+        print(f"LOST: {loss}")
+    if report.set_aside:
+        print(f"damaged and replaced files kept in {report.set_aside}")
+    if not report.data_lost:
+        print(f"OK: {args.db} ({engine}) repaired, nothing lost")
+        return 0
+    print(f"REPAIRED: {args.db} ({engine}) opens again; {len(report.lost)} loss(es) listed above")
+    return EXIT_DATA_LOST
 
 
 def _cmd_sst_dump(args) -> int:
@@ -274,8 +303,15 @@ def _cmd_crashtest(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
+    parser = _Parser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
                                      "engine, and a bench to compare them.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)
@@ -311,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="verify every checksum and the manifest (exit 1 on corruption)")
     p.add_argument("db")
     p.set_defaults(func=_cmd_check)
+    p = sub.add_parser("repair", help="rebuild a damaged database from what verifies; report what was lost "
+                       f"(exit {EXIT_DATA_LOST} if anything was)")
+    p.add_argument("db")
+    p.set_defaults(func=_cmd_repair)
     p = sub.add_parser("sst-dump", help="print a table file: footer, properties, index, bloom, entries")
     p.add_argument("file")
     p.add_argument("--no-entries", action="store_true")

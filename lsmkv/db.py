@@ -51,7 +51,7 @@ from .table.reader import IOStats
 from .table_cache import TableCache
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
-from .write_batch import TOMBSTONE, VALUE, WriteBatch, decode_batch, encode_batch, encode_single
+from .write_batch import TOMBSTONE, VALUE, WriteBatch, encode_batch, encode_single, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -191,14 +191,7 @@ class DB:
         for number in self._logs_to_replay():
             path = os.path.join(self.path, log_name(number))
             reader = LogReader(fs.read_file(path), path, salvage=salvage)
-            for offset, payload in reader.records():
-                try:
-                    seq, ops = decode_batch(payload, path, offset)
-                except CorruptionError as exc:
-                    if not salvage:
-                        raise
-                    reader.report.dropped.append((offset, len(payload), exc.reason))
-                    continue
+            for seq, ops in log_batches(reader):
                 if not ops:
                     continue
                 mem.add_batch(seq, ops)
@@ -716,6 +709,7 @@ class DB:
         With ``space_amp=True`` it also scans the whole database to measure the
         live data (key + value bytes of every live key) and reports
         ``live_bytes`` and ``space_amp`` (bytes on disk / live bytes)."""
+        self._check_open()
         st = self._state
         version = st.version
         compactor = self._compactor

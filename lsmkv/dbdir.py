@@ -62,5 +62,38 @@ def prepare_directory(path: str, engine: str, fs: FileSystem, *, create: bool) -
     return False
 
 
+#: Files of a btree directory besides its marker (a repair recognises the
+#: engine by them when the page file is gone).
+_BTREE_FILES = {"btree.pages", "btree.log", "btree.journal"}
+
+
+def engine_of_damaged(path: str, fs: FileSystem) -> str:
+    """The engine whose files ``path`` holds, also when its marker is damaged
+    or missing (``lsmkv repair``): "lsm" if it holds lsmkv tables, logs or
+    manifests, "btree" if it holds btree files. InvalidDatabaseError if it
+    is a file, missing, or holds neither engine's files."""
+    try:
+        found = detect_engine(path, fs)
+    except InvalidDatabaseError:
+        if not fs.isdir(path):
+            raise
+        found = None
+    if found is not None:
+        return found
+    if not fs.exists(path):
+        raise InvalidDatabaseError(f"{path} does not exist")
+    from .filenames import parse
+    names = set(fs.listdir(path))
+    lsm = any((parse(n) or ("", 0))[0] in ("table", "log", "manifest") for n in names)
+    bt = bool(names & _BTREE_FILES)
+    if lsm and not bt:
+        return "lsm"
+    if bt and not lsm:
+        return "btree"
+    if lsm and bt:
+        raise InvalidDatabaseError(f"{path} holds files of both engines; it is damaged beyond an automatic repair")
+    raise InvalidDatabaseError(f"{path} holds no lsmkv or btree database files")
+
+
 def marker_path(path: str, engine: str) -> str:
     return os.path.join(path, ENGINE_MARKERS[engine])

@@ -14,6 +14,8 @@ from .fs import DEFAULT_FS, FileSystem
 
 KiB = 1024
 MiB = 1024 * 1024
+#: Largest block_size (readers refuse larger blocks as damaged: table/format.py).
+MAX_BLOCK_SIZE = 64 * MiB
 
 
 @dataclass
@@ -106,6 +108,8 @@ class Options:
         positive_int("write_buffer_size", 1)
         positive_int("max_immutable_memtables", 1)
         positive_int("block_size", 64)
+        if self.block_size > MAX_BLOCK_SIZE:
+            raise OptionError(f"option block_size must be at most {MAX_BLOCK_SIZE}, got {self.block_size!r}")
         positive_int("block_cache_size", 0)
         positive_int("max_open_files", 10)
         positive_int("bloom_bits_per_key", 0)

@@ -45,7 +45,16 @@ class Snapshot:
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
              prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
-        return self._check()._scan(start, end, reverse, prefix, self.sequence)
+        """Like DB.scan, as of the snapshot; the iterator ends with an error
+        once the snapshot is closed."""
+        return self._while_open(self._check()._scan(start, end, reverse, prefix, self.sequence))
+
+    def _while_open(self, items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        finalizer = self._finalizer
+        for item in items:
+            if not finalizer.alive:
+                raise ClosedError("snapshot closed while a scan of it was open")
+            yield item
 
     def close(self) -> None:
         self._finalizer()

@@ -19,7 +19,9 @@ Reading tells apart three kinds of damage:
   unsynced pages. Everything from there on was unsynced, so reading stops.
 * *corruption*: a damaged record followed by valid records. Strict reading
   raises CorruptionError naming the file and offset; salvage reading skips to
-  the next block boundary and records what it dropped.
+  the next intact record (right after the damaged fragment when its length
+  field still leads to one in the same block, else at a later block
+  boundary) and records what it dropped.
 
 This module must never interpret record payloads; see write_batch.py and
 version.py for those.
@@ -140,8 +142,8 @@ class LogReader:
 
     def __init__(self, data: bytes, path: str, *, salvage: bool = False) -> None:
         self._data = data
-        self._path = path
-        self._salvage = salvage
+        self.path = path
+        self.salvage = salvage
         self.report = LogReadReport(path)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
@@ -181,12 +183,15 @@ class LogReader:
                 problem = "checksum mismatch"
             if problem is not None:
                 start = pending_start if pending else pos
-                resume = self._next_valid_record(pos)
+                # If only the fragment's bytes were damaged, its length still
+                # says where the next fragment of the block starts.
+                after = end if HEADER_SIZE + length <= block_left and end <= size else None
+                resume = self._next_valid_record(pos, after)
                 if resume is None:
                     self._torn(start, size)
                     return
-                if not self._salvage:
-                    raise CorruptionError(f"log record damaged: {problem}", path=self._path, offset=pos)
+                if not self.salvage:
+                    raise CorruptionError(f"log record damaged: {problem}", path=self.path, offset=pos)
                 self.report.dropped.append((start, resume - start, problem))
                 pending = []
                 pos = resume
@@ -220,27 +225,41 @@ class LogReader:
         self.report.torn_tail_bytes += size - start
 
     def _orphan(self, start: int, end: int, reason: str) -> None:
-        if not self._salvage:
-            raise CorruptionError(f"log damaged: {reason}", path=self._path, offset=start)
+        if not self.salvage:
+            raise CorruptionError(f"log damaged: {reason}", path=self.path, offset=start)
         self.report.dropped.append((start, end - start, reason))
 
-    def _next_valid_record(self, pos: int) -> int | None:
-        """Offset of the first intact FULL/FIRST fragment at a block boundary after ``pos``."""
-        data = self._data
-        size = len(data)
+    def _next_valid_record(self, pos: int, after: int | None = None) -> int | None:
+        """Offset of the first intact FULL/FIRST fragment after the damaged
+        fragment at ``pos``: among the fragments from ``after`` (where the
+        damaged fragment's length says the next one starts) to the end of
+        its block, else at a later block boundary."""
         block = (pos // BLOCK_SIZE + 1) * BLOCK_SIZE
+        if after is not None and after < block:
+            found = self._record_start_in_block(after, block)
+            if found is not None:
+                return found
+        size = len(self._data)
         while block + HEADER_SIZE <= size:
-            p = block
-            # Scan the fragments of this block for a record start.
-            while p + HEADER_SIZE <= min(size, block + BLOCK_SIZE):
-                crc, length, kind = HEADER.unpack_from(data, p)
-                end = p + HEADER_SIZE + length
-                if kind < FULL or kind > LAST or end > size or end > block + BLOCK_SIZE:
-                    break
-                if crc32(data[p + HEADER_SIZE: end], _TYPE_SEED[kind]) != crc:
-                    break
-                if kind in (FULL, FIRST):
-                    return p
-                p = end
+            found = self._record_start_in_block(block, block + BLOCK_SIZE)
+            if found is not None:
+                return found
             block += BLOCK_SIZE
+        return None
+
+    def _record_start_in_block(self, p: int, block_end: int) -> int | None:
+        """Follow intact fragments from ``p`` up to ``block_end``; the offset
+        of the first FULL/FIRST one, None if an invalid one comes first."""
+        data = self._data
+        limit = min(len(data), block_end)
+        while p + HEADER_SIZE <= limit:
+            crc, length, kind = HEADER.unpack_from(data, p)
+            end = p + HEADER_SIZE + length
+            if kind < FULL or kind > LAST or end > limit:
+                return None
+            if crc32(data[p + HEADER_SIZE: end], _TYPE_SEED[kind]) != crc:
+                return None
+            if kind in (FULL, FIRST):
+                return p
+            p = end
         return None

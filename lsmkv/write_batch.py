@@ -12,10 +12,11 @@ kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
-from .errors import CorruptionError, SizeLimitError
+from .errors import ClosedError, CorruptionError, SizeLimitError
 from .keys import as_key, as_value
+from .wal import LogReader
 
 if TYPE_CHECKING:  # pragma: no cover
     from .db import DB
@@ -106,7 +107,7 @@ class WriteBatch:
 
     def _check_size(self, extra: int) -> None:
         if self._done:
-            raise RuntimeError("this write batch was already written or discarded")
+            raise ClosedError("this write batch was already written or discarded (its with-block ended)")
         if self.user_bytes + extra + OP_HEADER.size * (len(self.ops) + 1) > MAX_BATCH_BYTES:
             raise SizeLimitError(f"write batch would exceed {MAX_BATCH_BYTES} bytes")
 
@@ -126,3 +127,20 @@ class WriteBatch:
         self._done = True
         if exc_type is None and self._db is not None and self.ops:
             self._db.write(self, sync=self._sync)
+
+
+def log_batches(reader: LogReader) -> Iterator[tuple[int, list[tuple[int, bytes, bytes]]]]:
+    """(first sequence, operations) of every batch in the log ``reader`` reads.
+
+    A record whose checksum holds but whose batch does not decode is
+    corruption: raised by a strict reader, skipped and listed in
+    ``reader.report.dropped`` by a salvaging one (as damaged framing is)."""
+    for offset, payload in reader.records():
+        try:
+            seq, ops = decode_batch(payload, reader.path, offset)
+        except CorruptionError as exc:
+            if not reader.salvage:
+                raise
+            reader.report.dropped.append((offset, len(payload), exc.reason))
+            continue
+        yield seq, ops

@@ -38,8 +38,14 @@ FOOTER_SIZE = FOOTER.size  # 64
 _FOOTER_CRC_SPAN = 52
 
 _TYPE_SEED = [crc32(b"\x00"), crc32(b"\x01")]
-#: Largest uncompressed block a reader accepts (bounds memory on corrupt input).
-_MAX_BLOCK = 1 << 31
+#: Largest uncompressed block a reader accepts (bounds memory on corrupt
+#: input): a block is cut once it reaches block_size (options.MAX_BLOCK_SIZE
+#: at most), so it holds at most that plus one entry (a key and a value at
+#: their limits). Index blocks of tables up to several GiB stay below it too.
+_MAX_BLOCK = 2 * 64 * 1024 * 1024 + 64 * 1024 + 64
+#: A zstandard frame needs at least 4 bytes (a block header and a byte) for
+#: each 128 KiB it expands to, so a frame claiming more is damaged.
+_ZSTD_BYTES_PER_4 = 128 * 1024
 
 _local = threading.local()
 
@@ -78,9 +84,18 @@ def decode_stored_block(stored: bytes | memoryview, path: str, offset: int) -> b
     if kind == NO_COMPRESSION:
         return bytes(payload)
     try:
-        return _decompressor().decompress(payload, max_output_size=_MAX_BLOCK)
+        # The size the frame claims is checked before anything is allocated for it.
+        declared = zstandard.frame_content_size(payload)
+        if declared < 0 or declared > min(_MAX_BLOCK, (len(payload) // 4 + 1) * _ZSTD_BYTES_PER_4):
+            raise CorruptionError(f"compressed block claims an impossible size ({declared} bytes from "
+                                  f"{len(payload)})", path=path, offset=offset)
+        raw = _decompressor().decompress(payload, max_output_size=declared)
     except zstandard.ZstdError as exc:
         raise CorruptionError(f"block does not decompress: {exc}", path=path, offset=offset) from None
+    if len(raw) != declared:
+        raise CorruptionError(f"block decompresses to {len(raw)} bytes, its frame says {declared}", path=path,
+                              offset=offset)
+    return raw
 
 
 class Footer:

@@ -85,7 +85,7 @@ def test_write_batch_is_atomic_and_discarded_on_error(db):
             batch.put(b"d", b"4")
             raise RuntimeError("abort")
     assert db.get(b"d") is None
-    with pytest.raises(RuntimeError, match="already written"):
+    with pytest.raises(ClosedError, match="already written"):
         batch.put(b"e", b"5")
 
 

@@ -92,6 +92,22 @@ def test_corruption_followed_by_valid_records_is_reported(tmp_path):
     assert report.dropped and report.dropped[0][0] == offsets[0]
 
 
+def test_damaged_record_mid_block_is_corruption_and_salvage_keeps_the_rest_of_the_block(tmp_path):
+    # All in one block: a damaged payload whose length field is intact is
+    # followed by intact records, so it is no torn tail.
+    payloads = [b"one", b"two" * 10, b"three", b"four"]
+    data, offsets = write_log(tmp_path / "m.log", payloads)
+    damaged = bytearray(data)
+    damaged[offsets[1] + HEADER_SIZE + 3] ^= 0x40
+    with pytest.raises(CorruptionError, match="checksum mismatch") as info:
+        read_all(bytes(damaged))
+    assert info.value.offset == offsets[1]
+    got, report = read_all(bytes(damaged), salvage=True)
+    assert got == [b"one", b"three", b"four"]
+    assert report.dropped == [(offsets[1], offsets[2] - offsets[1], "checksum mismatch")]
+    assert report.torn_tail_bytes == 0
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=3 * BLOCK_SIZE), st.booleans())
 def test_reader_never_crashes_on_garbage(data, salvage):
