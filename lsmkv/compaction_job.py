@@ -16,7 +16,10 @@ because a newer source always holds the newer versions of a key.
 
 Outputs are cut at user-key boundaries (so tables in a level never share a
 key) when they reach ``target_file_size`` or when they would overlap more
-than ``max_grandparent_overlap_bytes`` of the level below the output.
+than ``max_grandparent_overlap_bytes`` of the level below the output. They
+are compressed at ``compression_level`` when nothing lies below the output
+(the bottom of the tree, where data stays), else at the faster
+``upper_compression_level`` (that data is merged again soon).
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ from .write_batch import TOMBSTONE
 class TableOptions:
     block_size: int
     compression: str | None
+    #: zstandard level of outputs with no data below them (the bottom of the tree).
     compression_level: int
+    #: zstandard level of outputs with data below them (merged again soon).
+    upper_compression_level: int
     bloom_bits_per_key: int
 
 
@@ -123,8 +129,9 @@ class _Source:
         #: Last key of the last block read (None before any).
         self.read_up_to: bytes | None = None
 
-    def take_below(self, hi: bytes | None) -> Columns:
-        """Every remaining entry with key < hi (all of them when hi is None)."""
+    def take_below(self, hi: bytes | None) -> list[Columns]:
+        """Every remaining entry with key < hi (all of them when hi is None),
+        as runs in key order."""
         parts = [self.pending]
         while hi is None or self.read_up_to is None or self.read_up_to < hi:
             if self.table >= len(self.readers):
@@ -142,10 +149,13 @@ class _Source:
             parts.append(Columns.from_blocks(raws, reader.path, reader.index_offsets[first:last]))
             self.block = last
             self.read_up_to = reader.index_keys[last - 1]
-        run = Columns.concat(parts)
+        # Blocks are read only while the last one read ends below hi, so only
+        # the last run can hold keys >= hi.
+        run = parts.pop()
         cut = len(run) if hi is None else run.bisect_left(hi)
         self.pending = run.slice(cut, len(run)).compacted() if cut < len(run) else Columns.empty()
-        return run.slice(0, cut)
+        parts.append(run.slice(0, cut))
+        return [part for part in parts if len(part)]
 
 
 def _chunk_bounds(readers: list[TableReader], blocks_per_chunk: int) -> list[bytes]:
@@ -155,15 +165,16 @@ def _chunk_bounds(readers: list[TableReader], blocks_per_chunk: int) -> list[byt
     return ends[blocks_per_chunk::blocks_per_chunk]
 
 
-def _merge(parts: list[Columns]) -> Columns:
-    """One run in internal order from runs given newest source first.
+def _merge(sources: list[list[Columns]]) -> Columns:
+    """One run in internal order from each source's runs, sources given
+    newest first.
 
     A stable sort by user key keeps, for equal keys, the order of the
     concatenation: newer sources first, and within a source newer first."""
-    parts = [p for p in parts if len(p)]
-    if len(parts) <= 1:
-        return parts[0] if parts else Columns.empty()
-    run = Columns.concat(parts)
+    sources = [runs for runs in sources if runs]
+    run = Columns.concat([part for runs in sources for part in runs])
+    if len(sources) <= 1:
+        return run  # one source's runs follow each other in key order
     return run.take(run.stable_order())
 
 
@@ -223,9 +234,10 @@ class _OutputWriter:
     """Writes merged runs into output tables, cut at user-key boundaries when
     a table reaches target_file_size or overlaps too many grandparent bytes."""
 
-    def __init__(self, job: CompactionJob, fs: FileSystem) -> None:
+    def __init__(self, job: CompactionJob, fs: FileSystem, compression_level: int) -> None:
         self.job = job
         self.fs = fs
+        self.compression_level = compression_level
         self.outputs: list[CompactionOutput] = []
         self.builder: TableBuilder | None = None
         self.file = None
@@ -292,7 +304,7 @@ class _OutputWriter:
                                  f"compaction-{self.job.job_id}-{len(self.outputs):04d}.sst.tmp")
         self.file = self.fs.create(self.path)
         self.builder = TableBuilder(self.file, block_size=t.block_size, compression=t.compression,
-                                    compression_level=t.compression_level,
+                                    compression_level=self.compression_level,
                                     bloom_bits_per_key=t.bloom_bits_per_key)
         self.has_keys = False
 
@@ -334,7 +346,9 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     started = time.perf_counter()
     result = CompactionResult()
     readers: list[TableReader] = []
-    out = _OutputWriter(job, fs)
+    at_bottom = not any(job.lower_ranges)
+    level = job.table.compression_level if at_bottom else job.table.upper_compression_level
+    out = _OutputWriter(job, fs, level)
     try:
         sources = []
         for tables in job.sources:
@@ -342,7 +356,6 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
             readers.extend(source_readers)
             sources.append(_Source(source_readers))
         bottommost = _BottommostTest(job.lower_ranges)
-        at_bottom = not any(job.lower_ranges)
         for hi in [*_chunk_bounds(readers, BLOCKS_PER_CHUNK), None]:
             run = _merge([source.take_below(hi) for source in sources])
             result.entries_read += len(run)

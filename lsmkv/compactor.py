@@ -116,7 +116,7 @@ class Compactor:
         opts = db.options
         self.limits = self.limits_for(opts)
         self.table_options = TableOptions(opts.block_size, opts.compression, opts.compression_level,
-                                          opts.bloom_bits_per_key)
+                                          opts.upper_level, opts.bloom_bits_per_key)
         self.use_process = opts.compaction_executor == "process" and opts.fs is DEFAULT_FS
         self.stats = CompactionStats()
         self._lock = threading.Lock()

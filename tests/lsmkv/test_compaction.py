@@ -10,7 +10,7 @@ import pytest
 
 import lsmkv
 from lsmkv.check import check_db, dump_table
-from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction
+from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction, pick_manual
 from lsmkv.version import NUM_LEVELS, FileMeta, Version
 
 SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
@@ -186,6 +186,55 @@ def test_compaction_in_a_worker_process(db_path):
         worker = db._compactor._worker
         assert worker is not None and worker._proc is not None and worker._proc.poll() is None
     assert worker._proc is None  # stopped at close
+
+
+def test_tables_above_the_bottom_get_the_upper_compression_level(db_path):
+    # Text of random words: zstd level 19 halves it, level -100 stores it raw.
+    rng = random.Random(3)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 9)))
+             for _ in range(300)]
+
+    def write(db, first):
+        values = {}
+        for i in range(first, 3000, 2):
+            values[b"k%05d" % i] = b" ".join(rng.choice(words) for _ in range(40))
+        for k, v in values.items():
+            db.put(k, v)
+        db.flush()
+        return values
+
+    def stored_per_raw_byte(db, level):
+        files = db._state.version.levels[level]
+        assert files
+        raw = 0
+        for f in files:
+            props = db._tables.reader(f).properties
+            raw += props.raw_key_bytes + props.raw_value_bytes
+        return sum(f.size for f in files) / raw
+
+    opts = dict(SMALL, block_size=4096, write_buffer_size=1 << 20, disable_auto_compactions=True,
+                compression_level=19, upper_compression_level=-100)
+    with lsmkv.open(db_path, **opts) as db:
+        data = write(db, 0)
+        assert stored_per_raw_byte(db, 0) > 0.95  # a flush: upper level
+        compactor = db._compactor
+        with compactor._lock:
+            compactor._run(pick_manual(db._state.version, 0, None, None))  # nothing below: the bottom
+            assert stored_per_raw_byte(db, 1) < 0.7
+            compactor._run(pick_manual(db._state.version, 1, None, None))  # level 1 -> 2, still the bottom
+        data.update(write(db, 1))  # keys between those below
+        with compactor._lock:
+            # Level 2 lies below this one's output: its tables stay fast to write.
+            compactor._run(pick_manual(db._state.version, 0, None, None))
+        assert db.stats()["files_per_level"][0] == 0
+        assert stored_per_raw_byte(db, 1) > 0.95 and stored_per_raw_byte(db, 2) < 0.7
+        assert dict(db.scan()) == data
+    with lsmkv.open(db_path) as db:  # tables of either level read back alike
+        assert dict(db.scan()) == data
+        db.compact_range()  # everything to the bottom, level 2
+        assert db.stats()["files_per_level"][:2] == [0, 0] and stored_per_raw_byte(db, 2) < 0.7
+        assert dict(db.scan()) == data
+    assert check_db(db_path).ok
 
 
 def test_compact_range_on_a_subrange(db_path):
