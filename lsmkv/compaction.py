@@ -8,10 +8,10 @@ Scores (the highest >= 1 runs first):
 * level 0: number of tables / ``l0_compaction_trigger``;
 * levels 1..5: bytes in the level / its target. The last level has no target.
 
-Picking (LevelDB's design):
-* a level >= 1 takes the first table after its *compaction pointer* (the
-  largest key its previous compaction consumed, wrapping around), so
-  successive compactions rotate through the key space;
+Picking (LevelDB's design, with RocksDB's choice of table in levels >= 1):
+* a level >= 1 takes the table whose overlap with the next level, in bytes
+  per byte of its own, is smallest (RocksDB's kMinOverlappingRatio): the
+  merge that moves the most data down per byte rewritten;
 * level 0 takes the oldest table and every level-0 table overlapping it,
   repeatedly, until the set's key range is closed under overlap;
 * the overlapping tables of the next level join; the tables of the level
@@ -25,6 +25,7 @@ This module decides; compaction_job.py merges; db.py runs and installs.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .version import NUM_LEVELS, FileMeta, Version
@@ -122,8 +123,27 @@ def _with_next_level(version: Version, level: int, inputs: list[FileMeta], outpu
     return Compaction(level, output_level, inputs, next_inputs, grandparents, reason, score)
 
 
-def pick_compaction(version: Version, limits: CompactionLimits,
-                    compact_pointers: dict[int, bytes]) -> Compaction | None:
+def _least_overlapping(version: Version, level: int, files: list[FileMeta]) -> FileMeta:
+    """The table of ``files`` (in ``level`` >= 1) with the fewest bytes in the
+    next level overlapping it per byte of its own (the first on a tie)."""
+    below = version.levels[level + 1]
+    smallest = [f.smallest for f in below]
+    ends = [0]
+    for f in below:
+        ends.append(ends[-1] + f.size)
+
+    def ratio(f: FileMeta) -> float:
+        # Tables of a level are sorted and disjoint: those overlapping f are
+        # the ones from the first ending at or after f.smallest to the last
+        # starting at or before f.largest.
+        first = bisect_left(version.largest_keys[level + 1], f.smallest)
+        last = bisect_right(smallest, f.largest)
+        return (ends[max(last, first)] - ends[first]) / max(f.size, 1)
+
+    return min(files, key=ratio)
+
+
+def pick_compaction(version: Version, limits: CompactionLimits) -> Compaction | None:
     """The compaction the scores ask for, or None when every score is below 1."""
     scores = level_scores(version, limits)
     for level in sorted(range(NUM_LEVELS - 1), key=lambda lv: scores[lv], reverse=True):
@@ -137,9 +157,7 @@ def pick_compaction(version: Version, limits: CompactionLimits,
             oldest = min(files, key=lambda f: (f.largest_seq, f.number))
             inputs = _level0_closure(version, [oldest])
         else:
-            pointer = compact_pointers.get(level)
-            seed = next((f for f in files if pointer is None or f.largest > pointer), files[0])
-            inputs = [seed]
+            inputs = [_least_overlapping(version, level, files)]
         picked = _with_next_level(version, level, inputs, level + 1, "score", score)
         if picked is not None:
             return picked

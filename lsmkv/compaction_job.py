@@ -97,6 +97,8 @@ class CompactionResult:
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
+    #: CPU time of the thread that ran the merge (the worker's, in a worker process).
+    cpu_seconds: float = 0.0
 
 
 class _BottommostTest:
@@ -344,6 +346,7 @@ BLOCKS_PER_CHUNK = 256
 def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> CompactionResult:
     fs = fs or DEFAULT_FS
     started = time.perf_counter()
+    cpu_started = time.thread_time()
     result = CompactionResult()
     readers: list[TableReader] = []
     at_bottom = not any(job.lower_ranges)
@@ -376,6 +379,7 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     result.bytes_read = sum(reader.file_size for reader in readers)
     result.bytes_written = sum(o.size for o in out.outputs)
     result.seconds = time.perf_counter() - started
+    result.cpu_seconds = time.thread_time() - cpu_started
     return result
 
 

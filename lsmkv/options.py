@@ -72,7 +72,9 @@ class Options:
     l0_compaction_trigger: int = 4
     l0_slowdown_trigger: int = 8
     l0_stop_trigger: int = 12
-    #: While slowed down, writers are held to this many bytes per second.
+    #: While slowed down, writers are held to at most this many bytes per
+    #: second; the rate drops further while level 0 keeps growing and
+    #: recovers as it shrinks (write_controller.py).
     delayed_write_rate: int = 16 * MiB
     #: Outputs are also cut before they overlap more than this many times
     #: target_file_size bytes of the level below them.

@@ -37,29 +37,38 @@ def test_scores_and_level0_pick_takes_overlapping_tables():
     v = version([l0, l1])
     scores = level_scores(v, LIMITS)
     assert scores[0] == 1.0 and scores[1] == pytest.approx(0.3)
-    c = pick_compaction(v, LIMITS, {})
+    c = pick_compaction(v, LIMITS)
     # The oldest (2: c..e) pulls in 3 (b..d) and 5 (a..c), not 4 (x..z).
     assert [f.number for f in c.inputs] == [5, 3, 2]
     assert [f.number for f in c.next_inputs] == [10, 11]
     assert c.output_level == 1
 
 
-def test_pointer_rotates_and_trivial_move():
-    l1 = [meta(10, b"a", b"b", 6000), meta(11, b"d", b"f", 6000), meta(12, b"g", b"h", 6000)]
-    l2 = [meta(20, b"a", b"c")]
-    v = version([[], l1, l2])
-    c = pick_compaction(v, LIMITS, {})
-    assert [f.number for f in c.inputs] == [10] and [f.number for f in c.next_inputs] == [20]
-    c = pick_compaction(v, LIMITS, {1: b"b"})
-    assert [f.number for f in c.inputs] == [11] and not c.next_inputs
+def test_level1_pick_takes_the_table_overlapping_least_per_byte():
+    # Level 1 is over its target (3 x 6000 > 10,000 bytes). Table 10 overlaps
+    # 9000 bytes of level 2 (1.5 per byte), 11 overlaps 8000 (1.33 per byte),
+    # 12 overlaps 2000 but is small (2.0 per byte).
+    l1 = [meta(10, b"a", b"c", 6000), meta(11, b"d", b"f", 6000), meta(12, b"g", b"h", 1000),
+          meta(13, b"i", b"j", 6000)]
+    l2 = [meta(20, b"a", b"b", 4000), meta(21, b"c", b"d", 5000), meta(22, b"e", b"e", 3000),
+          meta(23, b"g", b"g", 2000), meta(24, b"i", b"i", 9000), meta(25, b"j", b"k", 9000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [11] and [f.number for f in c.next_inputs] == [21, 22]
+    assert not c.is_trivial_move(LIMITS)
+    # A table nothing in level 2 overlaps costs nothing to move: a trivial move.
+    l1.append(meta(14, b"x", b"z", 3000))
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [14] and not c.next_inputs
     assert c.is_trivial_move(LIMITS)
-    c = pick_compaction(v, LIMITS, {1: b"h"})  # wraps around
-    assert [f.number for f in c.inputs] == [10]
+    # Ties go to the first table in key order.
+    l1 = [meta(10, b"a", b"b", 6000), meta(11, b"c", b"d", 6000)]
+    l2 = [meta(20, b"a", b"a", 3000), meta(21, b"d", b"d", 3000)]
+    assert [f.number for f in pick_compaction(version([[], l1, l2]), LIMITS).inputs] == [10]
 
 
 def test_nothing_to_do_below_the_triggers():
     v = version([[meta(1, b"a", b"b")], [meta(2, b"a", b"b")]])
-    assert pick_compaction(v, LIMITS, {}) is None
+    assert pick_compaction(v, LIMITS) is None
 
 
 def fill(db, n, seed=0, value_size=100):

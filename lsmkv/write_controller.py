@@ -1,0 +1,82 @@
+"""WriteController: how fast writers may go while level 0 is backed up.
+
+At ``l0_slowdown_trigger`` level-0 tables, writers are held to a delayed
+write rate, so that compaction catches up before level 0 reaches
+``l0_stop_trigger``, where writes stop altogether. A fixed rate either
+holds writers back more than needed or too little to prevent the stop when
+compaction is slower than the rate. So the rate adapts, as RocksDB's
+WriteController does: it starts at ``delayed_write_rate``; each time a new
+Version shows level 0 still growing, it drops to 0.8 of itself (0.6 within
+two tables of the stop trigger); each time level 0 shrank, it rises by 1.25,
+up to ``delayed_write_rate``. Out of the slowdown zone writers run freely,
+and the rate reached is kept (raised once by 1.25) as the starting point for
+the next slowdown, since compaction's pace changes slowly.
+
+Writers pay for their bytes in sleep: the delay owed accumulates and is
+slept once it reaches a millisecond, so most writes do not sleep at all.
+The counters are approximate under concurrent writers (no lock: a lost
+update only shifts a sleep by one write).
+"""
+
+from __future__ import annotations
+
+import time
+
+#: Rate multipliers when level 0 grows, grows near the stop, and shrinks.
+GROWING = 0.8
+NEAR_STOP = 0.6
+SHRINKING = 1.25
+#: Writers are never slowed below this many bytes per second.
+MIN_RATE = 16 * 1024
+#: The delay owed is slept once it reaches this many seconds.
+SLEEP_QUANTUM = 0.001
+
+
+class WriteController:
+    """Decides, from the level-0 table count of each new Version, whether
+    writers run, slow down (and to what rate) or stop."""
+
+    __slots__ = ("max_rate", "slowdown_trigger", "stop_trigger", "rate", "slowdown", "stop",
+                 "_level0", "_debt", "slowdowns", "slowdown_seconds")
+
+    def __init__(self, max_rate: int, slowdown_trigger: int, stop_trigger: int) -> None:
+        self.max_rate = max_rate
+        self.slowdown_trigger = slowdown_trigger
+        self.stop_trigger = stop_trigger
+        #: Bytes per second writers are held to while slowed down.
+        self.rate = float(max_rate)
+        #: Whether writers are slowed down / stopped now.
+        self.slowdown = False
+        self.stop = False
+        self._level0 = 0
+        self._debt = 0.0
+        #: Sleeps taken and their total length.
+        self.slowdowns = 0
+        self.slowdown_seconds = 0.0
+
+    def update(self, level0: int) -> None:
+        """A new Version with ``level0`` tables in level 0 was installed."""
+        previous, self._level0 = self._level0, level0
+        self.stop = level0 >= self.stop_trigger
+        if level0 < self.slowdown_trigger:
+            if self.slowdown:
+                self.rate = min(self.max_rate, self.rate * SHRINKING)
+            self.slowdown = False
+            return
+        if self.slowdown:
+            if level0 > previous:
+                factor = NEAR_STOP if level0 >= self.stop_trigger - 2 else GROWING
+                self.rate = max(MIN_RATE, self.rate * factor)
+            elif level0 < previous:
+                self.rate = min(self.max_rate, self.rate * SHRINKING)
+        self.slowdown = True
+
+    def delay(self, nbytes: int) -> None:
+        """Charge a write of ``nbytes`` while slowed down: sleep once the
+        delay owed reaches SLEEP_QUANTUM."""
+        self._debt += nbytes / self.rate
+        if self._debt >= SLEEP_QUANTUM:
+            owed, self._debt = self._debt, 0.0
+            time.sleep(owed)
+            self.slowdowns += 1
+            self.slowdown_seconds += owed
