@@ -26,7 +26,7 @@ import numpy as np
 from bitarray import bitarray
 
 from ..errors import CorruptionError
-from .columns import rows
+from .columns import pieces
 
 _HEADER = struct.Struct("<IB")
 #: mmh3.hash64(key, seed=0, x64arch=True, signed=False) without keyword
@@ -64,20 +64,20 @@ def bloom_hashes(data: bytes, offsets: np.ndarray, lengths: np.ndarray) -> np.nd
     out = np.zeros(len(lengths), dtype=np.uint64)
     if not len(lengths):
         return out
-    buf = np.frombuffer(data, dtype=np.uint8)
     uniform = int(lengths.min()) == int(lengths.max())
     with np.errstate(over="ignore"):
         for length in ([int(lengths[0])] if uniform else np.unique(lengths).tolist()):
             picked = slice(None) if uniform else np.flatnonzero(lengths == length)
-            keys = rows(buf, offsets[picked], length)
+            count = len(lengths) if uniform else len(picked)
             blocks, tail = divmod(length, 16)
             if tail:
                 # The tail zero-padded to a whole 16 bytes; a zero word mixes
                 # in as nothing, exactly like the switch in the C code.
-                padded = np.zeros((len(keys), 16 * blocks + 16), dtype=np.uint8)
-                padded[:, :length] = keys
-                keys = padded
-            words = keys.view("<u8")  # (n, 2 * blocks [+ 2 for the tail])
+                keys = np.zeros(count, dtype=f"V{16 * blocks + 16}")
+                pieces(keys.view(np.uint8), length)[::16 * blocks + 16] = pieces(data, length)[offsets[picked]]
+            else:
+                keys = pieces(data, length)[offsets[picked]] if length else np.zeros(count, dtype="V16")
+            words = keys.view("<u8").reshape(count, -1)  # 2 words per 16-byte block, 2 for the tail
             count = len(words)
             h1 = np.zeros(count, dtype=np.uint64)
             h2 = np.zeros(count, dtype=np.uint64)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from ..errors import CorruptionError
 
@@ -39,13 +38,16 @@ _I64 = np.int64
 _ENTRIES_PER_LENGTH = 16
 
 
-def rows(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
-    """``buf[o: o + width]`` for every o in ``offsets``, as an (n, width) uint8
-    array: one fancy index over a sliding-window view, so numpy copies each
-    row as one piece instead of building an index per byte."""
-    if width == 0 or not len(offsets):
-        return np.zeros((len(offsets), width), dtype=np.uint8)
-    return sliding_window_view(buf, width)[offsets]
+def pieces(data: bytes | np.ndarray, width: int, kind: str = "V") -> np.ndarray:
+    """Every ``width``-byte piece of ``data``, one starting at each byte: a
+    1-D array of ``width``-byte items (void, or "S" byte strings) laid over
+    the same memory, items overlapping. Indexing it with offsets copies
+    each piece whole (one memcpy per item), the cheapest gather numpy has
+    for short pieces. Writable when ``data`` is a writable array."""
+    count = len(data) - width + 1
+    if width == 0 or count <= 0:
+        return np.zeros(0, dtype=f"{kind}{max(width, 1)}")
+    return np.ndarray((count,), dtype=f"{kind}{width}", buffer=data, strides=(1,))
 
 
 def _slices(data: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
@@ -218,7 +220,8 @@ class Columns:
         width = max(width, 1)
         buf = np.frombuffer(self.data, dtype=np.uint8)
         if n and int(self.klen.min()) == width:
-            grid = rows(buf, self.koff, width)
+            self._padded = pieces(self.data, width, "S")[self.koff]
+            return self._padded
         else:
             cols = np.arange(width)
             inside = cols[None, :] < self.klen[:, None]
@@ -285,10 +288,9 @@ class Columns:
             run_ends = np.concatenate((breaks, [n]))
             return b"".join(map(data.__getitem__, map(slice, offsets[run_starts].tolist(),
                                                       ends[run_ends - 1].tolist())))
-        buf = np.frombuffer(data, dtype=np.uint8)
         shortest, longest = int(lengths.min()), int(lengths.max())
         if shortest == longest:
-            return rows(buf, offsets, shortest).tobytes()
+            return pieces(data, shortest)[offsets].tobytes() if shortest else b""
         distinct = np.unique(lengths)
         if len(distinct) * _ENTRIES_PER_LENGTH > n:
             return b"".join(map(data.__getitem__, map(slice, offsets.tolist(), ends.tolist())))
@@ -299,9 +301,8 @@ class Columns:
             if not width:
                 continue
             pick = np.flatnonzero(lengths == width)
-            # A writable window over ``out``: the rows written never overlap.
-            target = as_strided(out, shape=(total - width + 1, width), strides=(1, 1))
-            target[starts[pick]] = rows(buf, offsets[pick], width)
+            # The pieces written to ``out`` never overlap one another.
+            pieces(out, width)[starts[pick]] = pieces(data, width)[offsets[pick]]
         return out.tobytes()
 
     def encode_blocks(self, cuts: list[int]) -> list[bytes]:
