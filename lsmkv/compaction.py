@@ -14,8 +14,11 @@ Picking (LevelDB's design, with RocksDB's choice of table in levels >= 1):
   merge that moves the most data down per byte rewritten;
 * level 0 takes the oldest table and every level-0 table overlapping it,
   repeatedly, until the set's key range is closed under overlap;
-* the overlapping tables of the next level join; the tables of the level
-  after (the *grandparents*) overlapping the whole range are recorded, to cut
+* the overlapping tables of the next level join; then, in levels >= 1, the
+  level's own inputs grow to every table inside the key range already
+  chosen if that adds no table of the next level and stays under
+  EXPANDED_COMPACTION_FILES target files (LevelDB's expansion: those tables
+  ride along for free); the tables of the level after (the *grandparents*) overlapping the whole range are recorded, to cut
   outputs before they overlap too many grandparent bytes;
 * one input table with nothing overlapping below and few grandparent bytes
   is moved by a manifest edit alone (a *trivial move*).
@@ -29,6 +32,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .version import NUM_LEVELS, FileMeta, Version
+
+
+#: A compaction's inputs are expanded (see above) only while they stay under
+#: this many times target_file_size bytes (LevelDB's limit).
+EXPANDED_COMPACTION_FILES = 25
 
 
 @dataclass
@@ -110,11 +118,14 @@ def _level0_closure(version: Version, seed: list[FileMeta]) -> list[FileMeta]:
 
 
 def _with_next_level(version: Version, level: int, inputs: list[FileMeta], output_level: int,
-                     reason: str, score: float) -> Compaction | None:
+                     reason: str, score: float, expand_limit: int = 0) -> Compaction | None:
     lo, hi = _range_of(inputs)
     next_inputs = version.overlapping(output_level, lo, hi) if output_level != level else []
     if any(f.being_compacted for f in inputs + next_inputs):
         return None
+    if expand_limit and level > 0 and next_inputs:
+        inputs = _expanded(version, level, inputs, next_inputs, expand_limit)
+        lo, hi = _range_of(inputs)
     if next_inputs:
         lo = min(lo, next_inputs[0].smallest)
         hi = max(hi, next_inputs[-1].largest)
@@ -143,6 +154,23 @@ def _least_overlapping(version: Version, level: int, files: list[FileMeta]) -> F
     return min(files, key=ratio)
 
 
+def _expanded(version: Version, level: int, inputs: list[FileMeta], next_inputs: list[FileMeta],
+              limit: int) -> list[FileMeta]:
+    """``inputs`` grown to every table of ``level`` within the key range of
+    inputs and next_inputs together, if that needs no more tables of the
+    next level and stays under ``limit`` bytes; else ``inputs``."""
+    lo, hi = _range_of(inputs + next_inputs)
+    grown = version.overlapping(level, lo, hi)
+    if len(grown) <= len(inputs) or any(f.being_compacted for f in grown):
+        return inputs
+    if sum(f.size for f in grown) + sum(f.size for f in next_inputs) > limit:
+        return inputs
+    grown_lo, grown_hi = _range_of(grown)
+    if len(version.overlapping(level + 1, grown_lo, grown_hi)) != len(next_inputs):
+        return inputs
+    return grown
+
+
 def pick_compaction(version: Version, limits: CompactionLimits) -> Compaction | None:
     """The compaction the scores ask for, or None when every score is below 1."""
     scores = level_scores(version, limits)
@@ -158,7 +186,8 @@ def pick_compaction(version: Version, limits: CompactionLimits) -> Compaction | 
             inputs = _level0_closure(version, [oldest])
         else:
             inputs = [_least_overlapping(version, level, files)]
-        picked = _with_next_level(version, level, inputs, level + 1, "score", score)
+        picked = _with_next_level(version, level, inputs, level + 1, "score", score,
+                                  EXPANDED_COMPACTION_FILES * limits.target_file_size)
         if picked is not None:
             return picked
     return None

@@ -770,6 +770,7 @@ class DB:
             "slowdown_count": self._write_control.slowdowns,
             "slowdown_seconds": self._write_control.slowdown_seconds,
             "delayed_write_rate": round(self._write_control.rate),
+            "level0_max_tables": self._write_control.max_level0,
             "block_cache": {
                 "capacity": cache.capacity if cache is not None else 0,
                 "usage": cache.usage if cache is not None else 0,

@@ -37,7 +37,7 @@ class WriteController:
     writers run, slow down (and to what rate) or stop."""
 
     __slots__ = ("max_rate", "slowdown_trigger", "stop_trigger", "rate", "slowdown", "stop",
-                 "_level0", "_debt", "slowdowns", "slowdown_seconds")
+                 "_level0", "_debt", "slowdowns", "slowdown_seconds", "max_level0")
 
     def __init__(self, max_rate: int, slowdown_trigger: int, stop_trigger: int) -> None:
         self.max_rate = max_rate
@@ -53,10 +53,13 @@ class WriteController:
         #: Sleeps taken and their total length.
         self.slowdowns = 0
         self.slowdown_seconds = 0.0
+        #: The most level-0 tables any Version had.
+        self.max_level0 = 0
 
     def update(self, level0: int) -> None:
         """A new Version with ``level0`` tables in level 0 was installed."""
         previous, self._level0 = self._level0, level0
+        self.max_level0 = max(self.max_level0, level0)
         self.stop = level0 >= self.stop_trigger
         if level0 < self.slowdown_trigger:
             if self.slowdown:

@@ -66,6 +66,26 @@ def test_level1_pick_takes_the_table_overlapping_least_per_byte():
     assert [f.number for f in pick_compaction(version([[], l1, l2]), LIMITS).inputs] == [10]
 
 
+def test_level1_inputs_grow_to_tables_inside_the_chosen_range_for_free():
+    # 11 (c..d) overlaps least; level 2's table 21 (b..g) joins, and 10 and 12
+    # lie inside b..g: they come along, since they add no level-2 table.
+    l1 = [meta(10, b"b", b"b", 3000), meta(11, b"c", b"d", 6000), meta(12, b"e", b"f", 3000),
+          meta(13, b"h", b"i", 3000)]
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"g", 9000), meta(22, b"h", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [10, 11, 12] and [f.number for f in c.next_inputs] == [21]
+    # Growing that would pull in another level-2 table does not happen.
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"e", 9000), meta(22, b"f", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [11] and [f.number for f in c.next_inputs] == [21]
+    # Nor growing past 25 target files of bytes.
+    limits = CompactionLimits(level1_max_bytes=10_000, level_size_multiplier=10, target_file_size=600,
+                              l0_compaction_trigger=4, max_grandparent_overlap_bytes=10_000)
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"g", 9000), meta(22, b"h", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), limits)
+    assert [f.number for f in c.inputs] == [11]
+
+
 def test_nothing_to_do_below_the_triggers():
     v = version([[meta(1, b"a", b"b")], [meta(2, b"a", b"b")]])
     assert pick_compaction(v, LIMITS) is None

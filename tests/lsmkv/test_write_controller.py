@@ -21,7 +21,7 @@ def test_rate_drops_while_level0_grows_and_recovers_as_it_shrinks():
     c.update(10)  # two tables from the stop trigger: a harder brake
     assert c.rate == pytest.approx(480_000)
     c.update(12)
-    assert c.stop and c.slowdown and c.rate == pytest.approx(288_000)
+    assert c.stop and c.slowdown and c.rate == pytest.approx(288_000) and c.max_level0 == 12
     c.update(9)  # shrinking
     assert not c.stop and c.rate == pytest.approx(360_000)
     c.update(4)  # out of the zone: writers run; the rate is remembered, raised once
