@@ -9,8 +9,9 @@ WriteController does: it starts at ``delayed_write_rate``; each time a new
 Version shows level 0 still growing, it drops to 0.8 of itself (0.6 within
 two tables of the stop trigger); each time level 0 shrank, it rises by 1.25,
 up to ``delayed_write_rate``. Out of the slowdown zone writers run freely,
-and the rate reached is kept (raised once by 1.25) as the starting point for
-the next slowdown, since compaction's pace changes slowly.
+and the next slowdown starts again from ``delayed_write_rate``: level 0
+grows one flush at a time but shrinks in one step, so a rate carried from
+one slowdown to the next would only ever ratchet down.
 
 Writers pay for their bytes in sleep: the delay owed accumulates and is
 slept once it reaches a millisecond, so most writes do not sleep at all.
@@ -62,9 +63,8 @@ class WriteController:
         self.max_level0 = max(self.max_level0, level0)
         self.stop = level0 >= self.stop_trigger
         if level0 < self.slowdown_trigger:
-            if self.slowdown:
-                self.rate = min(self.max_rate, self.rate * SHRINKING)
             self.slowdown = False
+            self.rate = float(self.max_rate)
             return
         if self.slowdown:
             if level0 > previous:
