@@ -342,7 +342,7 @@ class DB:
         if self.options.disable_auto_compactions:
             return
         control = self._write_control
-        control.update(len(version.levels[0]))
+        control.update(len(version.levels[0]), self._user_bytes_written, time.monotonic())
         self._l0_slowdown = control.slowdown
         self._l0_stop = control.stop
 

@@ -5,13 +5,14 @@ write rate, so that compaction catches up before level 0 reaches
 ``l0_stop_trigger``, where writes stop altogether. A fixed rate either
 holds writers back more than needed or too little to prevent the stop when
 compaction is slower than the rate. So the rate adapts, as RocksDB's
-WriteController does: it starts at ``delayed_write_rate``; each time a new
-Version shows level 0 still growing, it drops to 0.8 of itself (0.6 within
-two tables of the stop trigger); each time level 0 shrank, it rises by 1.25,
-up to ``delayed_write_rate``. Out of the slowdown zone writers run freely,
-and the next slowdown starts again from ``delayed_write_rate``: level 0
-grows one flush at a time but shrinks in one step, so a rate carried from
-one slowdown to the next would only ever ratchet down.
+WriteController does: each time a new Version shows level 0 still growing,
+it drops to 0.8 (0.6 within two tables of the stop trigger) of the lower of
+itself and the rate writers actually reached since level 0 last grew
+(a rate above what writers manage would not slow them at all); each time
+level 0 shrank, it rises by 1.25. It never exceeds ``delayed_write_rate``,
+where each slowdown starts. Out of the slowdown zone writers run freely; a
+rate is not carried to the next slowdown (level 0 grows one flush at a time
+but shrinks in one step, so a carried rate would only ratchet down).
 
 Writers pay for their bytes in sleep: the delay owed accumulates and is
 slept once it reaches a millisecond, so most writes do not sleep at all.
@@ -38,7 +39,7 @@ class WriteController:
     writers run, slow down (and to what rate) or stop."""
 
     __slots__ = ("max_rate", "slowdown_trigger", "stop_trigger", "rate", "slowdown", "stop",
-                 "_level0", "_debt", "slowdowns", "slowdown_seconds", "max_level0")
+                 "_level0", "_debt", "slowdowns", "slowdown_seconds", "max_level0", "_last_bytes", "_last_time")
 
     def __init__(self, max_rate: int, slowdown_trigger: int, stop_trigger: int) -> None:
         self.max_rate = max_rate
@@ -56,10 +57,23 @@ class WriteController:
         self.slowdown_seconds = 0.0
         #: The most level-0 tables any Version had.
         self.max_level0 = 0
+        #: Bytes written and the time when level 0 last grew.
+        self._last_bytes = 0
+        self._last_time: float | None = None
 
-    def update(self, level0: int) -> None:
-        """A new Version with ``level0`` tables in level 0 was installed."""
+    def update(self, level0: int, bytes_written: int = 0, now: float | None = None) -> None:
+        """A new Version with ``level0`` tables in level 0 was installed;
+        ``bytes_written`` is the writers' byte count so far, ``now`` a
+        monotonic clock reading (both optional: without them the rate
+        adapts from delayed_write_rate alone)."""
         previous, self._level0 = self._level0, level0
+        reached = None
+        if now is not None and level0 > previous:
+            # Measured from one new level-0 table (a flush) to the next: a
+            # memtable's worth of writes.
+            if self._last_time is not None and now > self._last_time:
+                reached = (bytes_written - self._last_bytes) / (now - self._last_time)
+            self._last_bytes, self._last_time = bytes_written, now
         self.max_level0 = max(self.max_level0, level0)
         self.stop = level0 >= self.stop_trigger
         if level0 < self.slowdown_trigger:
@@ -69,7 +83,8 @@ class WriteController:
         if self.slowdown:
             if level0 > previous:
                 factor = NEAR_STOP if level0 >= self.stop_trigger - 2 else GROWING
-                self.rate = max(MIN_RATE, self.rate * factor)
+                base = self.rate if reached is None else min(self.rate, reached)
+                self.rate = max(MIN_RATE, base * factor)
             elif level0 < previous:
                 self.rate = min(self.max_rate, self.rate * SHRINKING)
         self.slowdown = True

@@ -34,6 +34,20 @@ def test_rate_drops_while_level0_grows_and_recovers_as_it_shrinks():
     assert c.slowdown and c.rate == 1_000_000
 
 
+def test_a_growing_level0_slows_writers_below_the_rate_they_reached():
+    c = WriteController(max_rate=16_000_000, slowdown_trigger=8, stop_trigger=12)
+    c.update(7, bytes_written=0, now=0.0)
+    c.update(8, bytes_written=4_000_000, now=1.0)  # entering: the configured rate
+    assert c.slowdown and c.rate == 16_000_000
+    # Writers reached 2 MB/s, far below 16: the brake works from what they reached.
+    c.update(9, bytes_written=6_000_000, now=2.0)
+    assert c.rate == pytest.approx(1_600_000)
+    c.update(8, bytes_written=7_000_000, now=3.0)  # shrinking: back up by 1.25
+    assert c.rate == pytest.approx(2_000_000)
+    c.update(9, bytes_written=18_000_000, now=4.0)  # 6 MB/s since level 0 last grew: above the rate
+    assert c.rate == pytest.approx(1_600_000)
+
+
 def test_rate_has_a_floor():
     c = WriteController(max_rate=100_000, slowdown_trigger=2, stop_trigger=100)
     for level0 in range(2, 60):
