@@ -14,12 +14,14 @@ Picking (LevelDB's design, with RocksDB's choice of table in levels >= 1):
   merge that moves the most data down per byte rewritten;
 * level 0 takes the oldest table and every level-0 table overlapping it,
   repeatedly, until the set's key range is closed under overlap;
-* the overlapping tables of the next level join; then, in levels >= 1, the
-  level's own inputs grow to every table inside the key range already
-  chosen if that adds no table of the next level and stays under
-  EXPANDED_COMPACTION_FILES target files (LevelDB's expansion: those tables
-  ride along for free); the tables of the level after (the *grandparents*) overlapping the whole range are recorded, to cut
-  outputs before they overlap too many grandparent bytes;
+* the overlapping tables of the next level join;
+* in levels >= 1 the level's own inputs then grow to every table inside the
+  key range already chosen, if that adds no table of the next level and
+  stays under EXPANDED_COMPACTION_FILES target files (LevelDB's expansion:
+  those tables ride along for free);
+* the tables of the level after (the *grandparents*) overlapping the whole
+  range are recorded, to cut outputs before they overlap too many
+  grandparent bytes;
 * one input table with nothing overlapping below and few grandparent bytes
   is moved by a manifest edit alone (a *trivial move*).
 
@@ -32,7 +34,6 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .version import NUM_LEVELS, FileMeta, Version
-
 
 #: A compaction's inputs are expanded (see above) only while they stay under
 #: this many times target_file_size bytes (LevelDB's limit).
