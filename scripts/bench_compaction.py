@@ -166,8 +166,8 @@ def main() -> int:
     lsm_opts = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,
                     target_file_size=args.file_size, compaction_executor=args.executor)
     for option in args.option:
-        name, _, value = option.partition("=")
-        lsm_opts[name] = ast.literal_eval(value)
+        name, _, literal = option.partition("=")
+        lsm_opts[name] = ast.literal_eval(literal)
     rows = {}
     loads = {}
 
