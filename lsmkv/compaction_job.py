@@ -28,7 +28,7 @@ import os
 import pickle
 import struct
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import BinaryIO
