@@ -8,15 +8,20 @@ Scores (the highest >= 1 runs first):
 * level 0: number of tables / ``l0_compaction_trigger``;
 * levels 1..5: bytes in the level / its target. The last level has no target.
 
-Picking (LevelDB's design):
-* a level >= 1 takes the first table after its *compaction pointer* (the
-  largest key its previous compaction consumed, wrapping around), so
-  successive compactions rotate through the key space;
+Picking (LevelDB's design, with RocksDB's choice of table in levels >= 1):
+* a level >= 1 takes the table whose overlap with the next level, in bytes
+  per byte of its own, is smallest (RocksDB's kMinOverlappingRatio): the
+  merge that moves the most data down per byte rewritten;
 * level 0 takes the oldest table and every level-0 table overlapping it,
   repeatedly, until the set's key range is closed under overlap;
-* the overlapping tables of the next level join; the tables of the level
-  after (the *grandparents*) overlapping the whole range are recorded, to cut
-  outputs before they overlap too many grandparent bytes;
+* the overlapping tables of the next level join;
+* in levels >= 1 the level's own inputs then grow to every table inside the
+  key range already chosen, if that adds no table of the next level and
+  stays under EXPANDED_COMPACTION_FILES target files (LevelDB's expansion:
+  those tables ride along for free);
+* the tables of the level after (the *grandparents*) overlapping the whole
+  range are recorded, to cut outputs before they overlap too many
+  grandparent bytes;
 * one input table with nothing overlapping below and few grandparent bytes
   is moved by a manifest edit alone (a *trivial move*).
 
@@ -25,9 +30,14 @@ This module decides; compaction_job.py merges; db.py runs and installs.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from .version import NUM_LEVELS, FileMeta, Version
+
+#: A compaction's inputs are expanded (see above) only while they stay under
+#: this many times target_file_size bytes (LevelDB's limit).
+EXPANDED_COMPACTION_FILES = 25
 
 
 @dataclass
@@ -109,11 +119,14 @@ def _level0_closure(version: Version, seed: list[FileMeta]) -> list[FileMeta]:
 
 
 def _with_next_level(version: Version, level: int, inputs: list[FileMeta], output_level: int,
-                     reason: str, score: float) -> Compaction | None:
+                     reason: str, score: float, expand_limit: int = 0) -> Compaction | None:
     lo, hi = _range_of(inputs)
     next_inputs = version.overlapping(output_level, lo, hi) if output_level != level else []
     if any(f.being_compacted for f in inputs + next_inputs):
         return None
+    if expand_limit and level > 0 and next_inputs:
+        inputs = _expanded(version, level, inputs, next_inputs, expand_limit)
+        lo, hi = _range_of(inputs)
     if next_inputs:
         lo = min(lo, next_inputs[0].smallest)
         hi = max(hi, next_inputs[-1].largest)
@@ -122,8 +135,44 @@ def _with_next_level(version: Version, level: int, inputs: list[FileMeta], outpu
     return Compaction(level, output_level, inputs, next_inputs, grandparents, reason, score)
 
 
-def pick_compaction(version: Version, limits: CompactionLimits,
-                    compact_pointers: dict[int, bytes]) -> Compaction | None:
+def _least_overlapping(version: Version, level: int, files: list[FileMeta]) -> FileMeta:
+    """The table of ``files`` (in ``level`` >= 1) with the fewest bytes in the
+    next level overlapping it per byte of its own (the first on a tie)."""
+    below = version.levels[level + 1]
+    smallest = [f.smallest for f in below]
+    ends = [0]
+    for f in below:
+        ends.append(ends[-1] + f.size)
+
+    def ratio(f: FileMeta) -> float:
+        # Tables of a level are sorted and disjoint: those overlapping f are
+        # the ones from the first ending at or after f.smallest to the last
+        # starting at or before f.largest.
+        first = bisect_left(version.largest_keys[level + 1], f.smallest)
+        last = bisect_right(smallest, f.largest)
+        return (ends[max(last, first)] - ends[first]) / max(f.size, 1)
+
+    return min(files, key=ratio)
+
+
+def _expanded(version: Version, level: int, inputs: list[FileMeta], next_inputs: list[FileMeta],
+              limit: int) -> list[FileMeta]:
+    """``inputs`` grown to every table of ``level`` within the key range of
+    inputs and next_inputs together, if that needs no more tables of the
+    next level and stays under ``limit`` bytes; else ``inputs``."""
+    lo, hi = _range_of(inputs + next_inputs)
+    grown = version.overlapping(level, lo, hi)
+    if len(grown) <= len(inputs) or any(f.being_compacted for f in grown):
+        return inputs
+    if sum(f.size for f in grown) + sum(f.size for f in next_inputs) > limit:
+        return inputs
+    grown_lo, grown_hi = _range_of(grown)
+    if len(version.overlapping(level + 1, grown_lo, grown_hi)) != len(next_inputs):
+        return inputs
+    return grown
+
+
+def pick_compaction(version: Version, limits: CompactionLimits) -> Compaction | None:
     """The compaction the scores ask for, or None when every score is below 1."""
     scores = level_scores(version, limits)
     for level in sorted(range(NUM_LEVELS - 1), key=lambda lv: scores[lv], reverse=True):
@@ -137,10 +186,9 @@ def pick_compaction(version: Version, limits: CompactionLimits,
             oldest = min(files, key=lambda f: (f.largest_seq, f.number))
             inputs = _level0_closure(version, [oldest])
         else:
-            pointer = compact_pointers.get(level)
-            seed = next((f for f in files if pointer is None or f.largest > pointer), files[0])
-            inputs = [seed]
-        picked = _with_next_level(version, level, inputs, level + 1, "score", score)
+            inputs = [_least_overlapping(version, level, files)]
+        picked = _with_next_level(version, level, inputs, level + 1, "score", score,
+                                  EXPANDED_COMPACTION_FILES * limits.target_file_size)
         if picked is not None:
             return picked
     return None

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 class CompactionStats:
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds")
+                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds", "cpu_seconds")
 
     def __init__(self) -> None:
         for name in self.__slots__:
@@ -53,6 +53,7 @@ class CompactionStats:
         self.versions_dropped += result.versions_dropped
         self.tombstones_dropped += result.tombstones_dropped
         self.seconds += result.seconds
+        self.cpu_seconds += result.cpu_seconds
 
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -117,7 +118,7 @@ class Compactor:
         opts = db.options
         self.limits = self.limits_for(opts)
         self.table_options = TableOptions(opts.block_size, opts.compression, opts.compression_level,
-                                          opts.bloom_bits_per_key)
+                                          opts.upper_level, opts.bloom_bits_per_key)
         self.use_process = opts.compaction_executor == "process" and opts.fs is DEFAULT_FS
         self.stats = CompactionStats()
         self._lock = threading.Lock()
@@ -167,7 +168,7 @@ class Compactor:
         """Run the compaction the scores ask for; False if there is none."""
         with self._lock:
             db = self.db
-            compaction = pick_compaction(db._state.version, self.limits, db._versions.compact_pointers)
+            compaction = pick_compaction(db._state.version, self.limits)
             if compaction is None:
                 return False
             self._run(compaction)
@@ -252,8 +253,6 @@ class Compactor:
                          meta.largest_seq, meta.entries, meta.tombstones)
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
-        if c.level > 0:
-            edit.compact_pointers.append((c.level, meta.largest))
         self.db._apply_edit(edit)
         self.stats.trivial_moves += 1
         log.debug("%s: moved table %d from level %d to %d", self.db.path, meta.number, c.level, c.output_level)
@@ -277,8 +276,6 @@ class Compactor:
                                                        out.smallest_seq, out.largest_seq, out.entries,
                                                        out.tombstones))
             fs.sync_dir(db.path)
-            if c.reason == "score" and c.level > 0:
-                edit.compact_pointers.append((c.level, max(f.largest for f in c.inputs)))
             db._apply_edit(edit)
         except BaseException:
             for out in result.outputs:
@@ -311,7 +308,7 @@ class Compactor:
         db = self.db
         while True:
             with self._lock:
-                due = pick_compaction(db._state.version, self.limits, db._versions.compact_pointers)
+                due = pick_compaction(db._state.version, self.limits)
             if due is None or db._bg_error is not None:
                 return due is None
             if deadline is not None and time.monotonic() > deadline:

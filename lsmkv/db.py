@@ -52,6 +52,7 @@ from .table_cache import TableCache
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
 from .write_batch import TOMBSTONE, VALUE, WriteBatch, encode_batch, encode_single, log_batches
+from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +107,10 @@ class DB:
         self._gets = 0
         self._stall_count = 0
         self._stall_seconds = 0.0
-        self._slowdown_count = 0
-        self._slowdown_seconds = 0.0
-        self._slowdown_debt = 0.0
-        #: Level-0 pressure, updated whenever a Version is installed.
+        #: Level-0 pressure, updated whenever a Version is installed (the
+        #: controller's verdicts are mirrored in two plain flags for the put path).
+        self._write_control = WriteController(options.delayed_write_rate, options.l0_slowdown_trigger,
+                                              options.l0_stop_trigger)
         self._l0_slowdown = False
         self._l0_stop = False
         self._compactor: Compactor | None = None
@@ -279,7 +280,7 @@ class DB:
 
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
         if self._l0_slowdown:
-            self._delay_write(len(key) + len(value))
+            self._write_control.delay(len(key) + len(value))
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -310,7 +311,7 @@ class DB:
         if not ops:
             return
         if self._l0_slowdown:
-            self._delay_write(batch.user_bytes)
+            self._write_control.delay(batch.user_bytes)
         with self._write_lock:
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
@@ -330,23 +331,13 @@ class DB:
             self._last_seq = seq + len(ops) - 1
             self._user_bytes_written += batch.user_bytes
 
-    def _delay_write(self, nbytes: int) -> None:
-        """Level 0 is past l0_slowdown_trigger: hold writers to
-        delayed_write_rate bytes per second (sleeping once a millisecond of
-        delay has built up), so compaction can catch up."""
-        self._slowdown_debt += nbytes / self.options.delayed_write_rate
-        if self._slowdown_debt >= 0.001:
-            delay, self._slowdown_debt = self._slowdown_debt, 0.0
-            time.sleep(delay)
-            self._slowdown_count += 1
-            self._slowdown_seconds += delay
-
     def _update_write_pressure(self, version: Version) -> None:
         if self.options.disable_auto_compactions:
             return
-        level0 = len(version.levels[0])
-        self._l0_slowdown = level0 >= self.options.l0_slowdown_trigger
-        self._l0_stop = level0 >= self.options.l0_stop_trigger
+        control = self._write_control
+        control.update(len(version.levels[0]), self._user_bytes_written, time.monotonic())
+        self._l0_slowdown = control.slowdown
+        self._l0_stop = control.stop
 
     def _raise_not_writable(self) -> None:
         if self._closed:
@@ -753,6 +744,9 @@ class DB:
             "compactions": compaction["compactions"],
             "trivial_moves": compaction["trivial_moves"],
             "compaction_seconds": compaction["seconds"],
+            "compaction_cpu_seconds": compaction["cpu_seconds"],
+            "compaction_entries_read": compaction["entries_read"],
+            "compaction_entries_written": compaction["entries_written"],
             "entries_dropped": compaction["versions_dropped"],
             "tombstones_dropped": compaction["tombstones_dropped"],
             "manifest_bytes_written": self._versions.manifest_bytes_written,
@@ -767,8 +761,10 @@ class DB:
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
-            "slowdown_count": self._slowdown_count,
-            "slowdown_seconds": self._slowdown_seconds,
+            "slowdown_count": self._write_control.slowdowns,
+            "slowdown_seconds": self._write_control.slowdown_seconds,
+            "delayed_write_rate": round(self._write_control.rate),
+            "level0_max_tables": self._write_control.max_level0,
             "block_cache": {
                 "capacity": cache.capacity if cache is not None else 0,
                 "usage": cache.usage if cache is not None else 0,

@@ -6,6 +6,9 @@ directory, so that by the time the manifest records the table, the file is
 durably there under its name. (Compaction outputs follow the same protocol,
 split between compaction_job.py, which writes, and compactor.py, which names.)
 
+Level-0 tables are merged again soon, so they are compressed at
+``upper_compression_level`` (options.py).
+
 Entries arrive as sorted runs of parallel lists (keys, seq_kinds, values),
 which the table builder takes in bulk (MemTable.sorted_runs for flushes).
 """
@@ -30,7 +33,7 @@ def write_table(fs: FileSystem, dbpath: str, number: int,
     f = fs.create(tmp)
     try:
         builder = TableBuilder(f, block_size=options.block_size, compression=options.compression,
-                               compression_level=options.compression_level,
+                               compression_level=options.upper_level,
                                bloom_bits_per_key=options.bloom_bits_per_key)
         for keys, seq_kinds, values in runs:
             builder.add_sorted(keys, seq_kinds, values)

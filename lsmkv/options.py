@@ -16,6 +16,9 @@ KiB = 1024
 MiB = 1024 * 1024
 #: Largest block_size (readers refuse larger blocks as damaged: table/format.py).
 MAX_BLOCK_SIZE = 64 * MiB
+#: zstandard's compression levels: its fastest mode and its smallest output.
+MIN_COMPRESSION_LEVEL = -(1 << 17)
+MAX_COMPRESSION_LEVEL = 22
 
 
 @dataclass
@@ -43,8 +46,15 @@ class Options:
     block_size: int = 4 * KiB
     #: "zstd" or None.
     compression: str | None = "zstd"
-    #: zstandard level (1 = fastest ... 22 = smallest).
+    #: zstandard level of the tables at the bottom of the tree, where most
+    #: data lives and stays: compactions with no data below their output
+    #: (negative levels are zstd's fast modes; 22 is the smallest).
     compression_level: int = 3
+    #: zstandard level of every other table: flushes (level 0) and
+    #: compactions with data below their output. That data is merged again
+    #: soon, so these tables favour speed (as RocksDB's bottommost_compression
+    #: does); None uses compression_level everywhere.
+    upper_compression_level: int | None = -1
     #: Bloom filter bits per key (10 gives about 1% false positives; 0 disables).
     bloom_bits_per_key: int = 10
     #: Bytes of decoded blocks kept in the LRU block cache (counted by their
@@ -64,7 +74,9 @@ class Options:
     l0_compaction_trigger: int = 4
     l0_slowdown_trigger: int = 8
     l0_stop_trigger: int = 12
-    #: While slowed down, writers are held to this many bytes per second.
+    #: While slowed down, writers are held to at most this many bytes per
+    #: second; the rate drops further while level 0 keeps growing and
+    #: recovers as it shrinks (write_controller.py).
     delayed_write_rate: int = 16 * MiB
     #: Outputs are also cut before they overlap more than this many times
     #: target_file_size bytes of the level below them.
@@ -85,6 +97,11 @@ class Options:
 
     #: The file-system layer (swap for fault injection in tests).
     fs: FileSystem = field(default=DEFAULT_FS, repr=False)
+
+    @property
+    def upper_level(self) -> int:
+        """The zstandard level of tables written above the bottom of the tree."""
+        return self.compression_level if self.upper_compression_level is None else self.upper_compression_level
 
     @classmethod
     def from_kwargs(cls, kwargs: dict) -> "Options":
@@ -130,8 +147,15 @@ class Options:
                               f"got {self.compaction_executor!r}")
         if self.compression not in ("zstd", None):
             raise OptionError(f"option compression must be 'zstd' or None, got {self.compression!r}")
-        if not isinstance(self.compression_level, int) or not 1 <= self.compression_level <= 22:
-            raise OptionError(f"option compression_level must be an integer 1..22, got {self.compression_level!r}")
+        for name in ("compression_level", "upper_compression_level"):
+            level = getattr(self, name)
+            if level is None and name == "upper_compression_level":
+                continue
+            if (not isinstance(level, int) or isinstance(level, bool)
+                    or not MIN_COMPRESSION_LEVEL <= level <= MAX_COMPRESSION_LEVEL):
+                raise OptionError(f"option {name} must be an integer from {MIN_COMPRESSION_LEVEL} to "
+                                  f"{MAX_COMPRESSION_LEVEL} (zstandard levels; negative ones are its fast "
+                                  f"modes), got {level!r}")
         if self.wal_recovery_mode not in ("strict", "salvage"):
             raise OptionError(f"option wal_recovery_mode must be 'strict' or 'salvage', got {self.wal_recovery_mode!r}")
         if not isinstance(self.fs, FileSystem):

@@ -21,7 +21,7 @@ VersionEdit encoding: a sequence of tagged fields::
     5 added table: level u8, number u64, size u64, smallest_seq u64, largest_seq u64,
                    entries u64, tombstones u64, smallest key (u32 length + bytes),
                    largest key (u32 length + bytes) |
-    6 compact pointer: level u8, key (u32 length + bytes) |
+    6 compact pointer: level u8, key (u32 length + bytes) (from earlier versions; no longer written) |
     7 format version u32 (first field of every manifest's first record)
 """
 

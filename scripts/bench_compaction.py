@@ -12,6 +12,12 @@
    disk / live key+value bytes; incompressible values make that ratio
    mean what it says rather than reward compression).
 
+CPU is reported per put, to judge compaction where wall-clock time is noisy:
+the writing process's CPU (writer and flush threads, the compaction
+thread that installs results) and the compaction worker's CPU, with the
+entries compactions read per put and the worker's CPU per entry. The load
+average at the start and the end of each fill is printed with the table.
+
 Write amplification is reported two ways for both engines: all bytes written
 (log + flushes + compactions) per user byte, and RocksDB's own "W-Amp" of its
 compaction stats (flush + compaction bytes per flushed byte).
@@ -27,7 +33,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import ast
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -57,10 +65,22 @@ def key_stream(n: int, seed: int):
     return [rng.randbytes(KEY_SIZE) for _ in range(n)]
 
 
+def process_cpu() -> float:
+    """CPU seconds of this process so far (all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def timed_fill(put, keys, values, probe=None, interval=1.0):
-    """Put every key; returns (ops/s overall, [(t, ops/s in interval)], probe maxima)."""
+    """Put every key; returns (ops/s overall, [(t, ops/s in interval, probe value)],
+    probe maximum, CPU seconds of this process)."""
     series = []
     probe_max = 0
+    cpu = process_cpu()
     start = last_t = time.perf_counter()
     last_n = 0
     mask = len(values) - 1
@@ -69,12 +89,12 @@ def timed_fill(put, keys, values, probe=None, interval=1.0):
         if i & 1023 == 0:
             now = time.perf_counter()
             if now - last_t >= interval:
-                series.append((now - start, (i - last_n) / (now - last_t)))
+                seen = probe() if probe is not None else 0
+                probe_max = max(probe_max, seen)
+                series.append((now - start, (i - last_n) / (now - last_t), seen))
                 last_t, last_n = now, i
-                if probe is not None:
-                    probe_max = max(probe_max, probe())
     elapsed = time.perf_counter() - start
-    return len(keys) / elapsed, series, probe_max
+    return len(keys) / elapsed, series, probe_max, process_cpu() - cpu
 
 
 def rocks_options(rocksdict, args):
@@ -125,6 +145,9 @@ def main() -> int:
     ap.add_argument("--skip-rocksdb", action="store_true")
     ap.add_argument("--executor", choices=["process", "thread"], default="process",
                     help="where lsmkv runs its merges (the option compaction_executor)")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="another lsmkv option for both lsmkv runs (VALUE a Python literal), e.g. "
+                         "upper_compression_level=3")
     args = ap.parse_args()
 
     keys = key_stream(args.keys, args.seed)
@@ -142,12 +165,18 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="lsmkv-compaction-bench-")
     lsm_opts = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,
                     target_file_size=args.file_size, compaction_executor=args.executor)
+    for option in args.option:
+        name, _, literal = option.partition("=")
+        lsm_opts[name] = ast.literal_eval(literal)
     rows = {}
+    loads = {}
 
     # 1. lsmkv without compaction.
     path = os.path.join(work, "lsm-off")
     db = lsmkv.open(path, disable_auto_compactions=True, **lsm_opts)
-    rate_off, series_off, _ = timed_fill(db.put, keys, value)
+    loads["lsmkv, compaction off"] = [load()]
+    rate_off, series_off, _, cpu_off = timed_fill(db.put, keys, value)
+    loads["lsmkv, compaction off"].append(load())
     db.close()
     shutil.rmtree(path)
     print(f"lsmkv, compaction off: {rate_off:,.0f} puts/s", file=sys.stderr, flush=True)
@@ -155,21 +184,30 @@ def main() -> int:
     # 2. lsmkv with compaction.
     path = os.path.join(work, "lsm")
     db = lsmkv.open(path, **lsm_opts)
-    rate, series, max_l0 = timed_fill(db.put, keys, value,
-                                      probe=lambda: len(db._state.version.levels[0]))
+    loads["lsmkv"] = [load()]
+    rate, series, max_l0, cpu = timed_fill(db.put, keys, value, probe=lambda: len(db._state.version.levels[0]))
+    loads["lsmkv"].append(load())
     db.flush()
     at_end = db.stats()
     db._compactor.wait_idle()
     settled = db.stats()
     print(f"lsmkv: {rate:,.0f} puts/s, most L0 tables {max_l0}", file=sys.stderr, flush=True)
     rows["lsmkv"] = {
-        "rate": rate, "series": series, "max_l0": max_l0,
+        "rate": rate, "series": series, "max_l0": max(max_l0, at_end["level0_max_tables"]),
         "levels": settled["files_per_level"], "bytes_per_level": settled["bytes_per_level"],
         "write_amp": at_end["write_amp"],
         "own_wamp": (settled["flush_bytes_written"] + settled["compaction_bytes_written"])
         / max(1, settled["flush_bytes_written"]),
         "stall_s": at_end["stall_seconds"], "slowdown_s": at_end["slowdown_seconds"],
-        "compaction_s": settled["compaction_seconds"],
+        "compaction_s": settled["compaction_cpu_seconds"],
+        "writer_cpu_us": 1e6 * cpu / args.keys,
+        # The worker's CPU per put and entries compacted per put, over the
+        # fill and the settling after it (the compaction the fill caused).
+        "worker_cpu_us": 1e6 * settled["compaction_cpu_seconds"] / args.keys,
+        "entries_per_put": settled["compaction_entries_read"] / args.keys,
+        "us_per_entry": 1e6 * settled["compaction_cpu_seconds"] / max(1, settled["compaction_entries_read"]),
+        "trivial_moves": settled["trivial_moves"],
+        "delayed_rate": at_end["delayed_write_rate"],
     }
     # 4 (lsmkv). Overwrite, delete 20%, compact.
     overwrite(db.put)
@@ -196,8 +234,10 @@ def main() -> int:
 
             def rput(k, v, put=rdb.put, wo=wo):
                 put(k, v, wo)
-            rrate, rseries, rmax_l0 = timed_fill(
+            loads["rocksdb"] = [load()]
+            rrate, rseries, rmax_l0, rcpu = timed_fill(
                 rput, keys, value, probe=lambda: rdb.property_int_value("rocksdb.num-files-at-level0") or 0)
+            loads["rocksdb"].append(load())
             rdb.flush(True)
             while (rdb.property_int_value("rocksdb.compaction-pending")
                    or rdb.property_int_value("rocksdb.num-running-compactions")):
@@ -207,7 +247,8 @@ def main() -> int:
             rows["rocksdb"] = {"rate": rrate, "series": rseries, "max_l0": rmax_l0, "write_amp": wa,
                                "own_wamp": own,
                                "levels": [parsed["levels"].get(i, (0, "0"))[0] for i in range(7)],
-                               "stall_s": float("nan"), "slowdown_s": float("nan"), "compaction_s": float("nan")}
+                               "stall_s": float("nan"), "slowdown_s": float("nan"), "compaction_s": float("nan"),
+                               "writer_cpu_us": 1e6 * rcpu / args.keys}
             overwrite(rput)
             for k in keys[: len(keys) // 5]:
                 rdb.delete(k)
@@ -219,6 +260,8 @@ def main() -> int:
             shutil.rmtree(path)
     shutil.rmtree(work, ignore_errors=True)
 
+    print("\nload average (1/5/15 min) at the start and end of each fill: "
+          + "; ".join(f"{name} {a} -> {b}" for name, (a, b) in loads.items()))
     print(f"\nfillrandom, {args.keys:,} keys of {KEY_SIZE} bytes, {args.value_size}-byte values; write buffer "
           f"{args.write_buffer // MiB} MiB, level 1 {args.level1 // MiB} MiB x10, files {args.file_size // MiB} MiB, "
           f"level-0 triggers 4/8/12\n")
@@ -227,7 +270,8 @@ def main() -> int:
     print("|---|---|" + "---|" * len(names))
 
     def line(label, fmt, key, off=""):
-        print(f"| {label} | {off} | " + " | ".join(fmt(rows[n].get(key)) for n in names) + " |")
+        cells = [fmt(rows[n][key]) if key in rows[n] else "" for n in names]
+        print(f"| {label} | {off} | " + " | ".join(cells) + " |")
     line("puts/s (whole run)", lambda v: f"{v:,.0f}", "rate", f"{rate_off:,.0f}")
     print(f"| throughput vs lsmkv with compaction off | 1.00 | "
           + " | ".join(f"{rows[n]['rate'] / rate_off:.2f}" for n in names) + " |")
@@ -238,6 +282,13 @@ def main() -> int:
     line("stall seconds", lambda v: f"{v:.1f}", "stall_s")
     line("slowdown seconds", lambda v: f"{v:.1f}", "slowdown_s")
     line("compaction CPU seconds (worker)", lambda v: f"{v:.1f}", "compaction_s")
+    line("CPU µs per put, writing process (all its threads)", lambda v: f"{v:.1f}", "writer_cpu_us",
+         f"{1e6 * cpu_off / args.keys:.1f}")
+    line("CPU µs per put, compaction worker", lambda v: f"{v:.1f}", "worker_cpu_us")
+    line("entries compacted per put", lambda v: f"{v:.2f}", "entries_per_put")
+    line("worker CPU µs per entry compacted", lambda v: f"{v:.2f}", "us_per_entry")
+    line("trivial moves", lambda v: f"{v}", "trivial_moves")
+    line("delayed write rate at the end (bytes/s)", lambda v: f"{v:,}", "delayed_rate")
     line("overwrite + delete 20% + compact_range: space amp", lambda v: f"{v:.3f}", "space_amp")
     line("compact_range seconds", lambda v: f"{v:.1f}", "compact_range_s")
 
@@ -245,19 +296,26 @@ def main() -> int:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        ax.plot([t for t, _ in series_off], [r / 1000 for _, r in series_off], label="lsmkv, compaction off",
-                color="0.6", linestyle="--")
+        fig, (ax, ax0) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, height_ratios=[2, 1])
+        ax.plot([t for t, _, _ in series_off], [r / 1000 for _, r, _ in series_off],
+                label="lsmkv, compaction off", color="0.6", linestyle="--")
         for name, color in (("lsmkv", "tab:blue"), ("rocksdb", "tab:orange")):
             if name in rows:
                 s = rows[name]["series"]
-                ax.plot([t for t, _ in s], [r / 1000 for _, r in s], label=name, color=color)
-        ax.set_xlabel("seconds into the fill")
+                ax.plot([t for t, _, _ in s], [r / 1000 for _, r, _ in s], label=name, color=color)
+                ax0.plot([t for t, _, _ in s], [n for _, _, n in s], label=name, color=color)
         ax.set_ylabel("thousand puts per second (1 s windows)")
         ax.set_title(f"fillrandom {args.keys:,} keys: throughput over time")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend()
+        for level, text in ((8, "slowdown"), (12, "stop")):
+            ax0.axhline(level, color="tab:red", linestyle=":", linewidth=1)
+            ax0.text(0.005, level + 0.2, text, color="tab:red", fontsize=8, transform=ax0.get_yaxis_transform())
+        ax0.set_xlabel("seconds into the fill")
+        ax0.set_ylabel("level-0 tables")
+        ax0.set_ylim(0, 13)
+        ax0.grid(alpha=0.3)
         fig.tight_layout()
         os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
         fig.savefig(args.plot, dpi=110)

@@ -26,6 +26,7 @@ import numpy as np
 from bitarray import bitarray
 
 from ..errors import CorruptionError
+from .columns import pieces
 
 _HEADER = struct.Struct("<IB")
 #: mmh3.hash64(key, seed=0, x64arch=True, signed=False) without keyword
@@ -63,29 +64,33 @@ def bloom_hashes(data: bytes, offsets: np.ndarray, lengths: np.ndarray) -> np.nd
     out = np.zeros(len(lengths), dtype=np.uint64)
     if not len(lengths):
         return out
-    buf = np.frombuffer(data, dtype=np.uint8)
+    uniform = int(lengths.min()) == int(lengths.max())
     with np.errstate(over="ignore"):
-        for length in np.unique(lengths).tolist():
-            rows = np.flatnonzero(lengths == length)
-            padded_len = (length // 16 + 1) * 16
-            grid = np.zeros((len(rows), padded_len), dtype=np.uint8)
-            if length:
-                grid[:, :length] = buf[offsets[rows][:, None] + np.arange(length)]
-            words = grid.view("<u8").astype(np.uint64)  # (n, 2 * blocks + 2): the blocks, then the tail
-            h1 = np.zeros(len(rows), dtype=np.uint64)
-            h2 = np.zeros(len(rows), dtype=np.uint64)
-            for b in range(length // 16):
+        for length in ([int(lengths[0])] if uniform else np.unique(lengths).tolist()):
+            picked = slice(None) if uniform else np.flatnonzero(lengths == length)
+            count = len(lengths) if uniform else len(picked)
+            blocks, tail = divmod(length, 16)
+            if tail:
+                # The tail zero-padded to a whole 16 bytes; a zero word mixes
+                # in as nothing, exactly like the switch in the C code.
+                keys = np.zeros(count, dtype=f"V{16 * blocks + 16}")
+                pieces(keys.view(np.uint8), length)[::16 * blocks + 16] = pieces(data, length)[offsets[picked]]
+            else:
+                keys = pieces(data, length)[offsets[picked]] if length else np.zeros(count, dtype="V16")
+            words = keys.view("<u8").reshape(count, -1)  # 2 words per 16-byte block, 2 for the tail
+            count = len(words)
+            h1 = np.zeros(count, dtype=np.uint64)
+            h2 = np.zeros(count, dtype=np.uint64)
+            for b in range(blocks):
                 k1 = _rotl(words[:, 2 * b] * _C1, 31) * _C2
                 h1 = h1 ^ k1
                 h1 = (_rotl(h1, 27) + h2) * np.uint64(5) + np.uint64(0x52DCE729)
                 k2 = _rotl(words[:, 2 * b + 1] * _C2, 33) * _C1
                 h2 = h2 ^ k2
                 h2 = (_rotl(h2, 31) + h1) * np.uint64(5) + np.uint64(0x38495AB5)
-            tail = 2 * (length // 16)
-            # The zero-padded tail as two little-endian words; a zero word
-            # mixes in as nothing, exactly like the switch in the C code.
-            h2 = h2 ^ (_rotl(words[:, tail + 1] * _C2, 33) * _C1)
-            h1 = h1 ^ (_rotl(words[:, tail] * _C1, 31) * _C2)
+            if tail:
+                h2 = h2 ^ (_rotl(words[:, 2 * blocks + 1] * _C2, 33) * _C1)
+                h1 = h1 ^ (_rotl(words[:, 2 * blocks] * _C1, 31) * _C2)
             n = np.uint64(length)
             h1 = h1 ^ n
             h2 = h2 ^ n
@@ -93,7 +98,7 @@ def bloom_hashes(data: bytes, offsets: np.ndarray, lengths: np.ndarray) -> np.nd
             h2 = h2 + h1
             h1 = _fmix(h1)
             h2 = _fmix(h2)
-            out[rows] = h1 + h2
+            out[picked] = h1 + h2
     return out
 
 

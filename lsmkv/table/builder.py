@@ -191,19 +191,25 @@ class TableBuilder:
 
     def _write_blocks(self, cols: "Columns", cuts: list[int]) -> None:
         """Encode, compress and queue the blocks [cuts[i], cuts[i+1]) of ``cols``."""
-        props = self.props
-        raws = cols.encode_blocks(cuts) if cuts[0] == 0 else cols.slice(cuts[0], len(cols)).encode_blocks(
-            [c - cuts[0] for c in cuts])
-        last_sks = cols.seq_kinds[[c - 1 for c in cuts[1:]]].tolist()
+        if cuts[0]:
+            cols = cols.slice(cuts[0], len(cols))
+            cuts = [c - cuts[0] for c in cuts]
+        raws = cols.encode_blocks(cuts)
+        last = np.array(cuts[1:], dtype=np.int64) - 1
+        self._index_keys.extend(cols.keys_at(last))
+        self._index_seq_kinds.extend(cols.seq_kinds[last].tolist())
         compressor = self._compressor
-        for raw, end, last_sk in zip(raws, cuts[1:], last_sks):
+        append = self._append
+        pack = HANDLE_VALUE.pack
+        stored_bytes = 0
+        handles = []
+        for raw in raws:
             stored = compress_block(raw, compressor)
-            handle = self._append(stored)
-            self._index_keys.append(cols.key(end - 1))
-            self._index_seq_kinds.append(last_sk)
-            self._index_values.append(HANDLE_VALUE.pack(*handle))
-            props.data_blocks += 1
-            props.data_bytes += len(stored)
+            stored_bytes += len(stored)
+            handles.append(pack(*append(stored)))
+        self._index_values.extend(handles)
+        self.props.data_blocks += len(raws)
+        self.props.data_bytes += stored_bytes
 
     def _count_columns(self, cols: "Columns") -> None:
         """Properties and bloom hashes of entries added as columns."""

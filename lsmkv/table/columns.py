@@ -33,6 +33,26 @@ MAX_SORT_WIDTH = 256
 #: Fixed-width pieces up to this size are gathered with one numpy indexing.
 _NUMPY_GATHER_WIDTH = 32
 _I64 = np.int64
+#: Pieces of varying length are gathered one length at a time while there
+#: are at most this many entries per distinct length; else slice by slice.
+_ENTRIES_PER_LENGTH = 16
+
+
+def pieces(data: bytes | np.ndarray, width: int, kind: str = "V") -> np.ndarray:
+    """Every ``width``-byte piece of ``data``, one starting at each byte: a
+    1-D array of ``width``-byte items (void, or "S" byte strings) laid over
+    the same memory, items overlapping. Indexing it with offsets copies
+    each piece whole (one memcpy per item), the cheapest gather numpy has
+    for short pieces. Writable when ``data`` is a writable array."""
+    count = len(data) - width + 1
+    if width == 0 or count <= 0:
+        return np.zeros(0, dtype=f"{kind}{max(width, 1)}")
+    return np.ndarray((count,), dtype=f"{kind}{width}", buffer=data, strides=(1,))
+
+
+def _slices(data: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
+    """The concatenation of data[starts[i]: ends[i]], sliced in C."""
+    return b"".join(map(data.__getitem__, map(slice, starts.tolist(), ends.tolist())))
 
 
 class Columns:
@@ -57,57 +77,59 @@ class Columns:
 
     @classmethod
     def from_blocks(cls, raws: list[bytes], path: str = "", offsets: list[int] | None = None) -> "Columns":
-        """Decode raw (uncompressed) blocks, in order, into one run."""
+        """Decode raw (uncompressed) blocks, in order, into one run.
+
+        All blocks are decoded together: their entry counts are read with one
+        gather, then their length and seq_kind columns are copied side by
+        side into one buffer, where block b's columns start at byte
+        16 * (entries before b), so every column is read with one aligned
+        numpy indexing."""
         if not raws:
             return cls.empty()
-        counts = []
-        bases = []
-        starts = []
-        position = 0
-        klens, vlens, sks = [], [], []
-        for j, raw in enumerate(raws):
-            size = len(raw)
-            where = offsets[j] if offsets else 0
-            if size < 4:
-                raise CorruptionError("block too short", path=path, offset=where)
-            (n,) = _COUNT.unpack_from(raw, size - 4)
-            base = size - 4 - 16 * n
-            if base < 0:
-                raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=where)
-            counts.append(n)
-            bases.append(base)
-            starts.append(position)
-            position += size
-            klens.append(np.frombuffer(raw, "<u4", n, base))
-            vlens.append(np.frombuffer(raw, "<u4", n, base + 4 * n))
-            sks.append(np.frombuffer(raw, "<u8", n, base + 8 * n))
-        klen = np.concatenate(klens).astype(_I64)
-        vlen = np.concatenate(vlens).astype(_I64)
-        seq_kinds = np.concatenate(sks).astype(np.uint64)
-        count = np.array(counts, dtype=_I64)
-        block_of = np.repeat(np.arange(len(raws)), count)
+        data = b"".join(raws)
+        sizes = np.fromiter(map(len, raws), dtype=_I64, count=len(raws))
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+
+        def corrupt(bad: np.ndarray, message) -> CorruptionError:
+            b = int(np.flatnonzero(bad)[0])
+            text = message(b) if callable(message) else message
+            return CorruptionError(text, path=path, offset=offsets[b] if offsets else 0)
+
+        if (sizes < 4).any():
+            raise corrupt(sizes < 4, "block too short")
+        count = np.frombuffer(_slices(data, ends - 4, ends), dtype="<u4").astype(_I64)
+        bases = ends - 4 - 16 * count  # where each block's length columns start
+        if (bases < starts).any():
+            raise corrupt(bases < starts, lambda b: f"block claims {int(count[b])} entries in {int(sizes[b])} bytes")
+        meta = _slices(data, bases, ends - 4)
+        first = np.cumsum(count) - count  # index of each block's first entry
+        n = int(count.sum())
+        # Entry e is entry j = e - first[b] of its block b. In ``meta`` its
+        # key length is u32 number 4 * first[b] + j, its value length
+        # count[b] further, its seq_kind u64 number 2 * first[b] + count[b] + j.
+        e = np.arange(n, dtype=_I64)
+        first_of = np.repeat(first, count)
+        count_of = np.repeat(count, count)
+        lengths = np.frombuffer(meta, dtype="<u4")
+        klen = lengths[e + 3 * first_of].astype(_I64)
+        vlen = lengths[e + 3 * first_of + count_of].astype(_I64)
+        seq_kinds = np.frombuffer(meta, dtype="<u8")[e + first_of + count_of].astype(np.uint64)
         # Offsets within each block: keys from 0, values after the block's keys.
-        first = np.concatenate(([0], np.cumsum(count)[:-1]))
         kcum = np.cumsum(klen) - klen
         vcum = np.cumsum(vlen) - vlen
         nonempty = count > 0
         block_keys = np.zeros(len(raws), dtype=_I64)
         block_values = np.zeros(len(raws), dtype=_I64)
-        if len(klen):
+        if n:
             block_keys[nonempty] = np.add.reduceat(klen, first[nonempty])
             block_values[nonempty] = np.add.reduceat(vlen, first[nonempty])
-        if np.any(block_keys + block_values != np.array(bases, dtype=_I64)):
-            bad = int(np.flatnonzero(block_keys + block_values != np.array(bases, dtype=_I64))[0])
-            raise CorruptionError("block lengths do not add up to its size", path=path,
-                                  offset=offsets[bad] if offsets else 0)
-        start = np.array(starts, dtype=_I64)
-        if len(klen):
-            entry_first = first[block_of]
-            koff = start[block_of] + kcum - kcum[entry_first]
-            voff = (start + block_keys)[block_of] + vcum - vcum[entry_first]
-        else:
-            koff, voff = klen, vlen
-        return cls(b"".join(raws), koff, klen, voff, vlen, seq_kinds)
+        bad = starts + block_keys + block_values != bases
+        if bad.any():
+            raise corrupt(bad, "block lengths do not add up to its size")
+        koff = np.repeat(starts, count) + kcum - kcum[first_of]
+        voff = np.repeat(starts + block_keys, count) + vcum - vcum[first_of]
+        return cls(data, koff, klen, voff, vlen, seq_kinds)
 
     @classmethod
     def concat(cls, parts: list["Columns"]) -> "Columns":
@@ -198,8 +220,8 @@ class Columns:
         width = max(width, 1)
         buf = np.frombuffer(self.data, dtype=np.uint8)
         if n and int(self.klen.min()) == width:
-            idx = self.koff[:, None] + np.arange(width)
-            grid = buf[idx]
+            self._padded = pieces(self.data, width, "S")[self.koff]
+            return self._padded
         else:
             cols = np.arange(width)
             inside = cols[None, :] < self.klen[:, None]
@@ -252,25 +274,36 @@ class Columns:
         """The concatenation of data[offsets[i]: offsets[i] + lengths[i]].
 
         Neighbours that are contiguous in the buffer are copied as one run;
-        short fixed-width pieces (keys, typically) are gathered by numpy in
-        one indexing operation; the rest slice by slice in C (map, join)."""
+        pieces of one length (keys, typically, and often values) are copied
+        by numpy as rows of a sliding window, a few lengths one length at a
+        time, and anything else slice by slice in C (map, join)."""
         n = len(offsets)
         if not n:
             return b""
         ends = offsets + lengths
         breaks = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
-        if len(breaks) > n // 4 and n > 1:
-            width = int(lengths[0])
-            if width <= _NUMPY_GATHER_WIDTH and int(lengths.min()) == int(lengths.max()) == width:
-                buf = np.frombuffer(self.data, dtype=np.uint8)
-                return buf[offsets[:, None] + np.arange(width)].tobytes()
-            data = self.data
-            return b"".join(map(data.__getitem__, map(slice, offsets.tolist(), ends.tolist())))
-        run_starts = np.concatenate(([0], breaks))
-        run_ends = np.concatenate((breaks, [n]))
         data = self.data
-        return b"".join(map(data.__getitem__, map(slice, offsets[run_starts].tolist(),
-                                                  ends[run_ends - 1].tolist())))
+        if len(breaks) <= n // 4 or n == 1:
+            run_starts = np.concatenate(([0], breaks))
+            run_ends = np.concatenate((breaks, [n]))
+            return b"".join(map(data.__getitem__, map(slice, offsets[run_starts].tolist(),
+                                                      ends[run_ends - 1].tolist())))
+        shortest, longest = int(lengths.min()), int(lengths.max())
+        if shortest == longest:
+            return pieces(data, shortest)[offsets].tobytes() if shortest else b""
+        distinct = np.unique(lengths)
+        if len(distinct) * _ENTRIES_PER_LENGTH > n:
+            return b"".join(map(data.__getitem__, map(slice, offsets.tolist(), ends.tolist())))
+        total = int(lengths.sum())
+        out = np.empty(total, dtype=np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        for width in distinct.tolist():
+            if not width:
+                continue
+            pick = np.flatnonzero(lengths == width)
+            # The pieces written to ``out`` never overlap one another.
+            pieces(out, width)[starts[pick]] = pieces(data, width)[offsets[pick]]
+        return out.tobytes()
 
     def encode_blocks(self, cuts: list[int]) -> list[bytes]:
         """Raw blocks (block.py's layout) for entries [cuts[i], cuts[i+1])."""
@@ -279,10 +312,14 @@ class Columns:
         kl = self.klen.astype("<u4").tobytes()
         vl = self.vlen.astype("<u4").tobytes()
         sk = self.seq_kinds.astype("<u8").tobytes()
-        kend = np.concatenate(([0], np.cumsum(self.klen))).tolist()
-        vend = np.concatenate(([0], np.cumsum(self.vlen))).tolist()
-        blocks = []
-        for a, b in zip(cuts, cuts[1:]):
-            blocks.append(b"".join((keys[kend[a]:kend[b]], values[vend[a]:vend[b]], kl[4 * a:4 * b],
-                                    vl[4 * a:4 * b], sk[8 * a:8 * b], _COUNT.pack(b - a))))
-        return blocks
+        at = np.array(cuts, dtype=_I64)
+        kend = np.concatenate(([0], np.cumsum(self.klen)))[at].tolist()
+        vend = np.concatenate(([0], np.cumsum(self.vlen)))[at].tolist()
+        pack = _COUNT.pack
+        return [b"".join((keys[k0:k1], values[v0:v1], kl[4 * a:4 * b], vl[4 * a:4 * b], sk[8 * a:8 * b], pack(b - a)))
+                for a, b, k0, k1, v0, v1 in zip(cuts, cuts[1:], kend, kend[1:], vend, vend[1:])]
+
+    def keys_at(self, index: np.ndarray) -> list[bytes]:
+        """The keys of the entries at ``index``, as bytes."""
+        data = self.data
+        return [data[o: o + n] for o, n in zip(self.koff[index].tolist(), self.klen[index].tolist())]

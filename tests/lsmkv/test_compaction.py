@@ -10,7 +10,7 @@ import pytest
 
 import lsmkv
 from lsmkv.check import check_db, dump_table
-from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction
+from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction, pick_manual
 from lsmkv.version import NUM_LEVELS, FileMeta, Version
 
 SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
@@ -37,29 +37,58 @@ def test_scores_and_level0_pick_takes_overlapping_tables():
     v = version([l0, l1])
     scores = level_scores(v, LIMITS)
     assert scores[0] == 1.0 and scores[1] == pytest.approx(0.3)
-    c = pick_compaction(v, LIMITS, {})
+    c = pick_compaction(v, LIMITS)
     # The oldest (2: c..e) pulls in 3 (b..d) and 5 (a..c), not 4 (x..z).
     assert [f.number for f in c.inputs] == [5, 3, 2]
     assert [f.number for f in c.next_inputs] == [10, 11]
     assert c.output_level == 1
 
 
-def test_pointer_rotates_and_trivial_move():
-    l1 = [meta(10, b"a", b"b", 6000), meta(11, b"d", b"f", 6000), meta(12, b"g", b"h", 6000)]
-    l2 = [meta(20, b"a", b"c")]
-    v = version([[], l1, l2])
-    c = pick_compaction(v, LIMITS, {})
-    assert [f.number for f in c.inputs] == [10] and [f.number for f in c.next_inputs] == [20]
-    c = pick_compaction(v, LIMITS, {1: b"b"})
-    assert [f.number for f in c.inputs] == [11] and not c.next_inputs
+def test_level1_pick_takes_the_table_overlapping_least_per_byte():
+    # Level 1 is over its target (3 x 6000 > 10,000 bytes). Table 10 overlaps
+    # 9000 bytes of level 2 (1.5 per byte), 11 overlaps 8000 (1.33 per byte),
+    # 12 overlaps 2000 but is small (2.0 per byte).
+    l1 = [meta(10, b"a", b"c", 6000), meta(11, b"d", b"f", 6000), meta(12, b"g", b"h", 1000),
+          meta(13, b"i", b"j", 6000)]
+    l2 = [meta(20, b"a", b"b", 4000), meta(21, b"c", b"d", 5000), meta(22, b"e", b"e", 3000),
+          meta(23, b"g", b"g", 2000), meta(24, b"i", b"i", 9000), meta(25, b"j", b"k", 9000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [11] and [f.number for f in c.next_inputs] == [21, 22]
+    assert not c.is_trivial_move(LIMITS)
+    # A table nothing in level 2 overlaps costs nothing to move: a trivial move.
+    l1.append(meta(14, b"x", b"z", 3000))
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [14] and not c.next_inputs
     assert c.is_trivial_move(LIMITS)
-    c = pick_compaction(v, LIMITS, {1: b"h"})  # wraps around
-    assert [f.number for f in c.inputs] == [10]
+    # Ties go to the first table in key order.
+    l1 = [meta(10, b"a", b"b", 6000), meta(11, b"c", b"d", 6000)]
+    l2 = [meta(20, b"a", b"a", 3000), meta(21, b"d", b"d", 3000)]
+    assert [f.number for f in pick_compaction(version([[], l1, l2]), LIMITS).inputs] == [10]
+
+
+def test_level1_inputs_grow_to_tables_inside_the_chosen_range_for_free():
+    # 11 (c..d) overlaps least; level 2's table 21 (b..g) joins, and 10 and 12
+    # lie inside b..g: they come along, since they add no level-2 table.
+    l1 = [meta(10, b"b", b"b", 3000), meta(11, b"c", b"d", 6000), meta(12, b"e", b"f", 3000),
+          meta(13, b"h", b"i", 3000)]
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"g", 9000), meta(22, b"h", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [10, 11, 12] and [f.number for f in c.next_inputs] == [21]
+    # Growing that would pull in another level-2 table does not happen.
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"e", 9000), meta(22, b"f", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), LIMITS)
+    assert [f.number for f in c.inputs] == [11] and [f.number for f in c.next_inputs] == [21]
+    # Nor growing past 25 target files of bytes.
+    limits = CompactionLimits(level1_max_bytes=10_000, level_size_multiplier=10, target_file_size=600,
+                              l0_compaction_trigger=4, max_grandparent_overlap_bytes=10_000)
+    l2 = [meta(20, b"a", b"a", 9000), meta(21, b"b", b"g", 9000), meta(22, b"h", b"z", 90000)]
+    c = pick_compaction(version([[], l1, l2]), limits)
+    assert [f.number for f in c.inputs] == [11]
 
 
 def test_nothing_to_do_below_the_triggers():
     v = version([[meta(1, b"a", b"b")], [meta(2, b"a", b"b")]])
-    assert pick_compaction(v, LIMITS, {}) is None
+    assert pick_compaction(v, LIMITS) is None
 
 
 def fill(db, n, seed=0, value_size=100):
@@ -228,6 +257,55 @@ def test_worker_whose_database_process_died_while_it_started_exits(tmp_path):
         os.close(write_end)
         if not _exited(worker):
             os.kill(worker, 9)
+
+
+def test_tables_above_the_bottom_get_the_upper_compression_level(db_path):
+    # Text of random words: zstd level 19 halves it, level -100 stores it raw.
+    rng = random.Random(3)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 9)))
+             for _ in range(300)]
+
+    def write(db, first):
+        values = {}
+        for i in range(first, 3000, 2):
+            values[b"k%05d" % i] = b" ".join(rng.choice(words) for _ in range(40))
+        for k, v in values.items():
+            db.put(k, v)
+        db.flush()
+        return values
+
+    def stored_per_raw_byte(db, level):
+        files = db._state.version.levels[level]
+        assert files
+        raw = 0
+        for f in files:
+            props = db._tables.reader(f).properties
+            raw += props.raw_key_bytes + props.raw_value_bytes
+        return sum(f.size for f in files) / raw
+
+    opts = dict(SMALL, block_size=4096, write_buffer_size=1 << 20, disable_auto_compactions=True,
+                compression_level=19, upper_compression_level=-100)
+    with lsmkv.open(db_path, **opts) as db:
+        data = write(db, 0)
+        assert stored_per_raw_byte(db, 0) > 0.95  # a flush: upper level
+        compactor = db._compactor
+        with compactor._lock:
+            compactor._run(pick_manual(db._state.version, 0, None, None))  # nothing below: the bottom
+            assert stored_per_raw_byte(db, 1) < 0.7
+            compactor._run(pick_manual(db._state.version, 1, None, None))  # level 1 -> 2, still the bottom
+        data.update(write(db, 1))  # keys between those below
+        with compactor._lock:
+            # Level 2 lies below this one's output: its tables stay fast to write.
+            compactor._run(pick_manual(db._state.version, 0, None, None))
+        assert db.stats()["files_per_level"][0] == 0
+        assert stored_per_raw_byte(db, 1) > 0.95 and stored_per_raw_byte(db, 2) < 0.7
+        assert dict(db.scan()) == data
+    with lsmkv.open(db_path) as db:  # tables of either level read back alike
+        assert dict(db.scan()) == data
+        db.compact_range()  # everything to the bottom, level 2
+        assert db.stats()["files_per_level"][:2] == [0, 0] and stored_per_raw_byte(db, 2) < 0.7
+        assert dict(db.scan()) == data
+    assert check_db(db_path).ok
 
 
 def test_compact_range_on_a_subrange(db_path):

@@ -290,6 +290,11 @@ def test_bad_paths_and_options_are_refused_and_change_nothing(tmp_path):
         lsmkv.open(str(tmp_path / "new"), block_size="big")
     with pytest.raises(OptionError, match="compression"):
         lsmkv.open(str(tmp_path / "new"), compression="lz4")
+    for bad in (23, -(1 << 17) - 1, True, "fast"):
+        with pytest.raises(OptionError, match="upper_compression_level must be an integer from -131072 to 22"):
+            lsmkv.open(str(tmp_path / "new"), upper_compression_level=bad)
+    with pytest.raises(OptionError, match="option compression_level must be an integer"):
+        lsmkv.open(str(tmp_path / "new"), compression_level=None)
     assert not (tmp_path / "new").exists()
     with lsmkv.open(str(tmp_path / "exists")):
         pass
