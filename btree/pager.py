@@ -131,6 +131,9 @@ class Pager:
         self.ckpt_page_count = 0
         self.ckpt_listed: set[int] = set()
         self._next_listed: set[int] | None = None
+        #: Set while a checkpoint is being written and after one failed: the
+        #: file may hold either checkpoint, so the next commit journals every page.
+        self.uncertain = False
         # Counters for stats().
         self.page_reads = 0
         self.bytes_read = 0
@@ -322,10 +325,13 @@ class Pager:
         live, fresh = [], []
         for item in images:
             pg = item[0]
-            (live if pg < old_count and pg not in old_listed else fresh).append(item)
+            (live if self.uncertain or (pg < old_count and pg not in old_listed) else fresh).append(item)
         fresh.sort(key=lambda t: t[0])
         live.sort(key=lambda t: t[0])
         meta_image = (meta.epoch % 2, encode_meta(meta))
+        # Until this commit completes, which checkpoint the file holds is not
+        # known here (see prepare_retry).
+        self.uncertain = True
         if fresh:
             self._write_in_place(fresh, meta.page_count)
         if live:
@@ -356,6 +362,29 @@ class Pager:
         if self._next_listed is not None:
             self.ckpt_listed = self._next_listed
             self._next_listed = None
+        self.uncertain = False
+
+    def prepare_retry(self) -> None:
+        """After a failed checkpoint (or before any retry of one): make the
+        file hold one whole checkpoint again and the next commit safe. A
+        complete journal left by the failed attempt is applied (its
+        checkpoint may be half written in place) and removed, an incomplete
+        one removed; the next epoch is above every epoch on disk; and while
+        it is not known which checkpoint the file holds, the next commit
+        journals every page it writes."""
+        journal = self.read_journal()
+        if journal is not None and journal[0] >= self.meta.epoch:
+            epoch, images = journal
+            slot, meta_img = [(pg, img) for pg, img in images if pg < 2][-1]
+            m = decode_meta(meta_img, slot, self.page_size, self.journal_path)
+            log.info("re-applying the checkpoint journal of epoch %d (%d pages) left by a failed checkpoint",
+                     epoch, len(images))
+            self._write_in_place(images, max(m.page_count, self.page_count))
+            self.meta.epoch = max(self.meta.epoch, epoch)
+        if self.fs.exists(self.journal_path):
+            self.fs.remove(self.journal_path)
+            self.fs.sync_dir(self.dir)
+        self.meta.epoch = max(self.meta.epoch, self.newest_epoch_on_disk())
 
     def _write_in_place(self, images, page_count: int) -> None:
         ps = self.page_size

@@ -118,6 +118,10 @@ class LogWriter:
     def close(self) -> None:
         self.file.close()
 
+    def abandon(self) -> None:
+        """Release the file without further I/O (an obsolete log, or a crash)."""
+        self.file.abandon()
+
 
 @dataclass
 class LogReadReport:
