@@ -179,10 +179,12 @@ class DB:
             self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
         try:
             self._pager = pager = Pager(fs, self.path, read_only=read_only)
-            if pager.is_empty():
+            if pager.is_empty() or (not read_only and pager.creation_cut_short()):
                 if read_only:
                     raise InvalidDatabaseError(f"{self.path} holds a btree database still being created")
                 ps = page_size or DEFAULT_PAGE_SIZE
+                if not pager.is_empty():
+                    pager.file.truncate(0)  # what a creation cut short left
                 pager.initialize(ps, lambda size: encode_node(Node(2, True), size, 0))
             meta = pager.read_meta()
             if page_size is not None and page_size != meta.page_size:
@@ -770,6 +772,10 @@ class DB:
                     self._log_bytes_done += self._log.bytes_written
                 self._release()
                 self._pool.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _simulate_crash(self) -> None:
         """Tests: drop the handle as a killed process would (no checkpoint)."""

@@ -25,12 +25,12 @@ import logging
 import os
 import struct
 
-from lsmkv.checksum import crc32
+from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.fs import FileSystem
 
 from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, check_header,
-                   decode_freelist, encode_freelist, freelist_capacity, seal)
+                   decode_freelist, encode_freelist, freelist_capacity, seal, undo_single_bit_flip)
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,21 @@ class Pager:
     def is_empty(self) -> bool:
         return self.file.size() == 0
 
+    def creation_cut_short(self) -> bool:
+        """Whether this page file is a database whose creation a crash cut
+        short: no valid meta page, no log and no journal (open creates the
+        log after the first pages are durable, so every database that was
+        ever opened has one), and no longer than a new database's pages."""
+        if self.fs.exists(os.path.join(self.dir, LOG_FILE)) or self.fs.exists(self.journal_path):
+            return False
+        if self.file.size() > 3 * MAX_PAGE_SIZE:
+            return False
+        try:
+            self.read_meta()
+        except CorruptionError:
+            return True
+        return False
+
     def initialize(self, page_size: int, root_image_fn) -> Meta:
         """Write a new, empty database: two meta copies and an empty root leaf (page 2)."""
         meta = Meta(0, page_size, 2, 3, 0, 0, 0, 0, 1)
@@ -177,6 +192,7 @@ class Pager:
         best: Meta | None = None
         errors = []
         for psize in sizes:
+            damaged = []
             for slot in (0, 1):
                 buf = self.file.read_at(slot * psize, psize)
                 self.bytes_read += len(buf)
@@ -184,10 +200,13 @@ class Pager:
                     m = decode_meta(buf, slot, psize, path)
                 except CorruptionError as exc:
                     errors.append(str(exc))
+                    damaged.append((slot, buf))
                     continue
                 if best is None or m.epoch > best.epoch:
                     best = m
             if best is not None:
+                for slot, buf in damaged:
+                    self._check_damaged_meta(slot, buf, best)
                 break
         if best is None:
             raise CorruptionError("no valid meta page (both copies damaged or not a btree file)",
@@ -196,6 +215,25 @@ class Pager:
         self.meta = best
         self.page_count = best.page_count
         return best
+
+    def _check_damaged_meta(self, slot: int, buf: bytes, valid: Meta) -> None:
+        """A meta copy failed its checks while the other one is valid. A copy
+        torn by a crash while it was written is expected and the other copy
+        is the current one. But if one flipped bit explains the damage, the
+        copy was whole once: if it is newer than the valid copy, using the
+        older one would silently go back a checkpoint, so that is reported."""
+        if len(buf) != valid.page_size:
+            return
+        fixed = undo_single_bit_flip(buf)
+        if fixed is None:
+            return
+        try:
+            m = decode_meta(fixed, slot, valid.page_size, self.path)
+        except CorruptionError:
+            return
+        if m.epoch > valid.epoch:
+            raise CorruptionError(f"the newest meta page (epoch {m.epoch}) is damaged (a flipped bit); the other "
+                                  f"copy holds an older checkpoint (epoch {valid.epoch})", path=self.path, page=slot)
 
     # ---- pages ------------------------------------------------------------------
 
@@ -421,12 +459,16 @@ class Pager:
             return None
         magic, _version, ps, epoch, n, hcrc = JOURNAL_HEADER.unpack_from(data, 0)
         if magic != JOURNAL_MAGIC or hcrc != crc32(data[:28]) or ps != self.page_size:
+            if single_bit_error(data[:28], hcrc) is not None:
+                raise CorruptionError("checkpoint journal header is damaged (a flipped bit)",
+                                      path=self.journal_path, offset=0)
             return None
         end = hs + n * ps
         if len(data) != end + 4:
             return None
         body = data[hs:end]
         if _U32.unpack_from(data, end)[0] != crc32(body):
+            self._check_damaged_journal(data, n, ps)
             return None
         images = []
         for k in range(n):
@@ -435,6 +477,23 @@ class Pager:
             check_header(img, pgno, ps, self.journal_path)
             images.append((pgno, img))
         return epoch, images
+
+    def _check_damaged_journal(self, data: bytes, n: int, ps: int) -> None:
+        """A journal of the complete size fails its body checksum. One cut
+        short by a crash (never synced, so its checkpoint never touched the
+        page file) is ignored; but one a flipped bit damaged was complete and
+        may be needed to repair the page file, so that is reported (and the
+        journal kept)."""
+        hs = JOURNAL_HEADER.size
+        end = hs + n * ps
+        if single_bit_error(data[hs:end], _U32.unpack_from(data, end)[0]) == STORED_CRC:
+            raise CorruptionError("checkpoint journal trailer is damaged (a flipped bit)",
+                                  path=self.journal_path, offset=end)
+        failing = [k for k in range(n)
+                   if HEADER.unpack_from(data, hs + k * ps)[0] != crc32(data[hs + k * ps + 4: hs + (k + 1) * ps])]
+        if len(failing) == 1 and undo_single_bit_flip(data[hs + failing[0] * ps: hs + (failing[0] + 1) * ps]):
+            raise CorruptionError("checkpoint journal page image is damaged (a flipped bit)",
+                                  path=self.journal_path, offset=hs + failing[0] * ps)
 
     def recover_journal(self) -> bool:
         """Finish a checkpoint cut short by a crash (writers only). Returns True

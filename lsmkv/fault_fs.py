@@ -73,11 +73,14 @@ class FaultCounters:
 
 @dataclass
 class BitFlip:
-    """One injected bit flip: the file, the byte offset in it and the bit."""
+    """One injected bit flip: the file, the byte offset in it and the bit,
+    and the read it happened in (its offset and length)."""
 
     path: str
     offset: int
     bit: int
+    read_offset: int = 0
+    read_length: int = 0
 
 
 class PowerOff(OSError):
@@ -110,7 +113,9 @@ class FaultInjectionFS(FileSystem):
         self._flip_probability = 0.0
         self._flip_nth: int | None = None
         self._flip_path = ""
-        self._reads = 0
+        self._flip_within: tuple[int, int] | None = None
+        #: Reads of files flip_bits() applies to, since it was called.
+        self.matching_reads = 0
         #: Every bit flip injected, in order.
         self.flips: list[BitFlip] = []
         self._files: dict[str, _FileState] = {}
@@ -133,14 +138,17 @@ class FaultInjectionFS(FileSystem):
             self.rules.append(rule)
         return rule
 
-    def flip_bits(self, *, probability: float = 0.0, nth: int | None = None, path_contains: str = "") -> None:
+    def flip_bits(self, *, probability: float = 0.0, nth: int | None = None, path_contains: str = "",
+                  within: tuple[int, int] | None = None) -> None:
         """Flip one random bit in data read back: each read with
-        ``probability``, or the ``nth`` read from now; only reads of paths
-        containing ``path_contains`` count."""
+        ``probability``, or the ``nth`` read from now. Only reads of paths
+        containing ``path_contains`` count, and with ``within=(start, end)``
+        only reads of those file offsets, where the flip then lands."""
         with self._lock:
             self._flip_probability = probability
             self._flip_path = path_contains
-            self._reads = 0
+            self._flip_within = within
+            self.matching_reads = 0
             self._flip_nth = nth
 
     def clear(self) -> None:
@@ -171,10 +179,12 @@ class FaultInjectionFS(FileSystem):
         if self._off:
             raise PowerOff(errno.EIO, "power is off", path)
 
-    def _check(self, operation: str, path: str) -> FaultRule | int | None:
+    def _check(self, operation: str, path: str, creating: bool = False) -> FaultRule | int | None:
         """Count the call; raise if a rule fires or the power is off. For a
         write that is to be torn, return the rule (or the number of bytes
-        that land, when the power is cut in the middle of it)."""
+        that land, when the power is cut in the middle of it). ENOSPC rules
+        on "open" only match opens that create a file (``creating``): a full
+        disk still lets existing files be opened."""
         with self._lock:
             self._power_check(path)
             self.counters.calls[operation] += 1
@@ -189,6 +199,8 @@ class FaultInjectionFS(FileSystem):
                     raise PowerOff(errno.EIO, f"power cut during {operation}", path)
             for rule in self.rules:
                 if rule.operation != operation or rule.path_contains not in path:
+                    continue
+                if rule.error == errno.ENOSPC and operation == "open" and not creating:
                     continue
                 rule.seen += 1
                 fire = (rule.sticky and rule.fired > 0) or (rule.nth is not None and rule.seen == rule.nth) \
@@ -206,16 +218,22 @@ class FaultInjectionFS(FileSystem):
     def _maybe_flip(self, path: str, offset: int, data: bytes) -> bytes:
         if not data or (self._flip_nth is None and not self._flip_probability) or self._flip_path not in path:
             return data
+        lo, hi = 0, len(data)
+        if self._flip_within is not None:
+            lo = max(lo, self._flip_within[0] - offset)
+            hi = min(hi, self._flip_within[1] - offset)
+            if lo >= hi:
+                return data
         with self._lock:
-            self._reads += 1
-            flip = (self._flip_nth is not None and self._reads == self._flip_nth) or \
+            self.matching_reads += 1
+            flip = (self._flip_nth is not None and self.matching_reads == self._flip_nth) or \
                 (self._flip_probability and self._rng.random() < self._flip_probability)
             if not flip:
                 return data
             self.counters.bit_flips += 1
-            i = self._rng.randrange(len(data))
+            i = self._rng.randrange(lo, hi)
             bit = self._rng.randrange(8)
-            self.flips.append(BitFlip(path, offset + i, bit))
+            self.flips.append(BitFlip(path, offset + i, bit, offset, len(data)))
         flipped = bytearray(data)
         flipped[i] ^= 1 << bit
         return bytes(flipped)
@@ -241,7 +259,7 @@ class FaultInjectionFS(FileSystem):
     # -- FileSystem -------------------------------------------------------------
 
     def create(self, path: str) -> WritableFile:
-        self._check("open", path)
+        self._check("open", path, creating=True)
         existed = self.base.exists(path)
         f = self.base.create(path)
         with self._lock:
@@ -251,7 +269,7 @@ class FaultInjectionFS(FileSystem):
         return _FaultyWritableFile(self, f)
 
     def create_log(self, path: str, capacity: int) -> WritableFile:
-        self._check("open", path)
+        self._check("open", path, creating=True)
         existed = self.base.exists(path)
         f = self.base.create_log(path, capacity)
         preallocated = isinstance(f, MappedAppendFile)
@@ -279,8 +297,8 @@ class FaultInjectionFS(FileSystem):
         return _FaultyReadableFile(self, self.base.open_readable(path))
 
     def open_paged(self, path: str, create: bool = False) -> PagedFile:
-        self._check("open", path)
         existed = self.base.exists(path)
+        self._check("open", path, creating=create and not existed)
         f = self.base.open_paged(path, create)
         with self._lock:
             self._files.setdefault(os.path.abspath(path), _FileState(f.size(), paged=True))
@@ -512,7 +530,8 @@ class _FaultyPagedFile(PagedFile):
                 state.synced_size = self._inner.size()
 
     def truncate(self, size: int) -> None:
-        self._fs._check("write", self.path)
+        if self._fs._check("write", self.path) is not None:  # a torn "write" here: nothing lands
+            raise OSError(errno.EIO, "injected failure of a truncation", self.path)
         self._inner.truncate(size)
 
     def size(self) -> int:

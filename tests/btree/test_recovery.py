@@ -244,3 +244,31 @@ def test_an_io_error_while_logging_stops_writes_until_reopened(tmp_path):
     db.close()  # no checkpoint through the failed handle
     with btree.open(path, **OPTS) as db:
         assert dict(db.scan()) == {b"a": b"1"}  # the half record was a torn tail
+
+
+def test_creation_cut_short_is_created_afresh(tmp_path):
+    """A crash while a new database's first pages were written (before open
+    returned) leaves a page file without a valid meta page and no log: the
+    next open creates the database afresh."""
+    from lsmkv.fault_fs import FaultInjectionFS
+    path = str(tmp_path / "db")
+    fs = FaultInjectionFS()
+    fs.cut_power(2, torn_prefix=100)  # call 1 opens the page file, call 2 writes the first pages
+    with pytest.raises(OSError):
+        btree.open(path, fs=fs, **OPTS)
+    fs.power_on()
+    assert 0 < os.path.getsize(os.path.join(path, "btree.pages")) < 1024
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}
+
+
+def test_damaged_meta_pages_of_a_database_with_a_log_are_corruption(tmp_path):
+    path = str(tmp_path / "db")
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        f.write(b"\xff" * 2048)  # both meta copies
+    with pytest.raises(CorruptionError, match="no valid meta page"):
+        btree.open(path, **OPTS)
