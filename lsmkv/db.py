@@ -696,6 +696,7 @@ class DB:
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; there is nothing to resume")
         with self._write_lock:
+            self._check_open()
             if self._bg_error is None:
                 return
             with self._compactor.paused():

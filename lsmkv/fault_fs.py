@@ -62,6 +62,8 @@ class FaultRule:
 @dataclass
 class FaultCounters:
     calls: dict = field(default_factory=lambda: {op: 0 for op in OPERATIONS})
+    #: The "open" calls that created a file (what ENOSPC on "open" can hit).
+    creations: int = 0
     injected: dict = field(default_factory=dict)
     bit_flips: int = 0
     power_losses: int = 0
@@ -185,6 +187,11 @@ class FaultInjectionFS(FileSystem):
         that land, when the power is cut in the middle of it). ENOSPC rules
         on "open" only match opens that create a file (``creating``): a full
         disk still lets existing files be opened."""
+        if creating:
+            self.counters.creations += 1
+        if not self.rules and self._cut_in is None and not self._off:
+            self.counters.calls[operation] += 1  # nothing to inject: no lock on the common path
+            return None
         with self._lock:
             self._power_check(path)
             self.counters.calls[operation] += 1

@@ -101,8 +101,9 @@ def _verify_reopened(engine: Engine, path: str, allowed: list[dict], keys: list[
 def io_error(engine: Engine, workdir: str, ops: list[Op], operation: str, nth: int, error: int = errno.EIO,
              *, sticky: bool = False, resume: bool = True, seed: int = 0) -> Outcome:
     """Fail the ``nth`` call of ``operation`` (after the database is open)
-    with ``error``; ``sticky`` keeps failing until cleared (a full disk)."""
-    kind = f"{operation}:{_errname(error)}" + (":sticky" if sticky else "")
+    with ``error``; ``sticky`` keeps failing until cleared (a full disk).
+    ENOSPC on "open" counts (and fails) only the opens that create a file."""
+    kind = f"{operation}:{_errname(error)}" + (":sticky" if sticky else "") + ("" if resume else ":reopen")
     path = os.path.join(workdir, "db")
     states = oracle(ops)
     keys = keys_of(ops)
@@ -224,17 +225,20 @@ def power_cut(engine: Engine, workdir: str, ops: list[Op], at_call: int, *, torn
 
 def count_calls(engine: Engine, workdir: str, ops: list[Op], *, with_open: bool = False) -> dict:
     """File-system calls per operation kind the workload makes (from opening
-    a new database on, with ``with_open``; else from after it), and their
-    total under "all"."""
+    a new database on, with ``with_open``; else from after it), their total
+    under "all", and under "create" the opens that created a file."""
     fs = FaultInjectionFS()
     db = engine.open(os.path.join(workdir, "db"), fs)
     before = {} if with_open else dict(fs.counters.calls)
+    created_before = 0 if with_open else fs.counters.creations
     run = run_ops(db, ops)
     calls = {op: n - before.get(op, 0) for op, n in fs.counters.calls.items()}
+    created = fs.counters.creations - created_before
     db.close()
     if run.error is not None:
         raise run.error
     calls["all"] = sum(calls.values())
+    calls["create"] = created
     return calls
 
 
