@@ -755,6 +755,8 @@ class DB:
             self._update_write_pressure(versions.current)
         if old_log is not None:
             old_log.abandon()  # obsolete; deleted just below
+        # No flush or compaction is under way: outputs of failed ones are garbage now.
+        self._pending_outputs.clear()
         self._delete_obsolete_files(at_open=True)
 
     def _simulate_crash(self) -> None:

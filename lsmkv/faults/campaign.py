@@ -26,11 +26,13 @@ from . import scenarios
 from .workload import engine as engine_profile
 from .workload import keys_of, make_ops
 
-#: (operation, errno, sticky, resume) of each I/O-error kind.
-IO_KINDS = [(op, errno.EIO, False, True) for op in
+#: (operation, errno, sticky, torn, resume) of each I/O-error kind; "torn"
+#: lets a random prefix of the failed write land.
+IO_KINDS = [(op, errno.EIO, False, False, True) for op in
             ("open", "write", "sync", "rename", "remove", "read", "dirsync", "fallocate")] + \
-           [(op, errno.EIO, False, False) for op in ("write", "sync", "read")] + \
-           [(op, errno.ENOSPC, True, True) for op in ("open", "write", "fallocate")]
+           [("write", errno.EIO, False, True, True), ("write", errno.EIO, False, True, False)] + \
+           [(op, errno.EIO, False, False, False) for op in ("write", "sync", "read")] + \
+           [(op, errno.ENOSPC, True, False, True) for op in ("open", "write", "fallocate")]
 
 TORN_SIZES = (None, 1, 3, 9, 40, 200)
 
@@ -62,7 +64,7 @@ def run_campaign(workdir: str, *, engines: tuple[str, ...] = ("lsm", "btree"), p
                 return path
 
             calls = scenarios.count_calls(engine, scratch(), ops)
-            for operation, error, sticky, resume in IO_KINDS:
+            for operation, error, sticky, torn, resume in IO_KINDS:
                 # A full disk fails only the opens that create a file.
                 count = calls["create"] if (operation, error) == ("open", errno.ENOSPC) else calls[operation]
                 if not count:
@@ -71,7 +73,7 @@ def run_campaign(workdir: str, *, engines: tuple[str, ...] = ("lsm", "btree"), p
                     nth = rng.randrange(1, count + 1)
                     campaign.outcomes.append(scenarios.io_error(
                         engine, scratch(), ops, operation, nth, error, sticky=sticky, resume=resume,
-                        seed=rng.randrange(1 << 30)))
+                        torn=rng.choice(TORN_SIZES[1:]) if torn else None, seed=rng.randrange(1 << 30)))
                 _report(progress, campaign.outcomes[-1])
             total = scenarios.count_calls(engine, scratch(), ops, with_open=True)["all"]
             for mode in scenarios.POWER_MODES:
@@ -127,7 +129,8 @@ def _fault_label(scenario: str, kind: str) -> str:
     operation, error, *rest = kind.split(":")
     if "sticky" in rest:
         return f"disk full (sticky {error}) on {operation}, then space freed, resume()"
-    return f"{error} on {operation}, then " + ("reopen" if "reopen" in rest else "resume()")
+    what = f"torn write ({error} after a prefix)" if "torn" in rest else f"{error} on {operation}"
+    return f"{what}, then " + ("reopen" if "reopen" in rest else "resume()")
 
 
 FLIP_COLUMNS = ("engine", "file", "flipped byte in", "injected", "detected (CorruptionError)", "harmless",

@@ -99,18 +99,20 @@ def _verify_reopened(engine: Engine, path: str, allowed: list[dict], keys: list[
 
 
 def io_error(engine: Engine, workdir: str, ops: list[Op], operation: str, nth: int, error: int = errno.EIO,
-             *, sticky: bool = False, resume: bool = True, seed: int = 0) -> Outcome:
+             *, sticky: bool = False, resume: bool = True, torn: int | None = None, seed: int = 0) -> Outcome:
     """Fail the ``nth`` call of ``operation`` (after the database is open)
-    with ``error``; ``sticky`` keeps failing until cleared (a full disk).
-    ENOSPC on "open" counts (and fails) only the opens that create a file."""
-    kind = f"{operation}:{_errname(error)}" + (":sticky" if sticky else "") + ("" if resume else ":reopen")
+    with ``error``; ``sticky`` keeps failing until cleared (a full disk);
+    ``torn`` (writes) lets that many bytes of the write land first. ENOSPC
+    on "open" counts (and fails) only the opens that create a file."""
+    kind = (f"{operation}:{_errname(error)}" + (":sticky" if sticky else "") + (":torn" if torn else "")
+            + ("" if resume else ":reopen"))
     path = os.path.join(workdir, "db")
     states = oracle(ops)
     keys = keys_of(ops)
     fs = FaultInjectionFS(seed=seed)
     db = engine.open(path, fs)
     try:
-        rule = fs.fail(operation, error=error, nth=nth, sticky=sticky)
+        rule = fs.fail(operation, error=error, nth=nth, sticky=sticky, torn_prefix=torn)
         run = run_ops(db, ops)
         if run.error is None:
             fs.clear()

@@ -82,6 +82,19 @@ def test_eio_then_reopen_without_resume(calls, ops, fresh_dir, operation, reques
     assert {o.result for o in outcomes} == {scenarios.RECOVERED}
 
 
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "reopen"])
+def test_torn_write_then_resume_or_reopen(calls, ops, fresh_dir, resume, request):
+    """A write of which only a prefix lands before EIO (a log record, a
+    table block, a page, a journal, a manifest record...)."""
+    engine, counts = calls
+    n = counts["write"]
+    values = range(1, n + 1) if request.config.getoption("--soak") else sample(n, SAMPLE)
+    outcomes = []
+    for size in (1, 9, 200):
+        outcomes += _run_all(engine, ops, fresh_dir, "write", values, errno.EIO, torn=size, resume=resume)
+    assert {o.result for o in outcomes} == {scenarios.RECOVERED}
+
+
 @pytest.mark.parametrize("operation", FULL_DISK_OPERATIONS)
 def test_full_disk_then_space_freed(calls, ops, fresh_dir, operation, request):
     """ENOSPC that stays until cleared: writes fail cleanly, resume() fails

@@ -146,6 +146,10 @@ def test_lsm_failed_background_flush_stops_writes_until_resume(scratch):
     db.put(b"after", b"1")
     db.flush()
     assert dict(db.scan()) == {**model, b"after": b"1"}
+    db._compactor.wait_idle()
+    on_disk = {int(n[:-4]) for n in os.listdir(path) if n.endswith(".sst")}
+    assert on_disk == db._state.version.numbers()  # the failed flush's table is gone
+    assert not [n for n in os.listdir(path) if n.endswith(".tmp")]
     db.close()
     from lsmkv.check import check_db
     assert check_db(path).ok
