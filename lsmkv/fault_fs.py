@@ -128,6 +128,8 @@ class FaultInjectionFS(FileSystem):
         self._cut_in: int | None = None
         self._cut_torn: int | None = None
         self._off = False
+        #: Nothing to inject (no rule, no power cut planned or done): the fast path.
+        self._quiet = True
 
     # -- configuring ----------------------------------------------------------
 
@@ -138,6 +140,7 @@ class FaultInjectionFS(FileSystem):
         rule = FaultRule(operation, error, nth, probability, path_contains, torn_prefix, sticky)
         with self._lock:
             self.rules.append(rule)
+            self._update_quiet()
         return rule
 
     def flip_bits(self, *, probability: float = 0.0, nth: int | None = None, path_contains: str = "",
@@ -159,6 +162,7 @@ class FaultInjectionFS(FileSystem):
             self.rules.clear()
             self._flip_probability = 0.0
             self._flip_nth = None
+            self._update_quiet()
 
     def cut_power(self, at_call: int, torn_prefix: int | None = None) -> None:
         """The ``at_call``-th file-system call from now (counting every
@@ -170,12 +174,16 @@ class FaultInjectionFS(FileSystem):
         with self._lock:
             self._cut_in = at_call
             self._cut_torn = torn_prefix
+            self._update_quiet()
 
     @property
     def powered(self) -> bool:
         return not self._off
 
     # -- the injection point --------------------------------------------------
+
+    def _update_quiet(self) -> None:
+        self._quiet = not self.rules and self._cut_in is None and not self._off
 
     def _power_check(self, path: str) -> None:
         if self._off:
@@ -189,7 +197,7 @@ class FaultInjectionFS(FileSystem):
         disk still lets existing files be opened."""
         if creating:
             self.counters.creations += 1
-        if not self.rules and self._cut_in is None and not self._off:
+        if self._quiet:
             self.counters.calls[operation] += 1  # nothing to inject: no lock on the common path
             return None
         with self._lock:
@@ -200,6 +208,7 @@ class FaultInjectionFS(FileSystem):
                 if self._cut_in == 0:
                     self._cut_in = None
                     self._off = True
+                    self._quiet = False
                     self.counters.power_cuts += 1
                     if operation == "write" and self._cut_torn:
                         return self._cut_torn
@@ -371,6 +380,7 @@ class FaultInjectionFS(FileSystem):
         with self._lock:
             self._off = False
             self._cut_in = None
+            self._update_quiet()
 
     def power_loss(self, partial: bool = False) -> None:
         """Drop every unsynced write and undo every unsynced directory change
@@ -433,6 +443,7 @@ class FaultInjectionFS(FileSystem):
                            for p, s in self._files.items() if os.path.exists(p)}
             self._off = False
             self._cut_in = None
+            self._update_quiet()
 
 
 class _FaultyWritableFile(WritableFile):
@@ -449,6 +460,11 @@ class _FaultyWritableFile(WritableFile):
         inner = self._inner
         if self._preallocated and inner.size + len(data) > inner.capacity:
             fs._check("fallocate", self.path)
+        elif fs._quiet:
+            fs.counters.calls["write"] += 1
+            inner.append(data)
+            self.size = inner.size
+            return
         cut = fs._check("write", self.path)
         if cut is not None:
             prefix = cut if type(cut) is int else cut.torn_prefix
@@ -491,8 +507,11 @@ class _FaultyReadableFile(ReadableFile):
         self._inner = inner
 
     def read_at(self, offset: int, length: int) -> bytes:
-        self._fs._check("read", self.path)
-        return self._fs._maybe_flip(self.path, offset, self._inner.read_at(offset, length))
+        fs = self._fs
+        fs._check("read", self.path)
+        if fs._flip_nth is None and not fs._flip_probability:
+            return self._inner.read_at(offset, length)
+        return fs._maybe_flip(self.path, offset, self._inner.read_at(offset, length))
 
     def close(self) -> None:
         self._inner.close()
