@@ -151,18 +151,20 @@ class Pager:
 
     def creation_cut_short(self) -> bool:
         """Whether this page file is a database whose creation a crash cut
-        short: no valid meta page, no log and no journal (open creates the
-        log after the first pages are durable, so every database that was
-        ever opened has one), and no longer than a new database's pages."""
+        short, which holds nothing: no log and no journal (open creates the
+        log once the first pages are durable, before it returns, so every
+        database that was ever opened has one), no longer than a new
+        database's pages, and no valid meta page or only the two a new
+        database starts with (epochs 0 and 1: it never checkpointed, so
+        anything ever written to it would be in a log)."""
         if self.fs.exists(os.path.join(self.dir, LOG_FILE)) or self.fs.exists(self.journal_path):
             return False
         if self.file.size() > 3 * MAX_PAGE_SIZE:
             return False
         try:
-            self.read_meta()
+            return self.read_meta().epoch <= 1
         except CorruptionError:
             return True
-        return False
 
     def initialize(self, page_size: int, root_image_fn) -> Meta:
         """Write a new, empty database: two meta copies and an empty root leaf (page 2)."""

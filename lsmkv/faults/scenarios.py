@@ -161,6 +161,8 @@ def io_error(engine: Engine, workdir: str, ops: list[Op], operation: str, nth: i
         return Outcome("io-error", engine.name, kind, RECOVERED, f"N={nth}, op {acked} failed; resumed")
     except Broken as exc:
         return Outcome("io-error", engine.name, kind, FAILED, f"N={nth}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. resume() failing once the cause was cleared
+        return Outcome("io-error", engine.name, kind, FAILED, f"N={nth}: {exc!r}")
     finally:
         _close_quietly(db)
 
@@ -221,6 +223,8 @@ def power_cut(engine: Engine, workdir: str, ops: list[Op], at_call: int, *, torn
         return Outcome("power-loss", engine.name, kind, RECOVERED, f"{where}, prefix {p} recovered")
     except Broken as exc:
         return Outcome("power-loss", engine.name, kind, FAILED, f"{where}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. corruption met reading the recovered database
+        return Outcome("power-loss", engine.name, kind, FAILED, f"{where}: {exc!r}")
     finally:
         _close_quietly(db2)
 
@@ -387,6 +391,8 @@ def bit_flip(engine: Engine, pristine: str, workdir: str, target: FlipTarget, nt
         return Outcome("bit-flip", engine.name, kind, HARMLESS, where, structure)
     except Broken as exc:
         return Outcome("bit-flip", engine.name, kind, FAILED, str(exc))
+    except Exception as exc:  # noqa: BLE001 - e.g. the database no longer opens without the flip
+        return Outcome("bit-flip", engine.name, kind, FAILED, repr(exc))
 
 
 def classify_flip(engine_name: str, directories: list[str], flip: BitFlip) -> str:

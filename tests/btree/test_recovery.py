@@ -264,6 +264,27 @@ def test_creation_cut_short_is_created_afresh(tmp_path):
         assert dict(db.scan()) == {b"a": b"1"}
 
 
+def test_creation_cut_short_with_a_whole_meta_page_is_created_afresh(tmp_path):
+    """The first pages' write cut short after the first meta page (mostly
+    zeros, so a prefix of it plus zeros is the whole page): a valid meta
+    page of epoch 0, a root page of zeros, no log. Nothing was ever
+    acknowledged (open creates the log before it returns), so open creates
+    the database afresh instead of reporting the zero root page."""
+    path = str(tmp_path / "db")
+    with btree.open(path, **OPTS) as db:
+        pass
+    with open(os.path.join(path, "btree.pages"), "rb") as f:
+        first_meta = f.read(OPTS["page_size"])
+    os.remove(os.path.join(path, "btree.log"))
+    with open(os.path.join(path, "btree.pages"), "wb") as f:
+        f.write(first_meta + bytes(2 * OPTS["page_size"]))
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}
+    assert btree.check(path).ok
+
+
 def test_damaged_meta_pages_of_a_database_with_a_log_are_corruption(tmp_path):
     path = str(tmp_path / "db")
     with btree.open(path, **OPTS) as db:
