@@ -41,7 +41,7 @@ from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import LogWriter, encode_batch, encode_delete, encode_put, parse_log
+from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, parse_log
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,14 @@ class DB:
         self._log_pending = 0
         self._lock = threading.RLock()
         self._closed = True
+        #: The failure that stopped writes (None while writable); see resume().
         self._failed: BaseException | None = None
+        #: Set when a failure interrupted a change of the tree in memory: the
+        #: tree is rebuilt from the disk and the log up to ``_replay_until``
+        #: (the failed record's LSN); reads wait for that when it failed too.
+        self._tree_lost = False
+        self._replay_until = 0
+        self._resumes = 0
         self._filelock = None
         self._log: LogWriter | None = None
         self._pager: Pager | None = None
@@ -172,10 +179,12 @@ class DB:
             self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
         try:
             self._pager = pager = Pager(fs, self.path, read_only=read_only)
-            if pager.is_empty():
+            if pager.is_empty() or (not read_only and pager.creation_cut_short()):
                 if read_only:
                     raise InvalidDatabaseError(f"{self.path} holds a btree database still being created")
                 ps = page_size or DEFAULT_PAGE_SIZE
+                if not pager.is_empty():
+                    pager.file.truncate(0)  # what a creation cut short left
                 pager.initialize(ps, lambda size: encode_node(Node(2, True), size, 0))
             meta = pager.read_meta()
             if page_size is not None and page_size != meta.page_size:
@@ -194,8 +203,11 @@ class DB:
 
     # ---- opening and recovery ----------------------------------------------------------
 
-    def _load_state(self) -> None:
-        """Build the in-memory state: the checkpointed tree plus the log replayed."""
+    def _load_state(self, replay_until: int | None = None) -> None:
+        """Build the in-memory state: the checkpointed tree plus the log
+        replayed (only the records that start before ``replay_until``, if
+        given: a writer rebuilding its tree after a failed write, which then
+        leaves the files as they are)."""
         fs, pager = self._fs, self._pager
         writer = not self._read_only
         if writer:
@@ -234,6 +246,8 @@ class DB:
                 raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
                                       f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)
             for start, end, ops in contents.records:
+                if replay_until is not None and start >= replay_until:
+                    break
                 if start < meta.ckpt_lsn:
                     if end > meta.ckpt_lsn:
                         raise CorruptionError(f"checkpoint LSN {meta.ckpt_lsn} is inside a log record",
@@ -246,7 +260,7 @@ class DB:
                 log.info("dropped a torn log tail of %d bytes in %s", contents.torn_bytes, log_path)
         self._replayed = replayed
         self._view_lsn = end_lsn
-        if writer:
+        if writer and replay_until is None:
             if replayed:
                 self._write_checkpoint(end_lsn)
             if (replayed or contents is None or contents.torn_bytes or contents.records
@@ -310,22 +324,110 @@ class DB:
     # ---- guards ------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
+        """Raise unless reads can be served: ClosedError after close(),
+        BackgroundError while a failed write's tree could not be rebuilt."""
         if self._closed:
             raise ClosedError(f"the btree database {self.path} is closed")
-        if self._failed is not None:
-            raise BackgroundError(f"the btree database {self.path} stopped after an error while writing "
-                                  f"({self._failed!r}); close and reopen it to recover") from self._failed
+        if self._tree_lost:
+            raise BackgroundError(f"the btree database {self.path}: a failed write ({self._failed}) left the tree "
+                                  "in memory incomplete and reloading it failed too; call db.resume() once the "
+                                  "cause is fixed") from self._failed
 
     def _check_writable(self) -> None:
-        if not self._usable:
+        if not self._writable:
             self._check_open()
-        if self._read_only:
-            raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True")
+            if self._read_only:
+                raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True")
+            raise BackgroundError(f"the btree database {self.path}: writes are stopped after an earlier failure "
+                                  f"({self._failed}); call db.resume() once the cause is fixed, or reopen "
+                                  "(reads keep working)") from self._failed
 
-    def _fail(self, exc: BaseException) -> None:
-        self._failed = exc
-        self._usable = self._writable = False
-        log.error("btree %s: write failed, refusing further operations until reopened: %r", self.path, exc)
+    def _fail(self, what: str, exc: BaseException, *, applied: bool = False,
+              replay_until: int | None = None) -> BaseException:
+        """Stop writes after ``what`` failed with ``exc``; return the error
+        the failing call raises (a KeyboardInterrupt or the like is raised as
+        it is). ``applied``: the write itself was logged and applied (a
+        checkpoint after it failed). ``replay_until``: the failure cut short
+        a change of the tree in memory, whose record starts at that LSN: the
+        tree is rebuilt from the disk and the log before it at once."""
+        log.error("btree %s: %s failed, writes stopped until resume(): %r", self.path, what, exc)
+        if self._failed is None:
+            self._failed = exc
+        self._writable = False
+        if replay_until is not None:
+            self._tree_lost = True
+            self._usable = False
+            self._replay_until = replay_until
+            try:
+                self._reload()
+            except Exception as again:  # noqa: BLE001 - resume() retries it
+                log.error("btree %s: reloading the tree failed too: %r", self.path, again)
+        if not isinstance(exc, Exception):
+            raise exc
+        outcome = ("nothing acknowledged is lost (it is in the log), but" if applied
+                   else "the write was not applied and")
+        return BackgroundError(f"the btree database {self.path}: {what} failed ({exc}); {outcome} writes are "
+                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
+
+    def _reload(self) -> None:
+        """Rebuild the tree in memory from the last checkpoint and the log
+        records before ``_replay_until`` (the acknowledged writes). Live
+        snapshots end."""
+        self._view_gen += 1
+        self._live_snaps.clear()
+        self._pool.clear()
+        replayed = self._replayed
+        self._pager.read_meta()
+        self._load_state(replay_until=self._replay_until)
+        self._replayed = replayed
+        self._fill_cache = None
+        self._tree_lost = False
+        self._usable = True
+
+    def resume(self) -> None:
+        """Leave the error state once the cause of a failure is gone.
+
+        After a failed log write, tree change or checkpoint, writes are
+        stopped (reads go on). resume() makes the page file hold one whole
+        checkpoint again (finishing or discarding a checkpoint cut short),
+        writes a checkpoint of the tree in memory (which holds exactly the
+        acknowledged writes) whose LSN lies past everything the old log
+        holds, and starts a fresh log: a write that failed never reappears.
+        If the cause persists, raises BackgroundError naming it and writes
+        stay stopped. Does nothing when writes are not stopped."""
+        with self._lock:
+            if self._closed:
+                raise ClosedError(f"the btree database {self.path} is closed")
+            if self._read_only:
+                raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True; "
+                                    "there is nothing to resume")
+            if self._failed is None:
+                return
+            wal = self._log
+            try:
+                if self._tree_lost:
+                    self._reload()
+                self._pager.prepare_retry()
+                end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
+                self._write_checkpoint(end)
+                self._log = LogWriter.create(self._fs, wal.file.path, end, self.path)
+            except BaseException as exc:
+                log.error("btree %s: resume failed, writes stay stopped: %r", self.path, exc)
+                self._failed = exc
+                if not isinstance(exc, Exception):
+                    raise
+                raise BackgroundError(f"the btree database {self.path}: resume failed ({exc}); writes stay "
+                                      "stopped: call db.resume() again once the cause is fixed") from exc
+            self._log_bytes_done += wal.bytes_written
+            try:
+                wal.close()
+            except OSError:
+                pass  # the old log is replaced already
+            self._failed = None
+            self._writable = True
+            self._log_pending = 0
+            self._resumes += 1
+            log.info("btree %s: resumed writes", self.path)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
         """Run ``fn(tree, *args)``; read-only handles reload their view and
@@ -375,10 +477,12 @@ class DB:
                 wal.append(rec)
                 if sync:
                     wal.sync()
+            except BaseException as exc:
+                raise self._fail("writing the log", exc) from exc
+            try:
                 self._tree.put(key, value)
             except BaseException as exc:
-                self._fail(exc)
-                raise
+                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
             self._puts += 1
             self._user_bytes += len(key) + len(value)
             pending = self._log_pending = self._log_pending + len(rec)
@@ -397,20 +501,25 @@ class DB:
     def _delete_locked(self, key: bytes, sync: bool) -> None:
         self._user_bytes += len(key)
         self._deletes += 1
+        wal = self._log
         if len(key) > self._max_key:
             if sync:
-                self._log.sync()
+                try:
+                    wal.sync()
+                except BaseException as exc:
+                    raise self._fail("syncing the log", exc) from exc
             return  # longer than any stored key: nothing to delete
-        wal = self._log
         rec = encode_delete(key)
         try:
             wal.append(rec)
             if sync:
                 wal.sync()
+        except BaseException as exc:
+            raise self._fail("writing the log", exc) from exc
+        try:
             self._tree.delete(key)
         except BaseException as exc:
-            self._fail(exc)
-            raise
+            raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
         self._log_pending += len(rec)
         self._version += 1
         self._after_write()
@@ -435,11 +544,13 @@ class DB:
                     wal.append(rec)
                 if sync:
                     wal.sync()
+            except BaseException as exc:
+                raise self._fail("writing the log", exc) from exc
+            try:
                 if ops:
                     self._apply(ops)
             except BaseException as exc:
-                self._fail(exc)
-                raise
+                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
             if not ops:
                 return
             self._log_pending += len(rec)
@@ -447,12 +558,18 @@ class DB:
             self._after_write()
 
     def _after_write(self) -> None:
+        """Checkpoint when dirty pages or the log ask for it. The write that
+        called this is logged and applied already: if the checkpoint fails,
+        writes stop (the next one raises) but this one stands."""
         pool = self._pool
-        if pool.dirty_count() > self._dirty_limit or self._log_pending >= self._ckpt_log_bytes:
-            self._checkpoint()
-        if len(pool.pages) > pool.capacity and not pool.trim():
-            self._checkpoint()
-            pool.trim()
+        try:
+            if pool.dirty_count() > self._dirty_limit or self._log_pending >= self._ckpt_log_bytes:
+                self._checkpoint()
+            if len(pool.pages) > pool.capacity and not pool.trim():
+                self._checkpoint()
+                pool.trim()
+        except BackgroundError:
+            pass  # _checkpoint() stopped writes and logged why
 
     # ---- checkpoints -----------------------------------------------------------------------------
 
@@ -476,8 +593,7 @@ class DB:
             self._log_bytes_done += wal.bytes_written
             wal.close()
         except BaseException as exc:
-            self._fail(exc)
-            raise
+            raise self._fail("a checkpoint", exc, applied=True) from exc
 
     def _write_checkpoint(self, ckpt_lsn: int) -> None:
         pool, pager, tree = self._pool, self._pager, self._tree
@@ -657,6 +773,10 @@ class DB:
                 self._release()
                 self._pool.clear()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _simulate_crash(self) -> None:
         """Tests: drop the handle as a killed process would (no checkpoint)."""
         with self._lock:
@@ -759,6 +879,9 @@ class DB:
                 "replayed_batches": self._replayed,
                 "max_key_size": self._max_key,
                 "read_only": self._read_only,
+                "background_error": None if self._failed is None else repr(self._failed),
+                "writes_stopped": self._failed is not None,
+                "resumes": self._resumes,
             }
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------

@@ -22,7 +22,7 @@ import struct
 from itertools import accumulate, chain, repeat
 from operator import add
 
-from lsmkv.checksum import crc32
+from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.errors import CorruptionError
 
 #: crc u32, page number u32, type u8, flags u8, count u16, cell start u16,
@@ -214,6 +214,22 @@ def check_header(buf: bytes, pgno: int, page_size: int, path: str) -> tuple:
         raise CorruptionError(f"page holds the image of page {hdr[1]} (misplaced write)",
                               path=path, page=pgno)
     return hdr
+
+
+def undo_single_bit_flip(buf: bytes) -> bytes | None:
+    """The page image ``buf`` with one flipped bit undone, if that is what
+    makes its checksum match; None if no single bit explains the mismatch
+    (a torn or otherwise damaged page). Used to tell a damaged copy of a
+    page that matters (report it) from a torn write (expected after a crash)."""
+    where = single_bit_error(memoryview(buf)[4:], HEADER.unpack_from(buf, 0)[0])
+    if where is None:
+        return None
+    fixed = bytearray(buf)
+    if where == STORED_CRC:
+        fixed[:4] = _U32.pack(crc32(memoryview(buf)[4:]))
+    else:
+        fixed[4 + where // 8] ^= 1 << (where % 8)
+    return bytes(fixed)
 
 
 def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:

@@ -25,12 +25,12 @@ import logging
 import os
 import struct
 
-from lsmkv.checksum import crc32
+from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.fs import FileSystem
 
 from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, check_header,
-                   decode_freelist, encode_freelist, freelist_capacity, seal)
+                   decode_freelist, encode_freelist, freelist_capacity, seal, undo_single_bit_flip)
 
 log = logging.getLogger(__name__)
 
@@ -113,18 +113,22 @@ def decode_journal(data: bytes, page_size: int, path: str) -> tuple[int, list[tu
     """(epoch, [(page number, image)]) of a complete, valid journal; None if
     it is incomplete (wrong size, a checksum that does not match: its
     checkpoint never touched the page file). A complete journal holding a
-    page image that fails its own checks is corruption."""
+    page image that fails its own checks, or one a single flipped bit
+    damaged, is corruption."""
     hs = JOURNAL_HEADER.size
     if len(data) < hs:
         return None
     magic, _version, ps, epoch, n, hcrc = JOURNAL_HEADER.unpack_from(data, 0)
     if magic != JOURNAL_MAGIC or hcrc != crc32(data[:28]) or ps != page_size:
+        if single_bit_error(data[:28], hcrc) is not None:
+            raise CorruptionError("checkpoint journal header is damaged (a flipped bit)", path=path, offset=0)
         return None
     end = hs + n * ps
     if len(data) != end + 4:
         return None
     body = data[hs:end]
     if _U32.unpack_from(data, end)[0] != crc32(body):
+        _check_damaged_journal(data, n, ps, path)
         return None
     images = []
     for k in range(n):
@@ -133,6 +137,22 @@ def decode_journal(data: bytes, page_size: int, path: str) -> tuple[int, list[tu
         check_header(img, pgno, ps, path)
         images.append((pgno, img))
     return epoch, images
+
+
+def _check_damaged_journal(data: bytes, n: int, ps: int, path: str) -> None:
+    """A journal of the complete size fails its body checksum. One cut short
+    by a crash (never synced, so its checkpoint never touched the page file)
+    is ignored; but one a flipped bit damaged was complete and may be needed
+    to repair the page file, so that is reported (and the journal kept)."""
+    hs = JOURNAL_HEADER.size
+    end = hs + n * ps
+    if single_bit_error(data[hs:end], _U32.unpack_from(data, end)[0]) == STORED_CRC:
+        raise CorruptionError("checkpoint journal trailer is damaged (a flipped bit)", path=path, offset=end)
+    failing = [k for k in range(n)
+               if HEADER.unpack_from(data, hs + k * ps)[0] != crc32(data[hs + k * ps + 4: hs + (k + 1) * ps])]
+    if len(failing) == 1 and undo_single_bit_flip(data[hs + failing[0] * ps: hs + (failing[0] + 1) * ps]):
+        raise CorruptionError("checkpoint journal page image is damaged (a flipped bit)",
+                              path=path, offset=hs + failing[0] * ps)
 
 
 def valid_page_size(n: object) -> bool:
@@ -165,6 +185,9 @@ class Pager:
         self.ckpt_page_count = 0
         self.ckpt_listed: set[int] = set()
         self._next_listed: set[int] | None = None
+        #: Set while a checkpoint is being written and after one failed: the
+        #: file may hold either checkpoint, so the next commit journals every page.
+        self.uncertain = False
         # Counters for stats().
         self.page_reads = 0
         self.bytes_read = 0
@@ -179,6 +202,23 @@ class Pager:
 
     def is_empty(self) -> bool:
         return self.file.size() == 0
+
+    def creation_cut_short(self) -> bool:
+        """Whether this page file is a database whose creation a crash cut
+        short, which holds nothing: no log and no journal (open creates the
+        log once the first pages are durable, before it returns, so every
+        database that was ever opened has one), no longer than a new
+        database's pages, and no valid meta page or only the two a new
+        database starts with (epochs 0 and 1: it never checkpointed, so
+        anything ever written to it would be in a log)."""
+        if self.fs.exists(os.path.join(self.dir, LOG_FILE)) or self.fs.exists(self.journal_path):
+            return False
+        if self.file.size() > 3 * MAX_PAGE_SIZE:
+            return False
+        try:
+            return self.read_meta().epoch <= 1
+        except CorruptionError:
+            return True
 
     def initialize(self, page_size: int, root_image_fn) -> Meta:
         """Write a new, empty database: two meta copies and an empty root leaf (page 2)."""
@@ -208,6 +248,7 @@ class Pager:
         best: Meta | None = None
         errors = []
         for psize in sizes:
+            damaged = []
             for slot in (0, 1):
                 buf = self.file.read_at(slot * psize, psize)
                 self.bytes_read += len(buf)
@@ -215,10 +256,13 @@ class Pager:
                     m = decode_meta(buf, slot, psize, path)
                 except CorruptionError as exc:
                     errors.append(str(exc))
+                    damaged.append((slot, buf))
                     continue
                 if best is None or m.epoch > best.epoch:
                     best = m
             if best is not None:
+                for slot, buf in damaged:
+                    self._check_damaged_meta(slot, buf, best)
                 break
         if best is None:
             raise CorruptionError("no valid meta page (both copies damaged or not a btree file)",
@@ -227,6 +271,25 @@ class Pager:
         self.meta = best
         self.page_count = best.page_count
         return best
+
+    def _check_damaged_meta(self, slot: int, buf: bytes, valid: Meta) -> None:
+        """A meta copy failed its checks while the other one is valid. A copy
+        torn by a crash while it was written is expected and the other copy
+        is the current one. But if one flipped bit explains the damage, the
+        copy was whole once: if it is newer than the valid copy, using the
+        older one would silently go back a checkpoint, so that is reported."""
+        if len(buf) != valid.page_size:
+            return
+        fixed = undo_single_bit_flip(buf)
+        if fixed is None:
+            return
+        try:
+            m = decode_meta(fixed, slot, valid.page_size, self.path)
+        except CorruptionError:
+            return
+        if m.epoch > valid.epoch:
+            raise CorruptionError(f"the newest meta page (epoch {m.epoch}) is damaged (a flipped bit); the other "
+                                  f"copy holds an older checkpoint (epoch {valid.epoch})", path=self.path, page=slot)
 
     # ---- pages ------------------------------------------------------------------
 
@@ -359,10 +422,13 @@ class Pager:
         live, fresh = [], []
         for item in images:
             pg = item[0]
-            (live if pg < old_count and pg not in old_listed else fresh).append(item)
+            (live if self.uncertain or (pg < old_count and pg not in old_listed) else fresh).append(item)
         fresh.sort(key=lambda t: t[0])
         live.sort(key=lambda t: t[0])
         meta_image = (meta.epoch % 2, encode_meta(meta))
+        # Until this commit completes, which checkpoint the file holds is not
+        # known here (see prepare_retry).
+        self.uncertain = True
         if fresh:
             self._write_in_place(fresh, meta.page_count)
         if live:
@@ -388,6 +454,29 @@ class Pager:
         if self._next_listed is not None:
             self.ckpt_listed = self._next_listed
             self._next_listed = None
+        self.uncertain = False
+
+    def prepare_retry(self) -> None:
+        """After a failed checkpoint (or before any retry of one): make the
+        file hold one whole checkpoint again and the next commit safe. A
+        complete journal left by the failed attempt is applied (its
+        checkpoint may be half written in place) and removed, an incomplete
+        one removed; the next epoch is above every epoch on disk; and while
+        it is not known which checkpoint the file holds, the next commit
+        journals every page it writes."""
+        journal = self.read_journal()
+        if journal is not None and journal[0] >= self.meta.epoch:
+            epoch, images = journal
+            slot, meta_img = [(pg, img) for pg, img in images if pg < 2][-1]
+            m = decode_meta(meta_img, slot, self.page_size, self.journal_path)
+            log.info("re-applying the checkpoint journal of epoch %d (%d pages) left by a failed checkpoint",
+                     epoch, len(images))
+            self._write_in_place(images, max(m.page_count, self.page_count))
+            self.meta.epoch = max(self.meta.epoch, epoch)
+        if self.fs.exists(self.journal_path):
+            self.fs.remove(self.journal_path)
+            self.fs.sync_dir(self.dir)
+        self.meta.epoch = max(self.meta.epoch, self.newest_epoch_on_disk())
 
     def _write_in_place(self, images, page_count: int) -> None:
         ps = self.page_size
@@ -420,6 +509,7 @@ class Pager:
             return None  # (also: a writer in another process just removed it)
         self.bytes_read += len(data)
         return decode_journal(data, self.page_size, self.journal_path)
+
 
     def recover_journal(self) -> bool:
         """Finish a checkpoint cut short by a crash (writers only). Returns True

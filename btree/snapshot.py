@@ -41,8 +41,9 @@ class Snapshot:
         db._check_open()
         if db._view_gen != self._gen:
             self._closed = True
-            raise LsmkvError("the snapshot ended: this read-only handle reloaded its view after a writer in "
-                             "another process checkpointed; take a new snapshot")
+            raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
+                             "writer in another process checkpointed, a writer after a failed write); take a new "
+                             "snapshot")
 
     def get(self, key, default=None):
         """The value ``key`` had when the snapshot was taken, or ``default``."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from lsmkv.checksum import crc32
+from lsmkv.checksum import crc32, single_bit_error
 from lsmkv.errors import CorruptionError
 from lsmkv.fs import FileSystem, WritableFile
 
@@ -183,11 +183,12 @@ class LogContents:
 def parse_log(data: bytes, path: str, *, salvage: bool = False) -> LogContents | None:
     """Parse a whole log file. None if it has no complete header (a log whose
     creation was cut short: it holds nothing). A torn record at the tail (one
-    that runs past the end of the file or fails its checksum with nothing but
-    zero bytes after it) is dropped; a bad record anywhere else raises
-    CorruptionError with its offset, or, with ``salvage=True`` (repair),
-    ends the log there: the records before it are kept and the rest is
-    listed in ``dropped`` (a damaged header drops the whole log)."""
+    that runs past the end of the file, or is damaged with nothing but zero
+    bytes from somewhere inside it to the end of the file, and that no
+    single flipped bit explains) is dropped; a bad record anywhere else
+    raises CorruptionError with its offset, or, with ``salvage=True``
+    (repair), ends the log there: the records before it are kept and the
+    rest is listed in ``dropped`` (a damaged header drops the whole log)."""
     if len(data) < LOG_HEADER_SIZE:
         return None
     magic, version, _r, base_lsn, hcrc, _r2 = LOG_HEADER.unpack_from(data, 0)
@@ -225,17 +226,18 @@ def parse_log(data: bytes, path: str, *, salvage: bool = False) -> LogContents |
 
 def iter_records(data: bytes, pos: int, path: str) -> Iterator[tuple[int, int, list]]:
     n = len(data)
+    #: Everything from here to the end of the file is zero bytes.
+    zeros_from = len(data.rstrip(b"\0"))
     while pos < n:
         bad = None
         if pos + FRAME_SIZE > n:
             bad = "truncated record frame"
-            end = n
+            end = pos + FRAME_SIZE
         else:
             crc, length = FRAME.unpack_from(data, pos)
             end = pos + FRAME_SIZE + length
             if end > n:
                 bad = "record runs past the end of the log"
-                end = n
             elif length < BATCH_HEAD.size:
                 bad = "record too short"
             else:
@@ -243,9 +245,26 @@ def iter_records(data: bytes, pos: int, path: str) -> Iterator[tuple[int, int, l
                 if crc32(payload) != crc:
                     bad = "record checksum mismatch"
         if bad is not None:
-            rest = data[end:]
-            if end >= n or not rest.strip(b"\0"):
+            if (end > n or zeros_from < end) and not _one_bit_off(data, pos):
                 return  # a torn tail: the write that was cut short was never acknowledged
             raise CorruptionError(f"log {bad}", path=path, offset=pos)
         yield pos, end, decode_batch(payload, path, pos)
         pos = end
+
+
+def _one_bit_off(data: bytes, pos: int) -> bool:
+    """Whether flipping one bit of the record at ``pos`` (its checksum,
+    length or payload) would make it intact: damage in place, never the
+    work of a write cut short (whose bytes end early or in zeros)."""
+    n = len(data)
+    if pos + FRAME_SIZE > n:
+        return False
+    crc, length = FRAME.unpack_from(data, pos)
+    start = pos + FRAME_SIZE
+    if start + length <= n and single_bit_error(data[start:start + length], crc) is not None:
+        return True
+    for bit in range(32):
+        other = length ^ (1 << bit)
+        if BATCH_HEAD.size <= other and start + other <= n and crc32(data[start:start + other]) == crc:
+            return True
+    return False

@@ -3,15 +3,54 @@
 CRC-32 (zlib's, hardware-assisted where the platform allows). One function so
 that the algorithm is defined in exactly one place; formats document it as
 "crc32 (zlib polynomial) of the bytes named".
+
+It also owns telling a flipped bit from other damage (``single_bit_error``):
+a CRC-32 locates any single-bit error, which lets the log readers tell a
+record damaged in place (corruption, to be reported) from one a crash cut
+short (a torn tail, to be dropped).
 """
 
 from __future__ import annotations
 
 from zlib import crc32
 
-__all__ = ["crc32", "checksum"]
+__all__ = ["crc32", "checksum", "single_bit_error", "STORED_CRC"]
+
+#: The CRC-32 polynomial, bit-reversed (as zlib computes it).
+_POLY = 0xEDB88320
+#: single_bit_error's answer when the flipped bit is in the stored checksum itself.
+STORED_CRC = -1
+#: Longest data single_bit_error searches (8 steps per byte, in Python).
+_SEARCH_LIMIT = 1 << 20
 
 
 def checksum(data: bytes | bytearray | memoryview, start: int = 0) -> int:
     """CRC-32 of ``data``, continuing from ``start`` (0 for a fresh sum)."""
     return crc32(data, start)
+
+
+def single_bit_error(data: bytes | bytearray | memoryview, stored: int, start: int = 0) -> int | None:
+    """Whether one flipped bit explains why ``crc32(data, start)`` is not
+    ``stored``: the bit's position in ``data`` (byte ``i // 8``, bit
+    ``i % 8``), STORED_CRC if the flipped bit is in ``stored`` itself, or
+    None (no single bit explains it, or ``data`` is longer than 1 MiB).
+
+    CRC-32 is linear: flipping message bit ``i`` changes the sum by a value
+    that depends only on how many bits follow ``i``, and those values are
+    distinct for messages up to 2^32 bits, so the difference between the sum
+    and ``stored`` names the bit (or none)."""
+    syndrome = crc32(data, start) ^ stored
+    if not syndrome:
+        return None
+    if not syndrome & (syndrome - 1):
+        return STORED_CRC
+    bits = 8 * len(data)
+    if bits > 8 * _SEARCH_LIMIT:
+        return None
+    # The change a flip of the last bit makes, then of each bit before it.
+    diff = _POLY
+    for k in range(bits):
+        if diff == syndrome:
+            return bits - 1 - k
+        diff = (diff >> 1) ^ (_POLY if diff & 1 else 0)
+    return None

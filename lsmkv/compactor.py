@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .compaction import Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_manual
@@ -148,21 +149,22 @@ class Compactor:
         self._thread.start()
 
     def _loop(self) -> None:
+        """The compaction thread. It idles while writes are stopped after a
+        failure (the DB's resume() wakes it) and exits at close."""
         db = self.db
         seen = -1
         while True:
             with db._bg_cond:
-                while self.changes == seen and not db._shutting_down and db._bg_error is None:
+                while (self.changes == seen or db._bg_error is not None) and not db._shutting_down:
                     db._bg_cond.wait()
-                if db._shutting_down or db._bg_error is not None:
+                if db._shutting_down:
                     return
                 seen = self.changes
             try:
-                while not db._shutting_down and self._run_one_scored():
+                while not db._shutting_down and db._bg_error is None and self._run_one_scored():
                     pass
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
                 db._background_failed("compaction", exc)
-                return
 
     def _run_one_scored(self) -> bool:
         """Run the compaction the scores ask for; False if there is none."""
@@ -173,6 +175,12 @@ class Compactor:
                 return False
             self._run(compaction)
             return True
+
+    @contextmanager
+    def paused(self):
+        """Hold off compactions (after the running one, if any, ends)."""
+        with self._lock:
+            yield
 
     # -- on demand ----------------------------------------------------------
 

@@ -115,6 +115,8 @@ class DB:
         self._l0_stop = False
         self._compactor: Compactor | None = None
         self._recovery: dict = {}
+        #: Successful resume() calls.
+        self._resumes = 0
         self._open()
 
     # ------------------------------------------------------------------
@@ -238,9 +240,7 @@ class DB:
         edit.last_sequence = max_seq
         edit.next_file_number = versions.next_file_number
         # The new manifest (holding this edit) is the commit point of recovery.
-        versions._install(versions.current.apply(edit, "recovery"))
-        versions._absorb_counters(edit)
-        versions.write_new_manifest()
+        versions.write_new_manifest(edit)
         self._pending_outputs.clear()
         self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
@@ -294,8 +294,7 @@ class DB:
                 if sync:
                     self._log.sync()
             except BaseException as exc:
-                self._fail_writes(exc)
-                raise
+                raise self._fail_writes("writing the log", exc) from exc
             mem.add(seq, kind, key, value)
             self._last_seq = seq
             self._user_bytes_written += len(key) + len(value)
@@ -325,8 +324,7 @@ class DB:
                 if sync:
                     self._log.sync()
             except BaseException as exc:
-                self._fail_writes(exc)
-                raise
+                raise self._fail_writes("writing the log", exc) from exc
             mem.add_batch(seq, ops)
             self._last_seq = seq + len(ops) - 1
             self._user_bytes_written += batch.user_bytes
@@ -344,17 +342,25 @@ class DB:
             raise ClosedError(f"{self.path}: database is closed")
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
-        raise BackgroundError(f"{self.path}: writes are stopped after an earlier failure: {self._bg_error}") \
+        raise BackgroundError(f"{self.path}: writes are stopped after an earlier failure ({self._bg_error}); "
+                              "call db.resume() once the cause is fixed, or reopen (reads keep working)") \
             from self._bg_error
 
-    def _fail_writes(self, exc: BaseException) -> None:
-        """A log write failed: the log's tail is unknown, so refuse further
-        writes (reads go on) until the DB is reopened."""
-        log.error("%s: log write failed, writes stopped: %s", self.path, exc)
+    def _fail_writes(self, what: str, exc: BaseException) -> BaseException:
+        """Writing the log failed: its tail is unknown (the failed record may
+        be partly or wholly in it), so refuse further writes (reads go on)
+        until resume() replaces the log, or a reopen. Returns the error the
+        failing call raises: a BackgroundError naming the cause (a
+        KeyboardInterrupt or the like propagates as it is)."""
+        log.error("%s: %s failed, writes stopped: %r", self.path, what, exc)
         with self._bg_cond:
             if self._bg_error is None:
                 self._bg_error = exc
             self._bg_cond.notify_all()
+        if not isinstance(exc, Exception):
+            raise exc
+        return BackgroundError(f"{self.path}: {what} failed ({exc}); the write was not applied and writes are "
+                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
 
     def _switch_memtable(self) -> None:
         """Make the memtable immutable and start a new one with a new log.
@@ -371,14 +377,18 @@ class DB:
             if self._bg_error is not None:
                 self._raise_not_writable()
         number = self._versions.new_file_number()
+        new_log = None
         try:
             new_log = self._create_log(number)
             # The old log is synced so that a later synced write in the new log
-            # can never survive a crash that loses earlier writes.
+            # can never survive a crash that loses earlier writes, and the new
+            # log's name is made durable before a synced write relies on it.
             self._log.sync()
+            self._fs.sync_dir(self.path)
         except BaseException as exc:
-            self._fail_writes(exc)
-            raise
+            if new_log is not None:
+                new_log.abandon()
+            raise self._fail_writes("starting a new log", exc) from exc
         self._log.close()
         self._log = new_log
         with self._bg_cond:
@@ -568,13 +578,17 @@ class DB:
             while (self._state.imms or self._bg_busy) and self._bg_error is None:
                 self._bg_cond.wait()
             if self._bg_error is not None:
-                raise BackgroundError(f"{self.path}: background flush failed: {self._bg_error}") \
+                raise BackgroundError(f"{self.path}: flush failed ({self._bg_error}); writes are stopped: call "
+                                      "db.resume() once the cause is fixed (reads keep working)") \
                     from self._bg_error
 
     def _background_loop(self) -> None:
+        """The flush thread: writes immutable memtables to tables, oldest
+        first. It idles while writes are stopped (resume() wakes it) and
+        exits at close, after the queued flushes unless writes are stopped."""
         while True:
             with self._bg_cond:
-                while not self._state.imms and not self._shutting_down:
+                while (not self._state.imms or self._bg_error is not None) and not self._shutting_down:
                     self._bg_cond.wait()
                 if not self._state.imms or self._bg_error is not None:
                     return
@@ -584,13 +598,10 @@ class DB:
                 self._flush_immutable(imm)
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
                 self._background_failed("flush", exc)
+            finally:
                 with self._bg_cond:
                     self._bg_busy = False
                     self._bg_cond.notify_all()
-                return
-            with self._bg_cond:
-                self._bg_busy = False
-                self._bg_cond.notify_all()
 
     def _write_level0(self, mem: MemTable, snapshots: list[int]):
         """Write ``mem`` as a new table; the caller records it in the manifest
@@ -643,11 +654,119 @@ class DB:
         return version
 
     def _background_failed(self, what: str, exc: BaseException) -> None:
-        log.error("%s: background %s failed; writes are stopped: %r", self.path, what, exc)
+        log.error("%s: %s failed; writes are stopped until resume(): %r", self.path, what, exc)
         with self._bg_cond:
             if self._bg_error is None:
                 self._bg_error = exc
             self._bg_cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # Leaving the error state
+    # ------------------------------------------------------------------
+
+    def resume(self) -> None:
+        """Leave the error state once the cause of a failure is gone.
+
+        After a failed log write, flush or compaction, writes are stopped
+        (reads go on). resume() writes every memtable (which hold exactly the
+        acknowledged writes) to level-0 tables, starts a fresh log and
+        records both in a fresh manifest in one step, so the log whose tail
+        is unknown and a manifest that may end in a damaged record become
+        obsolete and are deleted: a write that failed never reappears. Then
+        flushes and compactions go on. If the cause persists, raises
+        BackgroundError naming it and writes stay stopped. Does nothing
+        when writes are not stopped."""
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; there is nothing to resume")
+        with self._write_lock:
+            self._check_open()
+            if self._bg_error is None:
+                return
+            with self._compactor.paused():
+                with self._bg_cond:
+                    while self._bg_busy:
+                        self._bg_cond.wait()
+                try:
+                    self._restart_writes()
+                except BaseException as exc:
+                    log.error("%s: resume failed, writes stay stopped: %r", self.path, exc)
+                    with self._bg_cond:
+                        self._bg_error = exc
+                    if not isinstance(exc, Exception):
+                        raise
+                    raise BackgroundError(f"{self.path}: resume failed ({exc}); writes stay stopped: call "
+                                          "db.resume() again once the cause is fixed") from exc
+                with self._bg_cond:
+                    self._bg_error = None
+                    self._resumes += 1
+                    self._compactor.changes += 1
+                    self._bg_cond.notify_all()
+        log.info("%s: resumed writes", self.path)
+
+    def _restart_writes(self) -> None:
+        """resume()'s work, with writers, flushes and compactions held off."""
+        versions = self._versions
+        snapshots = self._live_snapshots()
+        st = self._state
+        edit = VersionEdit()
+        written = []
+        try:
+            for mem in (*reversed(st.imms), st.mem):  # oldest first
+                if len(mem):
+                    meta = self._write_level0(mem, snapshots)
+                    if meta is not None:
+                        edit.add_file(0, meta)
+                        written.append(meta.number)
+            number = versions.new_file_number()
+            new_log = self._create_log(number)
+            try:
+                edit.log_number = number
+                edit.last_sequence = self._last_seq
+                with self._manifest_lock:
+                    # Also makes the new log's name durable (it syncs the directory).
+                    versions.write_new_manifest(edit)
+            except BaseException:
+                new_log.abandon()
+                raise
+        finally:
+            # Tables a failed attempt wrote stay on disk (the manifest CURRENT
+            # names may hold them); sweeps after the next success remove them.
+            self._pending_outputs.difference_update(written)
+        old_log, self._log = self._log, new_log
+        with self._bg_cond:
+            self._state = _ReadState(MemTable(number), (), versions.current)
+            self._update_write_pressure(versions.current)
+        if old_log is not None:
+            old_log.abandon()  # obsolete; deleted just below
+        # No flush or compaction is under way: outputs of failed ones are garbage now.
+        self._pending_outputs.clear()
+        self._delete_obsolete_files(at_open=True)
+
+    def _simulate_crash(self) -> None:
+        """Tests: drop the handle as a killed process would, without
+        finishing queued flushes or writing anything more (cut the fault
+        file system's power first, so work in flight stops too; then its
+        power_loss() or power_on() decides what the disk keeps)."""
+        with self._write_lock:
+            with self._bg_cond:
+                self._closed = True
+                self._shutting_down = True
+                if self._bg_error is None:
+                    self._bg_error = ClosedError(f"{self.path}: the process crashed")
+                self._bg_cond.notify_all()
+        if self._bg_thread is not None:
+            self._bg_thread.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+        if self._log is not None:
+            self._log.abandon()
+            self._log = None
+        self._versions.abandon()
+        self._tables.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
 
     def compact_range(self, start: object = None, end: object = None) -> None:
         """Compact the tables holding keys in [start, end] (None: unbounded)
@@ -657,7 +776,14 @@ class DB:
         lo = as_optional_key(start, "start")
         hi = as_optional_key(end, "end")
         self.flush()
-        self._compactor.compact_range(lo, hi)
+        try:
+            self._compactor.compact_range(lo, hi)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, BackgroundError):
+                raise
+            self._background_failed("compaction", exc)
+            raise BackgroundError(f"{self.path}: compaction failed ({exc}); writes are stopped: call "
+                                  "db.resume() once the cause is fixed (reads keep working)") from exc
 
     def _delete_obsolete_files(self, at_open: bool = False) -> None:
         """Remove tables no live Version references, logs already in tables,
@@ -687,6 +813,8 @@ class DB:
                     removed.append(name)
                 except FileNotFoundError:
                     pass
+                except OSError as exc:  # harmless: the next sweep (or open) removes it
+                    log.warning("%s: could not remove obsolete file %s: %s", self.path, name, exc)
         if removed:
             log.debug("%s: removed obsolete files %s", self.path, removed)
 
@@ -776,7 +904,9 @@ class DB:
             "snapshots": len(self._snapshots),
             "disk_bytes": self._disk_bytes(),
             "recovery": dict(self._recovery),
-            "background_error": None if self._bg_error is None else str(self._bg_error),
+            "background_error": None if self._bg_error is None else repr(self._bg_error),
+            "writes_stopped": self._bg_error is not None,
+            "resumes": self._resumes,
         }
         if space_amp:
             live = sum(len(k) + len(v) for k, v in self._scan(None, None, False, None, None))

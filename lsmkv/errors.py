@@ -53,10 +53,22 @@ class ClosedError(LsmkvError):
 
 
 class BackgroundError(LsmkvError):
-    """A background flush or compaction failed; the database refuses writes.
+    """Writes are stopped after a failure (an I/O error writing the log, a
+    flush, a compaction or a checkpoint), or this call hit that failure.
 
-    Reads keep working. The original exception is chained as ``__cause__``.
+    Reads keep working. The original exception is chained as ``__cause__``
+    and its errno (e.g. ``errno.ENOSPC`` for a full disk) is ``errno``.
+    ``db.resume()`` retries once the cause is gone (docs/reliability.md).
     """
+
+    @property
+    def errno(self) -> int | None:
+        cause = self.__cause__
+        while cause is not None:
+            if isinstance(cause, OSError):
+                return cause.errno
+            cause = cause.__cause__
+        return None
 
 
 class InvalidDatabaseError(LsmkvError):

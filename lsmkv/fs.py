@@ -55,6 +55,11 @@ class WritableFile:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
+    def abandon(self) -> None:
+        """Release the file without any further I/O, as a crashed process
+        leaves it (used to simulate crashes; ``close`` may still write)."""
+        WritableFile.close(self)
+
     @property
     def closed(self) -> bool:
         return self._fd < 0
@@ -90,6 +95,11 @@ class MappedAppendFile(WritableFile):
         self._map[start:end] = data
         self.size = end
 
+    @property
+    def capacity(self) -> int:
+        """Bytes allocated (and mapped) so far; an append past them grows the file."""
+        return self._capacity
+
     def _grow(self, needed: int) -> None:
         capacity = max(needed, 2 * self._capacity)
         capacity = -(-capacity // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -108,6 +118,13 @@ class MappedAppendFile(WritableFile):
                 os.ftruncate(self._fd, self.size)
             finally:
                 super().close()
+
+    def abandon(self) -> None:
+        if self._fd >= 0:
+            try:
+                self._map.close()
+            finally:
+                WritableFile.close(self)
 
 
 class ReadableFile:

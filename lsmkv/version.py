@@ -35,7 +35,7 @@ import weakref
 from bisect import bisect_left
 from typing import Iterable
 
-from .errors import CorruptionError, InvalidDatabaseError
+from .errors import BackgroundError, CorruptionError, InvalidDatabaseError
 from .filenames import CURRENT, manifest_name
 from .fs import FileSystem
 from .wal import LogReader, LogWriter
@@ -278,6 +278,8 @@ class VersionSet:
         self.manifest_number = 0
         self.manifest_bytes_written = 0
         self._manifest: LogWriter | None = None
+        #: Set when a manifest write failed: its tail is unknown (see log_and_apply).
+        self._manifest_error: BaseException | None = None
         self._live: weakref.WeakSet[Version] = weakref.WeakSet([self.current])
         self._lock = threading.Lock()
 
@@ -343,23 +345,36 @@ class VersionSet:
 
     # -- writing the manifest ---------------------------------------------
 
-    def write_new_manifest(self) -> None:
-        """Start a fresh MANIFEST holding the whole current state and point
-        CURRENT at it (atomically); the old manifest becomes obsolete."""
+    def write_new_manifest(self, edit: VersionEdit | None = None) -> None:
+        """Start a fresh MANIFEST holding the whole current state (with
+        ``edit`` applied, if given) and point CURRENT at it (atomically); the
+        old manifest becomes obsolete. The new state is installed only if
+        this succeeds. A failure leaves CURRENT naming either manifest, both
+        of which describe a valid state, and stops manifest appends until a
+        later call succeeds."""
+        version = self.current if edit is None else self.current.apply(edit, "new manifest")
         number = self.new_file_number()
         path = os.path.join(self.dbpath, manifest_name(number))
         snapshot = VersionEdit()
         snapshot.format_version = DB_FORMAT_VERSION
-        for level, files in enumerate(self.current.levels):
+        for level, files in enumerate(version.levels):
             for f in files:
                 snapshot.add_file(level, f)
-        for level, key in sorted(self.compact_pointers.items()):
+        pointers = dict(self.compact_pointers)
+        if edit is not None:
+            pointers.update(edit.compact_pointers)
+        for level, key in sorted(pointers.items()):
             snapshot.compact_pointers.append((level, key))
         with self._lock:
-            snapshot.log_number = self.log_number
+            snapshot.log_number = max(self.log_number, edit.log_number or 0) if edit else self.log_number
             snapshot.next_file_number = self.next_file_number
-            snapshot.last_sequence = self.last_sequence
-        f = self.fs.create(path)
+            snapshot.last_sequence = (max(self.last_sequence, edit.last_sequence or 0) if edit
+                                      else self.last_sequence)
+        try:
+            f = self.fs.create(path)
+        except BaseException as exc:
+            self._manifest_error = exc
+            raise
         writer = LogWriter(f)
         try:
             self.manifest_bytes_written += writer.add_record(snapshot.encode())
@@ -367,7 +382,8 @@ class VersionSet:
             self.fs.sync_dir(self.dbpath)
             self.fs.write_file_atomically(os.path.join(self.dbpath, CURRENT),
                                           (manifest_name(number) + "\n").encode())
-        except BaseException:
+        except BaseException as exc:
+            self._manifest_error = exc
             writer.close()
             raise
         self.manifest_bytes_written += len(manifest_name(number)) + 1
@@ -375,24 +391,38 @@ class VersionSet:
             self._manifest.close()
         self._manifest = writer
         self.manifest_number = number
+        self._manifest_error = None
+        if edit is not None:
+            self._absorb_counters(edit)
+            self._install(version)
 
     def log_and_apply(self, edit: VersionEdit, last_sequence: int | None = None) -> Version:
         """Record ``edit`` durably in the manifest, then make it current.
 
-        The caller serializes calls (the DB holds its manifest lock)."""
+        The caller serializes calls (the DB holds its manifest lock). After a
+        failed append or sync the manifest's tail is unknown, so nothing more
+        is appended to it: every later call raises until write_new_manifest()
+        succeeds (the DB's resume() does that)."""
+        if self._manifest_error is not None:
+            raise BackgroundError(f"{manifest_name(self.manifest_number)}: the manifest is not written to after "
+                                  f"a failure ({self._manifest_error})") from self._manifest_error
+        assert self._manifest is not None, "manifest not open"
+        if self._manifest.file.size > MAX_MANIFEST_BYTES:
+            self.write_new_manifest()
         with self._lock:
             if edit.next_file_number is None:
                 edit.next_file_number = self.next_file_number
             if last_sequence is not None:
                 edit.last_sequence = last_sequence
         version = self.current.apply(edit, manifest_name(self.manifest_number))
-        assert self._manifest is not None, "manifest not open"
-        self.manifest_bytes_written += self._manifest.add_record(edit.encode())
-        self._manifest.sync()
+        try:
+            self.manifest_bytes_written += self._manifest.add_record(edit.encode())
+            self._manifest.sync()
+        except BaseException as exc:
+            self._manifest_error = exc
+            raise
         self._absorb_counters(edit)
         self._install(version)
-        if self._manifest.file.size > MAX_MANIFEST_BYTES:
-            self.write_new_manifest()
         return version
 
     def _install(self, version: Version) -> None:
@@ -407,5 +437,11 @@ class VersionSet:
     def close(self) -> None:
         if self._manifest is not None:
             self._manifest.close()
+            self._manifest = None
+
+    def abandon(self) -> None:
+        """Release the manifest without further I/O (a simulated crash)."""
+        if self._manifest is not None:
+            self._manifest.abandon()
             self._manifest = None
 

@@ -10,18 +10,23 @@ fragment starts at the next block. (LevelDB's log format, with zlib's crc32.)
 
 Reading tells apart three kinds of damage:
 
-* a *torn tail*: the file ends inside a header or fragment, or inside a
-  fragmented record, or a damaged record is followed by nothing valid. That is
-  what a crash leaves behind while a record was being appended; such a record
-  was never acknowledged as synced, so it is dropped quietly (and counted).
-* a *zeroed region*: a header of zeros. Never written by the writer (it never
-  pre-allocates); left by a power loss that kept the file's length but not its
-  unsynced pages. Everything from there on was unsynced, so reading stops.
-* *corruption*: a damaged record followed by valid records. Strict reading
-  raises CorruptionError naming the file and offset; salvage reading skips to
-  the next intact record (right after the damaged fragment when its length
-  field still leads to one in the same block, else at a later block
-  boundary) and records what it dropped.
+* a *torn tail*: what a crash leaves behind while a record was being
+  appended, which was never acknowledged as synced and is dropped quietly
+  (and counted): the file ends inside a header, a fragment or a fragmented
+  record, or a damaged fragment is followed by nothing but zero bytes that
+  begin inside it (its bytes were cut short, or a preallocated log's
+  unwritten space shows through) -- unless flipping a single bit of it
+  would make it intact, which a cut-short write never does and a flipped
+  bit always does: that is corruption.
+* a *zeroed region*: a header of zeros. Never written by the writer; it is
+  where a preallocated log's unwritten space begins, or left by a power
+  loss that kept the file's length but not its unsynced pages. Everything
+  from there on was unsynced, so reading stops.
+* *corruption*: any other damage. Strict reading raises CorruptionError
+  naming the file and offset; salvage reading skips to the next intact
+  record (right after the damaged fragment when its length field still leads
+  to one in the same block, else at a later block boundary; or drops the
+  rest) and records what it dropped.
 
 This module must never interpret record payloads; see write_batch.py and
 version.py for those.
@@ -33,7 +38,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .checksum import crc32
+from .checksum import crc32, single_bit_error
 from .errors import CorruptionError
 from .fs import WritableFile
 
@@ -120,6 +125,10 @@ class LogWriter:
     def close(self) -> None:
         self.file.close()
 
+    def abandon(self) -> None:
+        """Release the file without further I/O (an obsolete log, or a crash)."""
+        self.file.abandon()
+
 
 @dataclass
 class LogReadReport:
@@ -153,6 +162,8 @@ class LogReader:
         """Yield (offset of the record's first fragment, payload)."""
         data = self._data
         size = len(data)
+        #: Everything from here to the end of the file is zero bytes.
+        zeros_from = len(data.rstrip(b"\0"))
         pos = 0
         pending: list[bytes] = []
         pending_start = -1
@@ -176,23 +187,23 @@ class LogReader:
             elif HEADER_SIZE + length > block_left:
                 problem = f"fragment length {length} runs past its block"
             elif end > size:
-                # Runs past end of file: a torn append.
-                self._torn(pending_start if pending else pos, size)
-                return
+                problem = "fragment runs past the end of the file"
             elif crc32(data[pos + HEADER_SIZE: end], _TYPE_SEED[kind]) != crc:
                 problem = "checksum mismatch"
             if problem is not None:
                 start = pending_start if pending else pos
+                if (end > size or zeros_from < end) and not self._one_bit_off(pos):
+                    self._torn(start, size)  # cut short by a crash: never acknowledged as synced
+                    return
+                if not self.salvage:
+                    raise CorruptionError(f"log record damaged: {problem}", path=self.path, offset=pos)
                 # If only the fragment's bytes were damaged, its length still
                 # says where the next fragment of the block starts.
                 after = end if HEADER_SIZE + length <= block_left and end <= size else None
                 resume = self._next_valid_record(pos, after)
+                self.report.dropped.append((start, (size if resume is None else resume) - start, problem))
                 if resume is None:
-                    self._torn(start, size)
                     return
-                if not self.salvage:
-                    raise CorruptionError(f"log record damaged: {problem}", path=self.path, offset=pos)
-                self.report.dropped.append((start, resume - start, problem))
                 pending = []
                 pos = resume
                 continue
@@ -220,6 +231,29 @@ class LogReader:
             pos = end
         if pending:
             self._torn(pending_start, size)
+
+    def _one_bit_off(self, pos: int) -> bool:
+        """Whether flipping one bit of the fragment at ``pos`` (its checksum,
+        length, type or data) would make it intact: damage in place, never
+        the work of a write cut short."""
+        data = self._data
+        size = len(data)
+        crc, length, kind = HEADER.unpack_from(data, pos)
+        start = pos + HEADER_SIZE
+        if FULL <= kind <= LAST and start + length <= size:
+            if single_bit_error(data[start: start + length], crc, _TYPE_SEED[kind]) is not None:
+                return True
+        for bit in range(8):
+            other = kind ^ (1 << bit)
+            if FULL <= other <= LAST and start + length <= size \
+                    and crc32(data[start: start + length], _TYPE_SEED[other]) == crc:
+                return True
+        if FULL <= kind <= LAST:
+            for bit in range(16):
+                other = length ^ (1 << bit)
+                if start + other <= size and crc32(data[start: start + other], _TYPE_SEED[kind]) == crc:
+                    return True
+        return False
 
     def _torn(self, start: int, size: int) -> None:
         self.report.torn_tail_bytes += size - start

@@ -90,13 +90,7 @@ def test_lsmkv_power_loss_keeps_synced_writes(tmp_path):
         db.put(b"k%05d" % i, b"v%d" % i, sync=(i % 100 == 99))
     last_synced = 2999  # writes after it were not synced
     # Crash: abandon the DB without closing it, then lose power.
-    db._shutting_down = True
-    with db._bg_cond:
-        db._bg_cond.notify_all()
-    db._bg_thread.join()
-    db._compactor.stop()
-    db._log = None
-    db._lock_file.release()
+    db._simulate_crash()
     fs.power_loss()
     with lsmkv.open(path, fs=fs) as db2:
         for i in range(0, last_synced + 1):
@@ -104,3 +98,108 @@ def test_lsmkv_power_loss_keeps_synced_writes(tmp_path):
         present = [i for i in range(3050) if db2.get(b"k%05d" % i) is not None]
         # Whatever survived beyond the last sync is a prefix of the writes.
         assert present == list(range(len(present)))
+
+
+def test_cut_power_fails_that_call_and_every_later_one(tmp_path):
+    fs = FaultInjectionFS()
+    f = fs.create(str(tmp_path / "a"))  # call 1 (open)
+    fs.cut_power(2, torn_prefix=3)
+    f.append(b"first")  # call 1 from now
+    with pytest.raises(OSError):
+        f.append(b"second")  # call 2: torn, power off
+    assert not fs.powered
+    with pytest.raises(OSError, match="power is off"):
+        f.sync()
+    with pytest.raises(OSError, match="power is off"):
+        fs.listdir(str(tmp_path))
+    f.close()  # releases without I/O
+    fs.power_on()  # a process crash: everything handed to the OS stays
+    assert (tmp_path / "a").read_bytes() == b"firstsec"
+    assert fs.counters.power_cuts == 1
+
+
+def test_mapped_log_keeps_its_length_and_loses_unsynced_bytes_as_zeros(tmp_path):
+    from lsmkv.fs import MappedAppendFile
+    fs = FaultInjectionFS()
+    log = fs.create_log(str(tmp_path / "1.log"), 8192)
+    assert isinstance(log._inner, MappedAppendFile)  # the real mapped path, wrapped
+    log.append(b"synced")
+    log.sync()
+    fs.sync_dir(str(tmp_path))
+    log.append(b"-lost")
+    log.abandon()
+    fs.power_loss()
+    data = (tmp_path / "1.log").read_bytes()
+    assert data.startswith(b"synced") and data[6:] == bytes(len(data) - 6) and len(data) >= 8192
+
+
+def test_fallocate_faults_on_creation_and_on_growth(tmp_path):
+    fs = FaultInjectionFS()
+    fs.fail("fallocate", error=errno.ENOSPC, nth=1)
+    with pytest.raises(OSError) as info:
+        fs.create_log(str(tmp_path / "1.log"), 4096)
+    assert info.value.errno == errno.ENOSPC
+    assert (tmp_path / "1.log").read_bytes() == b""  # created, empty, as posix_fallocate leaves it
+    log = fs.create_log(str(tmp_path / "2.log"), 4096)  # the rule fired once
+    fs.fail("fallocate", error=errno.ENOSPC, nth=1, sticky=True)
+    log.append(b"x" * 4000)  # fits the preallocated space: no fallocate
+    with pytest.raises(OSError):
+        log.append(b"y" * 200)  # needs more space
+    fs.clear()
+    log.append(b"y" * 200)
+    log.close()
+    assert (tmp_path / "2.log").read_bytes() == b"x" * 4000 + b"y" * 200
+
+
+def test_full_disk_fails_creations_not_opens_of_existing_files(tmp_path):
+    fs = FaultInjectionFS()
+    (tmp_path / "old").write_bytes(b"data")
+    fs.fail("open", error=errno.ENOSPC, nth=1, sticky=True)
+    assert fs.read_file(str(tmp_path / "old")) == b"data"
+    with pytest.raises(OSError):
+        fs.create(str(tmp_path / "new"))
+
+
+def test_a_removal_undone_by_power_loss_brings_back_only_synced_bytes(tmp_path):
+    fs = FaultInjectionFS()
+    d = str(tmp_path)
+    f = fs.create(os.path.join(d, "f"))
+    f.append(b"synced")
+    f.sync()
+    fs.sync_dir(d)
+    f.append(b"-unsynced")
+    f.close()
+    fs.remove(os.path.join(d, "f"))
+    fs.power_loss()
+    assert (tmp_path / "f").read_bytes() == b"synced"
+
+
+def test_partial_power_loss_keeps_a_prefix_of_unsynced_appends(tmp_path):
+    kept = set()
+    for seed in range(30):
+        fs = FaultInjectionFS(seed=seed)
+        path = tmp_path / f"f{seed}"
+        f = fs.create(str(path))
+        f.append(b"base")
+        f.sync()
+        fs.sync_dir(str(tmp_path))
+        f.append(b"0123456789")
+        f.close()
+        fs.power_loss(partial=True)
+        data = path.read_bytes()
+        assert (b"base" + b"0123456789").startswith(data) and data.startswith(b"base")
+        kept.add(len(data))
+    assert len(kept) > 3  # different prefixes survive
+
+
+def test_flips_are_recorded_and_can_be_aimed(tmp_path):
+    fs = FaultInjectionFS(seed=1)
+    (tmp_path / "f").write_bytes(bytes(1000))
+    fs.flip_bits(nth=2, path_contains="f", within=(100, 110))
+    f = fs.open_readable(str(tmp_path / "f"))
+    assert f.read_at(0, 50) == bytes(50)  # outside the range: not counted
+    assert f.read_at(0, 1000) == bytes(1000)  # read 1 of the range
+    data = f.read_at(0, 1000)  # read 2: flipped
+    flip = fs.flips[0]
+    assert 100 <= flip.offset < 110 and data[flip.offset] == 1 << flip.bit
+    assert fs.matching_reads == 2 and fs.counters.bit_flips == 1

@@ -10,7 +10,7 @@ import random
 import pytest
 
 import btree
-from lsmkv.errors import CorruptionError
+from lsmkv.errors import BackgroundError, CorruptionError
 from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
 
 OPTS = dict(page_size=1024, cache_size=64 * 1024)
@@ -129,7 +129,8 @@ def test_checkpoint_cut_at_every_write_recovers(tmp_path):
         fs.fail_at = fs.writes + n
         try:
             db.flush()
-        except Crash:
+        except BackgroundError as exc:
+            assert isinstance(exc.__cause__, Crash)
             crashed = True
             if os.path.exists(os.path.join(path, "btree.journal")):
                 cut_inside_pages += 1
@@ -159,8 +160,9 @@ def test_torn_in_place_page_is_restored_from_the_journal(tmp_path):
     _workload(db, model, random.Random(2), 800)
     # Writes of a checkpoint: journal header, body, trailer (3 appends), then page runs.
     fs.fail_at = fs.writes + 4
-    with pytest.raises(Crash):
+    with pytest.raises(BackgroundError) as info:
         db.flush()
+    assert isinstance(info.value.__cause__, Crash)
     _abandon(db)
     assert os.path.exists(os.path.join(path, "btree.journal"))
     pre = btree.check(path)  # check reads the journal's pages in place of the torn ones
@@ -226,19 +228,68 @@ def test_replay_after_crash_without_checkpoint_keeps_batches_whole(tmp_path):
         assert len(list(db.scan(prefix=b"b"))) == 200 and db.get(b"single") == b"y"
 
 
-def test_an_io_error_while_logging_stops_the_handle_until_reopened(tmp_path):
+def test_an_io_error_while_logging_stops_writes_until_reopened(tmp_path):
     path = str(tmp_path / "db")
     fs = TearingFS(fail_at=10**9)
     db = btree.open(path, fs=fs, **OPTS)
     db.put(b"a", b"1", sync=True)
     fs.fail_at = fs.writes + 1  # the next log append lands half a record, then fails
-    with pytest.raises(Crash):
+    with pytest.raises(BackgroundError, match="writing the log failed") as info:
         db.put(b"b", b"2")
-    from lsmkv.errors import BackgroundError
-    with pytest.raises(BackgroundError, match="reopen"):
+    assert isinstance(info.value.__cause__, Crash)
+    with pytest.raises(BackgroundError, match="resume"):
         db.put(b"c", b"3")
-    with pytest.raises(BackgroundError):
-        db.get(b"a")
+    assert db.get(b"a") == b"1" and db.get(b"b") is None  # reads go on
+    assert db.stats()["writes_stopped"]
     db.close()  # no checkpoint through the failed handle
     with btree.open(path, **OPTS) as db:
         assert dict(db.scan()) == {b"a": b"1"}  # the half record was a torn tail
+
+
+def test_creation_cut_short_is_created_afresh(tmp_path):
+    """A crash while a new database's first pages were written (before open
+    returned) leaves a page file without a valid meta page and no log: the
+    next open creates the database afresh."""
+    from lsmkv.fault_fs import FaultInjectionFS
+    path = str(tmp_path / "db")
+    fs = FaultInjectionFS()
+    fs.cut_power(2, torn_prefix=100)  # call 1 opens the page file, call 2 writes the first pages
+    with pytest.raises(OSError):
+        btree.open(path, fs=fs, **OPTS)
+    fs.power_on()
+    assert 0 < os.path.getsize(os.path.join(path, "btree.pages")) < 1024
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}
+
+
+def test_creation_cut_short_with_a_whole_meta_page_is_created_afresh(tmp_path):
+    """The first pages' write cut short after the first meta page (mostly
+    zeros, so a prefix of it plus zeros is the whole page): a valid meta
+    page of epoch 0, a root page of zeros, no log. Nothing was ever
+    acknowledged (open creates the log before it returns), so open creates
+    the database afresh instead of reporting the zero root page."""
+    path = str(tmp_path / "db")
+    with btree.open(path, **OPTS) as db:
+        pass
+    with open(os.path.join(path, "btree.pages"), "rb") as f:
+        first_meta = f.read(OPTS["page_size"])
+    os.remove(os.path.join(path, "btree.log"))
+    with open(os.path.join(path, "btree.pages"), "wb") as f:
+        f.write(first_meta + bytes(2 * OPTS["page_size"]))
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == {b"a": b"1"}
+    assert btree.check(path).ok
+
+
+def test_damaged_meta_pages_of_a_database_with_a_log_are_corruption(tmp_path):
+    path = str(tmp_path / "db")
+    with btree.open(path, **OPTS) as db:
+        db.put(b"a", b"1")
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        f.write(b"\xff" * 2048)  # both meta copies
+    with pytest.raises(CorruptionError, match="no valid meta page"):
+        btree.open(path, **OPTS)

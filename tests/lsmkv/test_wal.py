@@ -68,13 +68,39 @@ def test_zeroed_tail_stops_reading(tmp_path):
     assert report.torn_tail_bytes == len(data) - offsets[1]
 
 
-def test_damaged_last_record_is_a_torn_tail(tmp_path):
+def test_last_record_cut_short_by_zeros_is_a_torn_tail(tmp_path):
+    # A preallocated log whose last append was cut short: its bytes end in
+    # the file's zero-filled space.
     data, offsets = write_log(tmp_path / "d.log", [b"one", b"two" * 10])
+    for cut in range(offsets[1] + 1, len(data)):
+        damaged = data[:cut] + bytes(len(data) - cut + 100)
+        got, report = read_all(damaged)
+        assert got == [b"one"], cut
+        assert report.torn_tail_bytes == len(damaged) - offsets[1]
+
+
+@pytest.mark.parametrize("where", ["crc", "length", "type", "data"])
+def test_flipped_bit_in_the_last_record_is_corruption(tmp_path, where):
+    data, offsets = write_log(tmp_path / "d.log", [b"one", b"two" * 10])
+    at = offsets[1] + {"crc": 1, "length": 4, "type": 6, "data": HEADER_SIZE + 3}[where]
+    for bit in range(8):
+        damaged = bytearray(data + bytes(64))  # the zeros of a preallocated log, too
+        damaged[at] ^= 1 << bit
+        with pytest.raises(CorruptionError) as info:
+            read_all(bytes(damaged), path="d.log")
+        assert info.value.offset == offsets[1]
+        # Salvage keeps the records before it and says what it dropped.
+        got, report = read_all(bytes(damaged), salvage=True)
+        assert got == [b"one"] and report.dropped[0][0] == offsets[1]
+
+
+def test_damage_followed_by_more_records_in_the_same_block_is_corruption(tmp_path):
+    data, offsets = write_log(tmp_path / "m.log", [b"r%d" % i * 5 for i in range(20)])
     damaged = bytearray(data)
-    damaged[offsets[1] + HEADER_SIZE + 3] ^= 0x40
-    got, report = read_all(bytes(damaged))
-    assert got == [b"one"]
-    assert report.torn_tail_bytes > 0
+    damaged[offsets[3] + HEADER_SIZE] ^= 0xFF  # several bits: no single flip explains it
+    with pytest.raises(CorruptionError, match="checksum mismatch") as info:
+        read_all(bytes(damaged))
+    assert info.value.offset == offsets[3]
 
 
 def test_corruption_followed_by_valid_records_is_reported(tmp_path):
