@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 
@@ -17,6 +23,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "soak" in item.keywords:
             item.add_marker(opt_in)
+
+
+# -- another process holding a database open ---------------------------------
+
+def _directory_bytes(path: str) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@pytest.fixture
+def directory_bytes():
+    """``directory_bytes(path)``: every file's bytes in the directory, by
+    name; compare two of these to show that an operation changed nothing."""
+    return _directory_bytes
+
+
+@pytest.fixture
+def writer_process():
+    """``with writer_process("lsmkv" or "btree", path):`` runs the body while
+    another process holds the database open for writing, then lets that
+    process close it and checks it exited cleanly."""
+    @contextlib.contextmanager
+    def holding(module: str, path: str):
+        code = textwrap.dedent(f"""
+            import {module}, sys
+            db = {module}.open({path!r})
+            print("open", flush=True)
+            sys.stdin.read()
+            db.close()
+        """)
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "open"
+            yield proc
+        finally:
+            proc.communicate("", timeout=60)
+        assert proc.returncode == 0
+    return holding
 
 
 # -- fuzzing (tests/test_fuzz_decoders.py) --------------------------------------

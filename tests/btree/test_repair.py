@@ -6,9 +6,6 @@ against the damage and the rebuilt tree checked against a model."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -235,25 +232,13 @@ def test_truncated_page_file(db):
     assert_repaired(path, model, report, DELETED)
 
 
-def test_repair_refuses_while_a_writer_process_holds_the_lock(db):
+def test_repair_refuses_while_a_writer_process_holds_the_lock(db, writer_process, directory_bytes):
     path, _ = db
-    code = textwrap.dedent(f"""
-        import btree, sys
-        db = btree.open({path!r})
-        print("open", flush=True)
-        sys.stdin.read()
-        db.close()
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "open"
-        during = {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+    with writer_process("btree", path):
+        during = directory_bytes(path)
         with pytest.raises(LockError, match="open for writing in another process"):
             repair_db(path)
-        assert {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))} == during
-    finally:
-        proc.communicate("", timeout=60)
-    assert proc.returncode == 0
+        assert directory_bytes(path) == during
 
 
 def test_cli_repair_detects_the_btree_and_sets_the_exit_code(db, capsys):

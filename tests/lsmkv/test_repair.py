@@ -5,9 +5,6 @@ what was damaged and the repaired database checked against a model."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -208,26 +205,13 @@ def test_damaged_log_record_drops_only_that_batch(tmp_path):
     assert os.path.exists(os.path.join(report.set_aside, logs[0]))
 
 
-def test_repair_refuses_while_a_writer_process_holds_the_lock(damaged_db):
+def test_repair_refuses_while_a_writer_process_holds_the_lock(damaged_db, writer_process, directory_bytes):
     path, _ = damaged_db
-    code = textwrap.dedent(f"""
-        import lsmkv, sys
-        db = lsmkv.open({path!r})
-        print("open", flush=True)
-        sys.stdin.read()
-        db.close()
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "open"
-        during = {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
+    with writer_process("lsmkv", path):
+        during = directory_bytes(path)
         with pytest.raises(LockError, match="open for writing in another process"):
             repair_db(path)
-        after = {n: open(os.path.join(path, n), "rb").read() for n in sorted(os.listdir(path))}
-        assert after == during
-    finally:
-        proc.communicate("", timeout=60)
-    assert proc.returncode == 0
+        assert directory_bytes(path) == during
 
 
 def test_cli_repair_exit_codes_and_report(damaged_db, capsys):
