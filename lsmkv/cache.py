@@ -1,8 +1,9 @@
 """BlockCache: the byte-bounded cache of decoded table blocks.
 
-A cached block lives in its TableReader (``blocks`` list, and its keys in
-the reader's key index), so a hit on the read path takes no lock and does
-no bookkeeping beyond one store into the reader's reference bits. The cache
+A cached block lives in its TableReader (``blocks`` list, and, once it is
+used a second time, its keys in the reader's key index), so a hit on the
+read path takes no lock and does no bookkeeping beyond one store into the
+reader's reference bits. The cache
 itself only decides what to keep: it queues admitted blocks and, when
 ``capacity`` bytes are exceeded, evicts with CLOCK (second chance): a block
 referenced since it was last considered gets its bit cleared and goes round
@@ -56,6 +57,13 @@ class BlockCache:
             queue.append((reader, index, charge))
             self.usage += charge
             self.admitted += 1
+
+    def index(self, reader, index: int, block) -> None:
+        """A cached block is used again: its reader indexes its keys
+        (``reader.index_block``), under the lock so that an eviction cannot
+        interleave."""
+        with self._lock:
+            reader.index_block(index, block)
 
     def drop_reader(self, reader) -> None:
         """Release every block of ``reader`` (its table is going away)."""

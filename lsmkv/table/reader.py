@@ -2,10 +2,11 @@
 
 Opening a table reads its footer, index, filter and properties once and keeps
 them decoded; data blocks are read on demand and kept in ``blocks`` for as
-long as the DB's BlockCache admits them (cache.py). While a block is held,
-its keys are in ``key_slots``, a dict from key to where its newest version
-sits (block index << 32 | entry index): a warm point lookup is one dict
-probe, with no bloom filter, index search or block search. Every block's checksum is verified
+long as the DB's BlockCache admits them (cache.py). Once a held block is
+used a second time, its keys are in ``key_slots``, a dict from key to where
+its newest version sits (block index << 32 | entry index): a warm point
+lookup is one dict probe, with no bloom filter, index search or block
+search. Every block's checksum is verified
 when it is read from the file; a mismatch raises CorruptionError naming the
 file and offset, so damaged bytes never reach a caller.
 
@@ -48,7 +49,7 @@ class IOStats:
 
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "filter", "properties", "index_keys",
-                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "key_slots", "_cache",
+                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "indexed", "key_slots", "_cache",
                  "_io", "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
@@ -87,6 +88,9 @@ class TableReader:
             #: Decoded blocks the cache holds (None where not cached) and their CLOCK bits.
             self.blocks: list = [None] * len(offsets)
             self.refs = bytearray(len(offsets))
+            #: Which cached blocks have their keys in key_slots (a block's
+            #: keys go in on its second use, see index_block()).
+            self.indexed = bytearray(len(offsets))
             self.key_slots: dict[bytes, int] = {}
             self._bloom_bits = self.filter.bits
             self._bloom_m = self.filter.num_bits
@@ -155,26 +159,38 @@ class TableReader:
         return out
 
     def hold(self, i: int, block: Block) -> None:
-        """The cache keeps block ``i``: publish it and index its keys. (Block
-        first, keys second: a reader that finds a slot finds its block, unless
-        it raced an eviction, which get() allows for.)"""
+        """The cache keeps block ``i``: publish it. Its keys join the key
+        index only if it is used again (index_block): a block read once,
+        as most are when the data outgrows the cache, costs no indexing and
+        no un-indexing."""
         self.blocks[i] = block
         self.refs[i] = 0
+
+    def index_block(self, i: int, block: Block) -> None:
+        """Put the keys of cached block ``i`` into the key index (called by
+        the cache, under its lock, on the block's second use). Block first,
+        keys second: a reader that finds a slot finds its block, unless it
+        raced an eviction, which get() allows for."""
+        if self.indexed[i] or self.blocks[i] is not block:
+            return
         keys = block.keys
         start = self._own_keys_start(i, keys)
         base = i << 32
         n = len(keys)
         # Assigning in reverse keeps each key's first (newest) entry.
         self.key_slots.update(zip(reversed(keys[start:]), range(base + n - 1, base + start - 1, -1)))
+        self.indexed[i] = 1
 
     def release(self, i: int) -> None:
         """The cache lets block ``i`` go: drop its keys, then the block."""
         block = self.blocks[i]
         if block is None:
             return
-        keys = block.keys
-        # The keys hold() indexed point into this block: drop them in one C loop.
-        deque(map(self.key_slots.pop, keys[self._own_keys_start(i, keys):], repeat(None)), maxlen=0)
+        if self.indexed[i]:
+            keys = block.keys
+            # The keys index_block() added point into this block: drop them in one C loop.
+            deque(map(self.key_slots.pop, keys[self._own_keys_start(i, keys):], repeat(None)), maxlen=0)
+            self.indexed[i] = 0
         self.blocks[i] = None
 
     def _own_keys_start(self, i: int, keys: list[bytes]) -> int:
@@ -237,6 +253,8 @@ class TableReader:
                 block = self._load(i)
             else:
                 self.refs[i] = 1
+                if not self.indexed[i]:
+                    self._cache.index(self, i, block)  # its second use: index its keys
             keys = block.keys
             j = bisect_left(keys, key)
             m = len(keys)

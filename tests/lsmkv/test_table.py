@@ -220,3 +220,31 @@ def test_reader_serves_blocks_from_the_cache(tmp_path):
     assert reader.get(b"k0101", bloom_hash(b"k0101"), 2**56) == (VALUE, b"v" * 50)
     assert reader._io.block_reads == reads + 1  # same block, from the cache
     assert cache.usage > 0
+
+
+def test_a_cached_block_joins_the_key_index_on_its_second_use(tmp_path):
+    path = tmp_path / "000006.sst"
+    build(path, [(b"k%04d" % i, 10_000 - i, VALUE, b"v%04d" % i) for i in range(2000)])
+    cache = BlockCache(1 << 20)
+    reader = TableReader(DEFAULT_FS, str(path), 6, cache)
+    assert reader.get(b"k0100", bloom_hash(b"k0100"), 2**56) == (VALUE, b"v0100")
+    i = next(n for n, b in enumerate(reader.blocks) if b is not None)
+    assert not reader.indexed[i] and reader.key_slots == {}  # read once: not indexed
+    assert reader.get(b"k0101", None, 2**56) == (VALUE, b"v0101")
+    assert reader.indexed[i] and b"k0100" in reader.key_slots and b"k0101" in reader.key_slots
+    block_charge = reader.blocks[i].charge
+    # A cache with room for one block: loading another evicts this one, keys and all.
+    small = BlockCache(block_charge + 1)
+    reader = TableReader(DEFAULT_FS, str(path), 6, small)
+    for key in (b"k0100", b"k0101", b"k1900", b"k0100"):
+        assert reader.get(key, None, 2**56) == (VALUE, b"v" + key[1:])
+    held = [n for n, b in enumerate(reader.blocks) if b is not None]
+    assert len(held) == 1
+    assert all(reader.blocks[slot >> 32] is not None for slot in reader.key_slots.values())
+    assert small.evicted == 2
+    # Indexing a block the cache has let go meanwhile does nothing.
+    block = reader.blocks[held[0]]
+    small.drop_reader(reader)
+    assert reader.key_slots == {}
+    reader.index_block(held[0], block)
+    assert reader.key_slots == {} and not any(reader.indexed)
