@@ -15,8 +15,9 @@ the merge yields entries in source order, which is newest-version-first,
 because a newer source always holds the newer versions of a key.
 
 Outputs are cut at user-key boundaries (so tables in a level never share a
-key) when they reach ``target_file_size`` or when they would overlap more
-than ``max_grandparent_overlap_bytes`` of the level below the output. They
+key) when they reach ``target_file_size``, when they would overlap more
+than ``max_grandparent_overlap_bytes`` of the level below the output, or,
+past half the target size, where a table of that level ends. They
 are compressed at ``compression_level`` when nothing lies below the output
 (the bottom of the tree, where data stays), else at the faster
 ``upper_compression_level`` (that data is merged again soon).
@@ -234,7 +235,10 @@ def _zero_sequences(run: Columns, same: np.ndarray, snapshots: list[int]) -> Col
 
 class _OutputWriter:
     """Writes merged runs into output tables, cut at user-key boundaries when
-    a table reaches target_file_size or overlaps too many grandparent bytes."""
+    a table reaches target_file_size, when it would overlap more than
+    max_grandparent_overlap_bytes of the level below the output, or, once it
+    holds half the target size or more, where a table of that level ends
+    (see _grandparent_cut)."""
 
     def __init__(self, job: CompactionJob, fs: FileSystem, compression_level: int) -> None:
         self.job = job
@@ -245,14 +249,18 @@ class _OutputWriter:
         self.file = None
         self.path = ""
         self.gp_index = 0
-        self.gp_overlap = 0
+        self.gp_overlap = 0  # grandparent bytes the current output overlaps
+        self.gp_boundaries = 0  # grandparent ends the current output has passed
         self.has_keys = False  # whether the current output holds any key yet
 
     def add(self, run: Columns) -> None:
         while len(run):
             if self.builder is None:
                 self._open()
-            cut = min(self._size_cut(run), self._grandparent_cut(run))
+            raw_end = np.cumsum(run.klen + run.vlen)  # raw bytes of run[:i + 1]
+            stored_per_raw = self._stored_per_raw()
+            cut = self._size_cut(run, raw_end, stored_per_raw)
+            cut = self._grandparent_cut(run, raw_end, stored_per_raw, cut)
             if cut:
                 self.builder.add_columns(run.slice(0, cut))
                 self.has_keys = True
@@ -260,17 +268,19 @@ class _OutputWriter:
                 self.finish_file()
             run = run.slice(cut, len(run))
 
-    def _size_cut(self, run: Columns) -> int:
-        """Index before which the output stays under target_file_size."""
+    def _stored_per_raw(self) -> float:
+        """Stored bytes per raw key and value byte, estimated from what this
+        output has written so far (1.0 until it has written a few blocks)."""
         builder = self.builder
         written_raw = builder.props.raw_key_bytes + builder.props.raw_value_bytes
-        # Estimate the stored size of raw bytes from what this output has written so far.
-        ratio = builder.file_size / written_raw if written_raw > 4 * self.job.table.block_size else 1.0
-        budget = (self.job.target_file_size - builder.file_size) / max(ratio, 0.05)
+        return builder.file_size / written_raw if written_raw > 4 * self.job.table.block_size else 1.0
+
+    def _size_cut(self, run: Columns, raw_end, stored_per_raw: float) -> int:
+        """Index before which the output stays under target_file_size."""
+        budget = (self.job.target_file_size - self.builder.file_size) / max(stored_per_raw, 0.05)
         if budget <= 0:
             return self._key_boundary(run, 0) if not self.has_keys else 0
-        cum = np.cumsum(run.klen + run.vlen)
-        j = int(np.searchsorted(cum, budget, side="left"))
+        j = int(np.searchsorted(raw_end, budget, side="left"))
         if j >= len(run):
             return len(run)
         return self._key_boundary(run, j)
@@ -284,21 +294,38 @@ class _OutputWriter:
             end += 1
         return end
 
-    def _grandparent_cut(self, run: Columns) -> int:
+    def _grandparent_cut(self, run: Columns, raw_end, stored_per_raw: float, end: int) -> int:
+        """Index (at most ``end``) before which the output should end because
+        of the level below its own (the grandparents), which the output's
+        future compaction will have to merge with:
+
+        * when the grandparent bytes it overlaps would pass
+          max_grandparent_overlap_bytes (LevelDB's rule);
+        * at the end of a grandparent table, once the output holds at least
+          half of target_file_size: 50% at the first such end, 5% more for
+          each end already passed, at most 90% (as RocksDB's dynamic file
+          size does). An output that ends where a grandparent ends spares
+          its future compaction a grandparent that it would overlap only in
+          part, and rewrite whole."""
         gps = self.job.grandparents
         limit = self.job.max_grandparent_overlap_bytes
+        target = self.job.target_file_size
         while self.gp_index < len(gps):
             largest, size = gps[self.gp_index]
-            position = run.bisect_right(largest)
-            if position >= len(run):
-                return len(run)  # this grandparent continues past the run
+            position = run.bisect_right(largest)  # run[:position] <= largest: no key is split
+            if position >= end:
+                return end
             self.gp_index += 1
-            if position > 0 or self.has_keys:
-                self.gp_overlap += size
-                if self.gp_overlap > limit:
-                    self.gp_overlap = 0
-                    return position
-        return len(run)
+            if position == 0 and not self.has_keys:
+                continue  # ends before this output's first key
+            self.gp_overlap += size
+            if self.gp_overlap > limit:
+                return position
+            stored = self.builder.file_size + (stored_per_raw * int(raw_end[position - 1]) if position else 0)
+            if stored >= target * min(50 + 5 * self.gp_boundaries, 90) // 100:
+                return position
+            self.gp_boundaries += 1
+        return end
 
     def _open(self) -> None:
         t = self.job.table
@@ -309,6 +336,8 @@ class _OutputWriter:
                                     compression_level=self.compression_level,
                                     bloom_bits_per_key=t.bloom_bits_per_key)
         self.has_keys = False
+        self.gp_overlap = 0
+        self.gp_boundaries = 0
 
     def finish_file(self) -> None:
         builder, f = self.builder, self.file

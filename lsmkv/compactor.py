@@ -38,14 +38,19 @@ log = logging.getLogger(__name__)
 
 
 class CompactionStats:
+    """Compaction counters: totals, and per output level (the level a
+    compaction wrote into) the compactions, bytes read and written and
+    bytes moved in by trivial moves, as RocksDB's per-level compaction stats."""
+
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds", "cpu_seconds")
+                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds", "cpu_seconds",
+                 "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
         for name in self.__slots__:
-            setattr(self, name, 0)
+            setattr(self, name, [0] * NUM_LEVELS if name.endswith("_into") else 0)
 
-    def add(self, result: CompactionResult) -> None:
+    def add(self, result: CompactionResult, output_level: int) -> None:
         self.compactions += 1
         self.bytes_read += result.bytes_read
         self.bytes_written += result.bytes_written
@@ -55,9 +60,16 @@ class CompactionStats:
         self.tombstones_dropped += result.tombstones_dropped
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
+        self.compactions_into[output_level] += 1
+        self.bytes_read_into[output_level] += result.bytes_read
+        self.bytes_written_into[output_level] += result.bytes_written
+
+    def add_trivial_move(self, size: int, output_level: int) -> None:
+        self.trivial_moves += 1
+        self.bytes_moved_into[output_level] += size
 
     def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: (list(v) if isinstance(v := getattr(self, name), list) else v) for name in self.__slots__}
 
 
 def _worker_environment() -> dict:
@@ -262,7 +274,7 @@ class Compactor:
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
         self.db._apply_edit(edit)
-        self.stats.trivial_moves += 1
+        self.stats.add_trivial_move(meta.size, c.output_level)
         log.debug("%s: moved table %d from level %d to %d", self.db.path, meta.number, c.level, c.output_level)
 
     def _install(self, c: Compaction, result: CompactionResult) -> None:
@@ -295,7 +307,7 @@ class Compactor:
         finally:
             for number in renamed:
                 db._pending_outputs.discard(number)
-        self.stats.add(result)
+        self.stats.add(result, c.output_level)
         log.debug("%s: compacted %d+%d tables of level %d into %d tables of level %d (%.2fs)", db.path,
                   len(c.inputs), len(c.next_inputs), c.level, len(result.outputs), c.output_level,
                   result.seconds)

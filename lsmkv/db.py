@@ -844,7 +844,11 @@ class DB:
             table_entries += entries
             table_tombstones += tombstones
             levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
-                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3)})
+                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3),
+                           "compactions_into": compaction["compactions_into"][level],
+                           "compaction_bytes_read_into": compaction["bytes_read_into"][level],
+                           "compaction_bytes_written_into": compaction["bytes_written_into"][level],
+                           "bytes_moved_into": compaction["bytes_moved_into"][level]})
         mem_entries = sum(len(m) for m in (st.mem, *st.imms))
         user = self._user_bytes_written
         written = (self._wal_bytes_written + self._flush_bytes_written + compaction["bytes_written"]

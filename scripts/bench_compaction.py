@@ -127,10 +127,19 @@ def rocks_write_amp(stats_text: str, user_bytes: int) -> tuple[float, float, dic
     m = re.search(r"^\s*Sum\s+\S+\s+\S+\s+\S+\s+\S+(?:\s+\S+){6}\s+([\d.]+)", stats_text, re.M)
     own = float(m.group(1)) if m else float("nan")
     levels = {}
-    for lm in re.finditer(r"^\s*L(\d)\s+(\d+)/\d+\s+([\d.]+ [KMG]B)", stats_text, re.M):
-        levels[int(lm.group(1))] = (int(lm.group(2)), lm.group(3))
+    written = {}
+    moved = {}
+    # Level rows: Lk, files, size (number and unit), then Score, Read(GB), Rn, Rnp1, Write(GB), Wnew, Moved(GB),
+    # W-Amp, Rd(MB/s), Wr(MB/s), Comp(sec), CompMergeCPU(sec), Comp(cnt). Write(GB) prints in 0.1 GB steps, so the
+    # bytes written are taken as Wr(MB/s) x Comp(sec), good to about 1%.
+    for lm in re.finditer(r"^\s*L(\d)\s+(\d+)/\d+\s+([\d.]+ [KMG]B)\s+(\S+(?:\s+\S+){12})", stats_text, re.M):
+        level = int(lm.group(1))
+        levels[level] = (int(lm.group(2)), lm.group(3))
+        cols = lm.group(4).split()
+        written[level] = float(cols[9]) * float(cols[10]) * MiB
+        moved[level] = float(cols[6]) * 1024 ** 3
     return (wal + flush + compaction) / user_bytes, own, {"wal": wal, "flush": flush, "compaction": compaction,
-                                                          "levels": levels}
+                                                          "levels": levels, "written": written, "moved": moved}
 
 
 def main() -> int:
@@ -208,6 +217,10 @@ def main() -> int:
         "us_per_entry": 1e6 * settled["compaction_cpu_seconds"] / max(1, settled["compaction_entries_read"]),
         "trivial_moves": settled["trivial_moves"],
         "delayed_rate": at_end["delayed_write_rate"],
+        # Level 0 is written by flushes, deeper levels by compactions into them.
+        "written_mib": [settled["flush_bytes_written"] / MiB]
+        + [lv["compaction_bytes_written_into"] / MiB for lv in settled["levels"][1:]],
+        "moved_mib": [lv["bytes_moved_into"] / MiB for lv in settled["levels"]],
     }
     # 4 (lsmkv). Overwrite, delete 20%, compact.
     overwrite(db.put)
@@ -248,7 +261,9 @@ def main() -> int:
                                "own_wamp": own,
                                "levels": [parsed["levels"].get(i, (0, "0"))[0] for i in range(7)],
                                "stall_s": float("nan"), "slowdown_s": float("nan"), "compaction_s": float("nan"),
-                               "writer_cpu_us": 1e6 * rcpu / args.keys}
+                               "writer_cpu_us": 1e6 * rcpu / args.keys,
+                               "written_mib": [parsed["written"].get(i, 0.0) / MiB for i in range(7)],
+                               "moved_mib": [parsed["moved"].get(i, 0.0) / MiB for i in range(7)]}
             overwrite(rput)
             for k in keys[: len(keys) // 5]:
                 rdb.delete(k)
@@ -288,6 +303,8 @@ def main() -> int:
     line("entries compacted per put", lambda v: f"{v:.2f}", "entries_per_put")
     line("worker CPU µs per entry compacted", lambda v: f"{v:.2f}", "us_per_entry")
     line("trivial moves", lambda v: f"{v}", "trivial_moves")
+    line("MiB written into each level (level 0: flushes)", lambda v: str([round(x) for x in v]), "written_mib")
+    line("MiB moved into each level by trivial moves (RocksDB: 0.1 GB steps)", lambda v: str([round(x) for x in v]), "moved_mib")
     line("delayed write rate at the end (bytes/s)", lambda v: f"{v:,}", "delayed_rate")
     line("overwrite + delete 20% + compact_range: space amp", lambda v: f"{v:.3f}", "space_amp")
     line("compact_range seconds", lambda v: f"{v:.1f}", "compact_range_s")

@@ -108,6 +108,13 @@ def test_background_compaction_keeps_levels_sorted_and_data_intact(db_path):
         stats = db.stats()
         assert stats["compactions"] > 0
         assert sum(stats["files_per_level"][1:]) > 0
+        # The per-level breakdown adds up to the totals; nothing compacts into level 0.
+        levels = stats["levels"]
+        assert sum(lv["compactions_into"] for lv in levels) == stats["compactions"]
+        assert sum(lv["compaction_bytes_written_into"] for lv in levels) == stats["compaction_bytes_written"]
+        assert sum(lv["compaction_bytes_read_into"] for lv in levels) == stats["compaction_bytes_read"]
+        assert levels[0]["compactions_into"] == 0 and levels[1]["compaction_bytes_written_into"] > 0
+        assert (sum(lv["bytes_moved_into"] for lv in levels) > 0) == (stats["trivial_moves"] > 0)
         assert stats["files_per_level"][0] < SMALL["l0_compaction_trigger"] + 1
         for level in range(1, NUM_LEVELS):
             files = db._state.version.levels[level]
