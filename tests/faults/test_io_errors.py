@@ -27,6 +27,10 @@ OPERATIONS = ("open", "write", "sync", "rename", "remove", "read", "dirsync", "f
 FULL_DISK_OPERATIONS = ("open", "write", "fallocate")
 SEED = 11
 SAMPLE = 10
+#: The one (engine, operation) pair the workload never calls: the B-tree
+#: preallocates nothing. A failure of a call that is never made is nothing to
+#: test, but the pair must stay the only one (else its faults go untested).
+NEVER_CALLED = {("btree", "fallocate")}
 
 
 def sample(n: int, k: int) -> list[int]:
@@ -63,8 +67,9 @@ def _run_all(engine, ops, fresh_dir, operation, values, error, **kwargs):
 def test_eio_then_resume(calls, ops, fresh_dir, operation, request):
     engine, counts = calls
     n = counts[operation]
+    assert (n == 0) == ((engine.name, operation) in NEVER_CALLED), (engine.name, operation, n)
     if not n:
-        pytest.skip(f"{engine.name} makes no {operation} calls")
+        return
     values = range(1, n + 1) if request.config.getoption("--soak") else sample(n, SAMPLE)
     outcomes = _run_all(engine, ops, fresh_dir, operation, values, errno.EIO)
     # A failed removal of an obsolete file is harmless to lsmkv; everything else must surface.
@@ -102,8 +107,9 @@ def test_full_disk_then_space_freed(calls, ops, fresh_dir, operation, request):
     is freed resume() brings writes back with nothing acknowledged lost."""
     engine, counts = calls
     n = counts["create"] if operation == "open" else counts[operation]  # a full disk fails creating, not opening
+    assert (n == 0) == ((engine.name, operation) in NEVER_CALLED), (engine.name, operation, n)
     if not n:
-        pytest.skip(f"{engine.name} makes no {operation} calls")
+        return
     values = range(1, n + 1) if request.config.getoption("--soak") else sample(n, SAMPLE // 2)
     outcomes = _run_all(engine, ops, fresh_dir, operation, values, errno.ENOSPC, sticky=True)
     assert {o.result for o in outcomes} == {scenarios.RECOVERED}
