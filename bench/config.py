@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lsmkv.errors import OptionError
+from lsmkv.options import parse_option_text
+
 __all__ = ["BenchConfig", "WorkloadRequest", "ConfigError", "DEFAULT_ENGINES", "DEFAULT_WORKLOADS",
            "parse_size", "parse_option", "parse_workloads", "format_size"]
 
@@ -136,31 +139,13 @@ def format_size(n: int | float | None) -> str:
     return f"{int(n)} B"
 
 
-def _typed(value: str) -> Any:
-    low = value.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    if low in ("none", "null"):
-        return None
-    try:
-        return int(value.replace("_", ""), 0)
-    except ValueError:
-        pass
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def parse_option(text: str) -> tuple[str, Any]:
-    """``key=value`` -> (key, typed value): int, float, bool (true/false/yes/no/on/off), None or str."""
-    key, sep, value = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError(f"engine option {text!r} must look like key=value")
-    return key, _typed(value.strip())
+    """``key=value`` -> (key, typed value): int, float, bool (true/false/yes/no/on/off), None or str
+    (lsmkv.options.parse_option_text), ConfigError if it is not of that form."""
+    try:
+        return parse_option_text(text)
+    except OptionError as e:
+        raise ConfigError(str(e)) from None
 
 
 def parse_workloads(text: str) -> list[WorkloadRequest]:

@@ -216,10 +216,11 @@ def _cmd_demo(args) -> int:
 
 def _crashtest_options(texts: list[str], engine: str) -> dict:
     """``-o name=value`` applies to every engine, ``-o ENGINE.name=value`` to one."""
-    from .crashtest.engines import ENGINES, parse_option
+    from .crashtest.engines import ENGINES
+    from .options import parse_option_text
     options = {}
     for text in texts:
-        name, value = parse_option(text)
+        name, value = parse_option_text(text)
         target, dot, rest = name.partition(".")
         if dot and target in ENGINES:
             if target != engine:

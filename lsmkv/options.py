@@ -8,6 +8,7 @@ anything on disk is touched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .errors import OptionError
 from .fs import DEFAULT_FS, FileSystem
@@ -160,3 +161,34 @@ class Options:
             raise OptionError(f"option wal_recovery_mode must be 'strict' or 'salvage', got {self.wal_recovery_mode!r}")
         if not isinstance(self.fs, FileSystem):
             raise OptionError(f"option fs must be a lsmkv.fs.FileSystem, got {type(self.fs).__name__}")
+
+
+def parse_option_text(text: str) -> tuple[str, Any]:
+    """``name=value`` as typed on a command line (``lsmkv bench --lsm-opt``,
+    ``lsmkv crashtest -o``) -> (name, value): an int (``1_048_576``,
+    ``0x100``), a float, a bool (true/false/yes/no/on/off), None (none/null)
+    or else the string. For either engine's options; OptionError (a
+    ValueError) if it is not of that form."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise OptionError(f"engine option {text!r} is not of the form name=value")
+    return name, _typed(value.strip())
+
+
+def _typed(value: str) -> Any:
+    low = value.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    try:
+        return int(value.replace("_", ""), 0)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value

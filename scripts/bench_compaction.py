@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import ast
 import re
 import resource
 import shutil
@@ -44,6 +43,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import lsmkv  # noqa: E402
+from lsmkv.options import parse_option_text  # noqa: E402
 
 MiB = 1024 * 1024
 KEY_SIZE = 16
@@ -174,9 +174,7 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="lsmkv-compaction-bench-")
     lsm_opts = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,
                     target_file_size=args.file_size, compaction_executor=args.executor)
-    for option in args.option:
-        name, _, literal = option.partition("=")
-        lsm_opts[name] = ast.literal_eval(literal)
+    lsm_opts.update(parse_option_text(option) for option in args.option)
     rows = {}
     loads = {}
 

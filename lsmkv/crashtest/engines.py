@@ -18,22 +18,6 @@ from ..version import VersionSet
 KiB = 1024
 
 
-def parse_option(text: str) -> tuple[str, object]:
-    """``name=value`` from the command line: an int, true/false, none or a string."""
-    name, sep, raw = text.partition("=")
-    if not sep or not name:
-        raise ValueError(f"engine option {text!r} is not of the form name=value")
-    lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return name, lowered == "true"
-    if lowered == "none":
-        return name, None
-    try:
-        return name, int(raw)
-    except ValueError:
-        return name, raw
-
-
 class LsmEngine:
     """lsmkv's LSM-tree."""
 
