@@ -34,7 +34,7 @@ from typing import Iterator
 
 from sortedcontainers import SortedList
 
-from .cache import BlockCache
+from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
 from .compaction import level_scores
 from .compactor import Compactor
 from .dbdir import prepare_directory
@@ -93,7 +93,8 @@ class DB:
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
         self._io = IOStats()
-        self._block_cache = BlockCache(options.block_cache_size) if options.block_cache_size else None
+        cache_size = default_cache_capacity() if options.block_cache_size is None else options.block_cache_size
+        self._block_cache = BlockCache(cache_size) if cache_size else None
         self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
                                   1 << 62 if self._read_only else options.max_open_files)
         self._versions = VersionSet(self.path, self._fs)
@@ -903,6 +904,8 @@ class DB:
                 "blocks": len(cache) if cache is not None else 0,
                 "admitted": cache.admitted if cache is not None else 0,
                 "evicted": cache.evicted if cache is not None else 0,
+                "promoted": cache.promoted if cache is not None else 0,
+                "sizing": "block_cache_size option" if self.options.block_cache_size is not None else CACHE_RULE,
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
