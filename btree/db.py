@@ -35,6 +35,7 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from lsmkv.mapping import KeyValueMapping
 
 from .bufferpool import BufferPool
 from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
@@ -118,14 +119,14 @@ class WriteBatch:
         self._ops = []
 
 
-class DB:
+class DB(KeyValueMapping):
     """An open btree database. Use :func:`btree.open` to get one."""
 
-    def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
+    def __init__(self, path: str | bytes | os.PathLike, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
                  checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True) -> None:
         _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index)
-        self.path = os.fspath(path)
+        self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
         self._cache_size = cache_size
@@ -658,17 +659,9 @@ class DB:
         if len(pool.pages) > pool.capacity:
             pool.trim()
 
-    def __getitem__(self, key) -> bytes:
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key, value) -> None:
-        self.put(key, value)
-
     def __delitem__(self, key) -> None:
-        """Like delete(), but a missing key raises KeyError (as for a dict)."""
+        """Like delete(), but a missing key raises KeyError (as for a dict);
+        the check and the delete are one step under the lock."""
         key = as_key(key)
         with self._lock:
             self._check_writable()
@@ -676,8 +669,13 @@ class DB:
                 raise KeyError(key)
             self._delete_locked(key, False)
 
-    def __contains__(self, key) -> bool:
-        return self.get(key) is not None
+    def _live_count(self) -> int:
+        """len(db): the tree's entry count, kept in the meta page (O(1))."""
+        with self._lock:
+            self._check_open()
+            if self._read_only:
+                return self._read(lambda tree: tree.entries)
+            return self._tree.entries
 
     def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
         """Iterate (key, value) over keys in [start, end) (and starting with
@@ -924,7 +922,7 @@ class DB:
         return problems
 
 
-def open(path: str, **options) -> DB:  # noqa: A001 - the API's name
+def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
     """Open (creating if missing) the btree database in directory ``path``.
 
     Options: page_size (default 4096, fixed at creation), cache_size (bytes,

@@ -42,6 +42,7 @@ from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDataba
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import write_table
 from .iterators import level_visible, merge_visible
+from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .memtable import MemTable
 from .options import Options
@@ -69,11 +70,12 @@ class _ReadState:
         self.version = version
 
 
-class DB:
-    """An open lsmkv database. Create with :func:`lsmkv.open`."""
+class DB(KeyValueMapping):
+    """An open lsmkv database. Create with :func:`lsmkv.open`. A
+    ``collections.abc.MutableMapping`` of bytes to bytes (lsmkv/mapping.py)."""
 
-    def __init__(self, path: str | os.PathLike, options: Options) -> None:
-        self.path = os.fspath(path)
+    def __init__(self, path: str | bytes | os.PathLike, options: Options) -> None:
+        self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self.options = options
         self._fs = options.fs
         self._read_only = options.read_only
@@ -489,21 +491,13 @@ class DB:
                             return found
         return None
 
-    def __getitem__(self, key: object) -> bytes:
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key: object, value: object) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: object) -> None:
-        """Same as delete(): never raises KeyError (an LSM write does not read)."""
-        self.delete(key)
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key) is not None
+    def _live_count(self) -> int:
+        """len(db): the live keys, counted by a scan (an LSM-tree cannot know
+        without reading which writes overwrite or delete existing keys)."""
+        n = 0
+        for _ in self.scan():
+            n += 1
+        return n
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
              prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
