@@ -35,9 +35,11 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from lsmkv.cursor import Iterator as Iterator_
 from lsmkv.mapping import KeyValueMapping
 
 from .bufferpool import BufferPool
+from .cursor import snapshot_source
 from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
 from .snapshot import Snapshot
@@ -732,6 +734,35 @@ class DB(KeyValueMapping):
                 inclusive = False
             if limit < 4096:
                 limit *= 4
+
+    def approximate_size(self, start=None, end=None) -> int:
+        """Bytes of the page file that keys in [start, end) take (None: an
+        open end), estimated from the internal pages: the share of the
+        leaves the range spans (Tree.position) times the bytes of pages in
+        use. No leaf is read; the estimates of adjacent ranges add up."""
+        lo, hi = scan_bounds(start, end, None)
+        with self._lock:
+            self._check_open()
+            tree = self._tree
+            if tree.entries == 0 or (lo is not None and hi is not None and lo >= hi):
+                return 0
+            a = 0.0 if lo is None else self._read(Tree.position, lo)
+            b = self._read(Tree.position, hi)
+            pager = self._pager
+            in_use = (pager.page_count - len(pager.free)) * pager.page_size
+        return max(0, round((b - a) * in_use))
+
+    def iterator(self, lower_bound=None, upper_bound=None) -> Iterator_:
+        """A cursor over the database as it is now (btree/cursor.py): keys
+        in [lower_bound, upper_bound); writes made after it was created are
+        not seen (it reads through a snapshot of its own, closed with it)."""
+        snap = self.snapshot()
+        try:
+            return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound, check=snap._check,
+                             pinned=snap, on_close=snap.close)
+        except BaseException:
+            snap.close()
+            raise
 
     def snapshot(self) -> "Snapshot":
         """A point-in-time, read-only view (``get``/``scan``/``close``; a

@@ -72,6 +72,15 @@ class Snapshot:
             self._check()
         return self._db._scan(lo, hi, bool(reverse), self)
 
+    def iterator(self, lower_bound=None, upper_bound=None):
+        """A cursor (btree/cursor.py) over the snapshot's contents."""
+        from lsmkv.cursor import Iterator
+
+        from .cursor import snapshot_source
+        with self._db._lock:
+            self._check()
+        return Iterator([snapshot_source(self._db, self)], lower_bound, upper_bound, check=self._check)
+
     def close(self) -> None:
         db = self._db
         with db._lock:

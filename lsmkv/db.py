@@ -30,18 +30,18 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from typing import Iterator
+from typing import Iterator as TypingIterator
 
 from sortedcontainers import SortedList
 
 from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
 from .compaction import level_scores
 from .compactor import Compactor
+from .cursor import Iterator, level_source, memtable_source, table_source
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import write_table
-from .iterators import level_visible, merge_visible
 from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .memtable import MemTable
@@ -80,6 +80,8 @@ class DB(KeyValueMapping):
         self._fs = options.fs
         self._read_only = options.read_only
         self._closed = False
+        #: [False] once closed: scans and cursors check it before each entry.
+        self._alive = [True]
         self._lock_file = None
         self._log: LogWriter | None = None
         self._write_lock = threading.Lock()
@@ -500,7 +502,7 @@ class DB(KeyValueMapping):
         return n
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
-             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+             prefix: object = None) -> TypingIterator[tuple[bytes, bytes]]:
         """(key, value) pairs with start <= key < end (and key starting with
         ``prefix``), ascending or, with reverse=True, descending.
 
@@ -510,7 +512,7 @@ class DB(KeyValueMapping):
         return self._scan(start, end, reverse, prefix, None)
 
     def _scan(self, start: object, end: object, reverse: bool, prefix: object,
-              seq: int | None) -> Iterator[tuple[bytes, bytes]]:
+              seq: int | None) -> TypingIterator[tuple[bytes, bytes]]:
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
         lo, hi = scan_bounds(start, end, prefix)
@@ -520,26 +522,62 @@ class DB(KeyValueMapping):
         return self._scan_iter(st, seq, lo, hi, bool(reverse))
 
     def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
-                   reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+                   reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
-            return
-        sources = [mem.visible(seq, lo, hi, reverse) for mem in (st.mem, *st.imms) if len(mem)]
-        version = st.version
+            return iter(())
+        return self._view(st, seq, lo, hi, self._check_scan).stream(reverse=reverse)
+
+    def _check_scan(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database closed while a scan was open")
+
+    def approximate_size(self, start: object = None, end: object = None) -> int:
+        """Bytes of table files that keys in [start, end) take (None: an open
+        end), from the tables' key ranges and index blocks: a table inside
+        the range counts whole, one it cuts counts from the block holding
+        ``start`` to the block holding ``end``. No data block is read; the
+        memtables (not on disk yet) are not counted; estimates of adjacent
+        ranges add up exactly (RocksDB's GetApproximateSizes)."""
+        self._check_open()
+        lo, hi = scan_bounds(start, end, None)
+        if lo is not None and hi is not None and lo >= hi:
+            return 0
+        version = self._state.version
+        reader = self._tables.reader
+        total = 0
+        for level in range(NUM_LEVELS):
+            for meta in version.overlapping(level, lo, hi):
+                a = 0 if lo is None or lo <= meta.smallest else reader(meta).approximate_offset(lo)
+                b = meta.size if hi is None or hi > meta.largest else reader(meta).approximate_offset(hi)
+                total += max(0, b - a)
+        return total
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Iterator:
+        """A cursor over the database as it is now (lsmkv/cursor.py):
+        seek, seek_for_prev, seek_to_first, seek_to_last, next, prev, key,
+        value, valid; keys in [lower_bound, upper_bound). Writes made after
+        it was created are not seen."""
+        self._check_open()
+        return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
+
+    def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Iterator:
+        lo = as_optional_key(lower_bound, "lower_bound")
+        hi = as_optional_key(upper_bound, "upper_bound")
+        return self._view(self._state, seq, lo, hi, check)
+
+    def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Iterator:
+        """A cursor over ``st`` at ``seq`` in [lo, hi): one source per
+        memtable, per level-0 table and per deeper level, only those that
+        hold keys in the range."""
         open_table = self._tables.reader
-        last = None if hi is None else hi
-        for meta in version.overlapping(0, lo, last):
-            reader = open_table(meta)
-            sources.append(reader.visible_reverse(seq, lo, hi) if reverse else reader.visible(seq, lo, hi))
+        sources = [memtable_source(mem, seq) for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        sources += [table_source(open_table(meta), seq) for meta in version.overlapping(0, lo, hi)]
         for level in range(1, NUM_LEVELS):
-            files = version.overlapping(level, lo, last)
+            files = version.overlapping(level, lo, hi)
             if files:
-                sources.append(level_visible(files, open_table, seq, lo, hi, reverse))
-        if not sources:
-            return
-        for item in merge_visible(sources, reverse):
-            if self._closed:
-                raise ClosedError(f"{self.path}: database closed while a scan was open")
-            yield item
+                sources.append(level_source(files, open_table, seq))
+        return Iterator(sources, lo, hi, check=check, pinned=st, alive=self._alive)
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
@@ -746,6 +784,7 @@ class DB(KeyValueMapping):
         with self._write_lock:
             with self._bg_cond:
                 self._closed = True
+                self._alive[0] = False
                 self._shutting_down = True
                 if self._bg_error is None:
                     self._bg_error = ClosedError(f"{self.path}: the process crashed")
@@ -938,6 +977,7 @@ class DB(KeyValueMapping):
             return
         with self._write_lock:
             self._closed = True
+            self._alive[0] = False
             with self._bg_cond:
                 self._shutting_down = True
                 self._bg_cond.notify_all()
@@ -954,6 +994,7 @@ class DB(KeyValueMapping):
 
     def _release_resources(self) -> None:
         self._closed = True
+        self._alive[0] = False
         try:
             if self._log is not None:
                 try:

@@ -49,6 +49,12 @@ class Snapshot:
         once the snapshot is closed."""
         return self._while_open(self._check()._scan(start, end, reverse, prefix, self.sequence))
 
+    def iterator(self, lower_bound: object = None, upper_bound: object = None):
+        """A cursor (lsmkv/cursor.py) over the database as of the snapshot;
+        it raises ClosedError once the snapshot is closed."""
+        db = self._check()
+        return db._iterator(self.sequence, lower_bound, upper_bound, self._check)
+
     def _while_open(self, items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
         finalizer = self._finalizer
         for item in items:

@@ -40,6 +40,7 @@ import lsmkv
 from lsmkv.cache import BlockCache
 from lsmkv.check import check_db, verify_table
 from lsmkv.checksum import crc32
+from lsmkv.cursor import table_source, visible_entries
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.filenames import CURRENT
 from lsmkv.fs import DEFAULT_FS
@@ -519,8 +520,8 @@ def _read_whole_table(path: str) -> None:
     try:
         for _ in reader.entries():
             pass
-        list(reader.visible(1 << 56))
-        list(reader.visible_reverse(1 << 56))
+        list(visible_entries(table_source(reader, 1 << 56)))
+        list(visible_entries(table_source(reader, 1 << 56), reverse=True))
         for key in (b"key00003", b"key00150", b"zzz", b""):
             reader.get(key, None, 1 << 56)
         Columns.from_blocks(reader.raw_blocks(0, reader.num_blocks), path,

@@ -134,6 +134,14 @@ class Block:
         data = self.data
         return [data[a:b] for a, b in pairwise(self.value_ends)]
 
+    def kinds(self) -> bytes:
+        """Each entry's kind (the low byte of its seq_kind), as one bytes
+        object sliced from the seq_kind column (little-endian u64s)."""
+        n = len(self.keys)
+        data = self.data
+        start = len(data) - 4 - 8 * n
+        return data[start:len(data) - 4:8]
+
     def __len__(self) -> int:
         return len(self.keys)
 
@@ -150,9 +158,11 @@ def _layout(data: bytes, path: str, offset: int) -> tuple[int, int]:
     return n, base
 
 
-def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODEC_OFFSETS) -> Block:
+def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODEC_OFFSETS,
+                 checked: bool = False) -> Block:
     """Decode a raw block of either codec; CorruptionError if its structure
-    is inconsistent."""
+    is inconsistent. ``checked``: the block already passed check_block (a
+    block read from a table file does), so its offsets are not checked again."""
     n, base = _layout(data, path, offset)
     first = _u32(data[base: base + 4 * n])
     second = _u32(data[base + 4 * n: base + 8 * n])
@@ -169,7 +179,7 @@ def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODE
     else:
         key_ends = [0, *first]
         value_ends = [key_ends[-1], *second]
-        if value_ends[-1] != base or not _ascending(key_ends) or not _ascending(value_ends):
+        if not checked and (value_ends[-1] != base or not _ascending(key_ends) or not _ascending(value_ends)):
             raise CorruptionError("block offsets are out of order or do not end at its columns", path=path,
                                   offset=offset)
     keys = [data[s:e] for s, e in pairwise(key_ends)]

@@ -16,10 +16,11 @@ keys join ``key_slots``, a dict from key to where its newest version sits
 with no bloom filter, index or block search. Tables written before format 2
 (whose blocks store lengths, not offsets) are decoded on every load instead.
 
-Scans decode blocks (a block read for a scan is read whole anyway) but read
-them past the cache: a cached block is used, an uncached one is read, with
-the blocks after it in one read (read-ahead), and not admitted, so a scan
-does not flood the cache (RocksDB's fill_cache=False for iterators).
+Cursors and scans (lsmkv/cursor.py) read a block's owned entries at a
+time (``owned_entries``), decoded: a cached block is used, an uncached one
+is read and not admitted, so a scan does not flood the cache (RocksDB's
+fill_cache=False for iterators). ``entries()`` (checks, repairs) reads
+uncached blocks 256 KiB at a time (read-ahead).
 
 Every block's checksum is verified when it is read from the file; a
 mismatch raises CorruptionError naming the file and offset, so damaged
@@ -144,6 +145,13 @@ class TableReader:
     def num_blocks(self) -> int:
         return len(self.index_keys)
 
+    def approximate_offset(self, key: bytes) -> int:
+        """Where in the file the data for ``key`` begins (LevelDB's
+        ApproximateOffsetOf): the offset of the block that holds or would
+        hold it, the file's size past its last key. Monotone in the key."""
+        i = bisect_left(self.index_keys, key)
+        return self.index_offsets[i] if i < len(self.index_offsets) else self.file_size
+
     # -- reading blocks -------------------------------------------------------
 
     def _read_raw(self, offset: int, size: int) -> bytes:
@@ -166,8 +174,10 @@ class TableReader:
             check_block(raw, self.path, offset)
         return raw
 
-    def _decode(self, i: int, raw: bytes) -> Block:
-        return decode_block(raw, self.path, self.index_offsets[i], self.codec)
+    def _decode(self, i: int, raw: bytes, checked: bool = True) -> Block:
+        """Decode data block ``i``; its raw bytes passed check_block when they
+        were read (``_read_block``), unless ``checked`` says otherwise."""
+        return decode_block(raw, self.path, self.index_offsets[i], self.codec, checked)
 
     def block(self, i: int) -> Block:
         """Data block ``i`` decoded, from the cache or the file; a block read
@@ -227,7 +237,7 @@ class TableReader:
             if step < 0:
                 raws.reverse()
             for k, raw in enumerate(raws):
-                yield self._decode(i + k * step, raw)
+                yield self._decode(i + k * step, raw, checked=False)
             i = j
 
     # -- the cache's side (called by BlockCache under its lock) ----------------
@@ -361,6 +371,66 @@ class TableReader:
 
     # -- iteration --------------------------------------------------------------
 
+    def owned_entries(self, i: int, read_seq: int) -> tuple[list[bytes], bytes | list[int], list[bytes]]:
+        """(keys, kinds, values) of the keys block ``i`` *owns* (those whose
+        newest version is in it: all but a leading run continuing the
+        previous block's last key), each with its newest version <= read_seq,
+        tombstones included; keys with no such version are left out. A
+        cursor moves through a table a block's owned keys at a time, in
+        either direction, and every key belongs to exactly one block.
+        ``kinds`` is a sequence of ints (bytes or a list)."""
+        block = self.block(i)
+        keys = block.keys
+        props = self.properties
+        if read_seq >= props.largest_seq and props.distinct_keys == props.entries:
+            # One version per key, all visible (a table written by a bottommost
+            # compaction or a flush without overwrites): no resolution at all.
+            return keys, block.kinds(), block.values()
+        start = self._own_keys_start(i, keys)
+        sks = block.seq_kinds
+        n = len(keys)
+        if start == 0 and n and max(sks) >> 8 <= read_seq and not any(map(bytes.__eq__, keys, keys[1:])):
+            # Every entry is a visible, distinct key (most blocks): C-level copies.
+            return keys, block.kinds(), block.values()
+        out_keys: list[bytes] = []
+        kinds: list[int] = []
+        values: list[bytes] = []
+        j = start
+        while j < n:
+            key = keys[j]
+            found = False
+            while j < n and keys[j] == key:
+                sk = sks[j]
+                if not found and sk >> 8 <= read_seq:
+                    out_keys.append(key)
+                    kinds.append(sk & 0xFF)
+                    values.append(block.value(j))
+                    found = True
+                j += 1
+            if not found and j == n:
+                # The last key's versions may go on in the next blocks.
+                hit = self._continued_version(i + 1, key, read_seq)
+                if hit is not None:
+                    out_keys.append(key)
+                    kinds.append(hit[0])
+                    values.append(hit[1])
+        return out_keys, kinds, values
+
+    def _continued_version(self, i: int, key: bytes, read_seq: int) -> tuple[int, bytes] | None:
+        """The newest version <= read_seq of ``key`` among the versions that
+        continue from block i - 1 into blocks i, i + 1, ..."""
+        while i < len(self.index_keys):
+            block = self.block(i)
+            keys = block.keys
+            for j in range(len(keys)):
+                if keys[j] != key:
+                    return None
+                sk = block.seq_kinds[j]
+                if sk >> 8 <= read_seq:
+                    return sk & 0xFF, block.value(j)
+            i += 1
+        return None
+
     def _first_block(self, start: bytes | None) -> int:
         return 0 if start is None else bisect_left(self.index_keys, start)
 
@@ -377,64 +447,3 @@ class TableReader:
             ends = block.value_ends
             for j in range(j, len(keys)):
                 yield keys[j], sks[j], data[ends[j]:ends[j + 1]]
-
-    def visible(self, read_seq: int, start: bytes | None = None,
-                end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
-        """(key, kind, value) of the newest version <= read_seq of every key in
-        [start, end), ascending; tombstones included."""
-        prev = None
-        first = True
-        for block in self._scan_blocks(self._first_block(start), 1):
-            keys = block.keys
-            sks = block.seq_kinds
-            data = block.data
-            ends = block.value_ends
-            j = bisect_left(keys, start) if first and start is not None else 0
-            first = False
-            for j in range(j, len(keys)):
-                k = keys[j]
-                if k == prev:
-                    continue
-                if end is not None and k >= end:
-                    return
-                sk = sks[j]
-                if sk >> 8 > read_seq:
-                    continue
-                prev = k
-                yield k, sk & 0xFF, data[ends[j]:ends[j + 1]]
-
-    def visible_reverse(self, read_seq: int, start: bytes | None = None,
-                        end: bytes | None = None) -> Iterator[tuple[bytes, int, bytes]]:
-        """Like ``visible`` but descending."""
-        index_keys = self.index_keys
-        if not index_keys:
-            return
-        if end is None:
-            i = len(index_keys) - 1
-        else:
-            i = bisect_left(index_keys, end)
-            if i == len(index_keys):
-                i -= 1
-        current = None
-        candidate = None
-        first = True
-        for block in self._scan_blocks(i, -1):
-            keys = block.keys
-            sks = block.seq_kinds
-            j = (bisect_left(keys, end) if first and end is not None else len(keys)) - 1
-            first = False
-            while j >= 0:
-                k = keys[j]
-                if k != current:
-                    if candidate is not None:
-                        yield candidate
-                    if start is not None and k < start:
-                        return
-                    current = k
-                    candidate = None
-                sk = sks[j]
-                if sk >> 8 <= read_seq:
-                    candidate = (k, sk & 0xFF, block.value(j))
-                j -= 1
-        if candidate is not None:
-            yield candidate

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.cache import BlockCache
+from lsmkv.cursor import table_source, visible_entries
 from lsmkv.errors import CorruptionError
 from lsmkv.fs import DEFAULT_FS
 from lsmkv.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
@@ -79,12 +80,12 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
         assert reader.get(k, bloom_hash(k), 2**56) == (kind, v)
         assert reader.filter.may_contain(bloom_hash(k))
     visible = [(k, kind, v) for k, (kind, v) in sorted(newest.items())]
-    assert list(reader.visible(2**56)) == visible
-    assert list(reader.visible_reverse(2**56)) == visible[::-1]
+    assert list(visible_entries(table_source(reader, 2**56))) == visible
+    assert list(visible_entries(table_source(reader, 2**56), reverse=True)) == visible[::-1]
     if len(visible) > 2:
         lo, hi = visible[1][0], visible[-1][0]
-        assert list(reader.visible(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi]
-        assert list(reader.visible_reverse(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi][::-1]
+        assert list(visible_entries(table_source(reader, 2**56), lo, hi)) == [x for x in visible if lo <= x[0] < hi]
+        assert list(visible_entries(table_source(reader, 2**56), lo, hi, reverse=True)) == [x for x in visible if lo <= x[0] < hi][::-1]
     # Reading at an older sequence sees older versions.
     mid = 10_000 - len(entries) // 2
     expected_mid = {}
@@ -93,7 +94,7 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
             expected_mid.setdefault(k, (kind, v))
     for k in newest:
         assert reader.get(k, bloom_hash(k), mid) == expected_mid.get(k)
-    assert list(reader.visible(mid)) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
+    assert list(visible_entries(table_source(reader, mid))) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
     reader.close()
 
 
