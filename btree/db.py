@@ -4,8 +4,12 @@ checkpoints and statistics.
 This module owns the protocol that ties the pieces together (docs/btree.md
 describes it at length):
 
-* a write logs its batch (one record, one ``write`` to the OS; fsynced first
-  when ``sync=True``) and then applies it to the tree in the buffer pool;
+* a write goes through the write queue (lsmkv/write_queue.py): the log
+  writer of the moment appends the records of every write queued (one
+  record per batch, one ``write`` to the OS for the group) and applies them
+  to the tree in the buffer pool; a ``sync=True`` writer then waits until
+  the log syncer (lsmkv/log_syncer.py) has fsynced the log past its record
+  -- one fsync for everyone waiting -- or ``sync_timeout`` passes;
 * a checkpoint (``flush()``, log size, dirty-page pressure, ``close()``)
   fsyncs the log, writes every dirty page atomically through the pager's
   journal, records the log position in the meta page and starts a new log;
@@ -14,6 +18,8 @@ describes it at length):
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
+Writers first take the log writer's role (the write queue's lock), then
+this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
 pre-images before writers change them (see btree.tree).
 Another process that opens the directory for writing gets a LockError;
@@ -28,13 +34,16 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from lsmkv.log_syncer import LogSyncer, check_sync_options
+from lsmkv.timer import Timer
+from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
 from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
@@ -55,10 +64,12 @@ DIRTY_RATIO = 0.75
 #: Largest total of key and value bytes in one write batch.
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
-OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index")
+OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
+           "sync_timeout", "commit_delay")
 
 
-def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index) -> None:
+def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                   sync_timeout, commit_delay) -> None:
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
     if type(cache_size) is not int or cache_size < 0:
@@ -71,23 +82,28 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
         raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
     if type(hash_index) is not bool:
         raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
+    if type(group_commit) is not bool:
+        raise OptionError(f"group_commit must be True or False, not {group_commit!r}")
+    check_sync_options(sync_timeout, commit_delay)
 
 
 class WriteBatch:
     """Puts and deletes applied atomically when the ``with`` block ends
-    (discarded if it ends with an exception)."""
+    (discarded if it ends with an exception). It knows nothing of the
+    database: ``commit(ops, sync)`` is what its block calls at the end."""
 
-    __slots__ = ("_db", "_ops", "_sync", "_bytes", "_done")
+    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done")
 
-    def __init__(self, db: "DB", sync: bool) -> None:
-        self._db = db
+    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool) -> None:
+        self._commit = commit
+        self._max_key = max_key
         self._ops: list[tuple[bytes, bytes | None]] = []
         self._sync = sync
         self._bytes = 0
         self._done = False
 
     def put(self, key, value) -> None:
-        key = as_key(key, self._db._max_key)
+        key = as_key(key, self._max_key)
         value = as_value(value)
         self._add(key, value, len(key) + len(value))
 
@@ -114,8 +130,33 @@ class WriteBatch:
             return
         self._done = True
         if exc_type is None:
-            self._db._commit(self._ops, self._sync)
+            self._commit(self._ops, self._sync)
         self._ops = []
+
+
+class _Queued:
+    """A write as the write queue carries it: its operations, its log record
+    (encoded by the writer's own thread, before it queues), what kind of
+    call it came from and the user bytes it counts."""
+
+    __slots__ = ("kind", "ops", "record", "user_bytes")
+
+    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int) -> None:
+        self.kind = kind
+        self.ops = ops
+        self.record = record
+        self.user_bytes = user_bytes
+
+
+def _raised_again(error: BaseException) -> BaseException:
+    """The error a queued writer raises when its group failed: a fresh one
+    of the same kind for the errors the write path raises (each thread gets
+    its own traceback), else the very one."""
+    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
+        again = type(error)(*error.args)
+        again.__cause__ = error.__cause__
+        return again
+    return error
 
 
 class DB:
@@ -123,8 +164,10 @@ class DB:
 
     def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
-                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True) -> None:
-        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index)
+                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
+                 group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0) -> None:
+        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                       sync_timeout, commit_delay)
         self.path = os.fspath(path)
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
@@ -137,6 +180,18 @@ class DB:
         #: Log bytes appended since the last checkpoint.
         self._log_pending = 0
         self._lock = threading.RLock()
+        #: Writers queue here; the one holding its lock is the log writer,
+        #: which then takes ``_lock`` to append and apply its group.
+        self._writes = WriteQueue(self._commit_group)
+        self._group_commit = group_commit
+        self._sync_timeout = sync_timeout
+        self._commit_delay = commit_delay
+        #: Held while the log is synced or replaced (the log syncer never
+        #: syncs a log a checkpoint is closing).
+        self._log_sync_lock = threading.Lock()
+        self._syncer: LogSyncer | None = None
+        self._timer: Timer | None = None
+        self._timer_lock = threading.Lock()
         self._closed = True
         #: The failure that stopped writes (None while writable); see resume().
         self._failed: BaseException | None = None
@@ -194,6 +249,9 @@ class DB:
                 self._load_view()
             else:
                 self._load_state()
+            if not read_only:
+                self._syncer = LogSyncer(self._sync_log, durable=self._log.end_lsn, commit_delay=commit_delay,
+                                         timer=self._get_timer, on_failure=self._sync_failed, name=self.path)
             self._closed = False
             self._usable = True
             self._writable = not read_only
@@ -312,6 +370,7 @@ class DB:
         self._fill_cache = None
 
     def _release(self) -> None:
+        self._stop_syncer()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -410,7 +469,9 @@ class DB:
                 self._pager.prepare_retry()
                 end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
                 self._write_checkpoint(end)
-                self._log = LogWriter.create(self._fs, wal.file.path, end, self.path)
+                new_log = LogWriter.create(self._fs, wal.file.path, end, self.path)
+                with self._log_sync_lock:
+                    self._log = new_log
             except BaseException as exc:
                 log.error("btree %s: resume failed, writes stay stopped: %r", self.path, exc)
                 self._failed = exc
@@ -427,6 +488,8 @@ class DB:
             self._writable = True
             self._log_pending = 0
             self._resumes += 1
+            # The checkpoint holds every write the tree holds.
+            self._syncer.reset(end)
             log.info("btree %s: resumed writes", self.path)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
@@ -463,99 +526,164 @@ class DB:
 
     def put(self, key, value, sync: bool = False) -> None:
         """Store ``value`` under ``key``. With ``sync=True`` the write is
-        durable (log fsynced) before this returns."""
+        durable (log fsynced) before this returns (or SyncTimeoutError is
+        raised after ``sync_timeout``)."""
         if type(key) is not bytes or len(key) > self._max_key:
             key = as_key(key, self._max_key)
         if type(value) is not bytes or len(value) > MAX_VALUE_SIZE:
             value = as_value(value)
         rec = encode_put(key, value)
-        with self._lock:
-            if not self._writable:
-                self._check_writable()
-            wal = self._log
+        writes = self._writes
+        if writes.try_lead():
+            # Nobody else is writing: commit it here, a group of one.
             try:
-                wal.append(rec)
-                if sync:
-                    wal.sync()
-            except BaseException as exc:
-                raise self._fail("writing the log", exc) from exc
-            try:
-                self._tree.put(key, value)
-            except BaseException as exc:
-                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-            self._puts += 1
-            self._user_bytes += len(key) + len(value)
-            pending = self._log_pending = self._log_pending + len(rec)
-            pool = self._pool
-            if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
-                    or pending >= self._ckpt_log_bytes or pool.raw_dirty):
-                self._after_write()
+                with self._lock:
+                    if not self._writable:
+                        self._check_writable()
+                    wal = self._log
+                    try:
+                        wal.append(rec)
+                        if sync and not self._group_commit:
+                            wal.sync()
+                    except BaseException as exc:
+                        raise self._fail("writing the log", exc) from exc
+                    try:
+                        self._tree.put(key, value)
+                    except BaseException as exc:
+                        raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
+                    end = wal.end_lsn
+                    self._puts += 1
+                    self._user_bytes += len(key) + len(value)
+                    pending = self._log_pending = self._log_pending + len(rec)
+                    pool = self._pool
+                    if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
+                            or pending >= self._ckpt_log_bytes or pool.raw_dirty):
+                        self._after_write()
+            finally:
+                writes.release()
+        else:
+            end = self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
+        if sync and self._group_commit:
+            self._syncer.wait_durable(end, self._sync_timeout)
 
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
         key = as_key(key)
-        with self._lock:
-            self._check_writable()
-            self._delete_locked(key, sync)
-
-    def _delete_locked(self, key: bytes, sync: bool) -> None:
-        self._user_bytes += len(key)
-        self._deletes += 1
-        wal = self._log
         if len(key) > self._max_key:
-            if sync:
-                try:
-                    wal.sync()
-                except BaseException as exc:
-                    raise self._fail("syncing the log", exc) from exc
-            return  # longer than any stored key: nothing to delete
-        rec = encode_delete(key)
-        try:
-            wal.append(rec)
-            if sync:
-                wal.sync()
-        except BaseException as exc:
-            raise self._fail("writing the log", exc) from exc
-        try:
-            self._tree.delete(key)
-        except BaseException as exc:
-            raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-        self._log_pending += len(rec)
-        self._version += 1
-        self._after_write()
+            # Longer than any stored key: nothing to delete or log.
+            queued = _Queued("delete", [], b"", len(key))
+        else:
+            queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
+        self._write_and_wait(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill inside a ``with`` block; committed atomically at its end."""
         if type(sync) is not bool:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._check_writable()
-        return WriteBatch(self, sync)
+        return WriteBatch(self._commit, self._max_key, sync)
 
     def _commit(self, ops: list[tuple[bytes, bytes | None]], sync: bool) -> None:
+        """Write a batch's operations (the end of a WriteBatch's block)."""
+        user_bytes = sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
+        ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
+        self._write_and_wait(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes), sync)
+
+    def _write_and_wait(self, queued: "_Queued", sync: bool) -> None:
+        end = self._write_queued(queued, sync)
+        if sync and self._group_commit:
+            self._syncer.wait_durable(end, self._sync_timeout)
+
+    def _write_queued(self, queued: "_Queued", sync: bool) -> int:
+        """Hand a write to the write queue; the log position after its record
+        once it is in the log and the tree."""
+        writer = self._writes.write(Writer(queued, sync))
+        if writer.error is not None:
+            raise _raised_again(writer.error)
+        return writer.position
+
+    def _commit_group(self, group: list[Writer]) -> None:
+        """The log writer's work (lsmkv/write_queue.py): the group's records go
+        to the log in one append, then into the tree, in order. Without group
+        commit, each is appended (and fsynced if it asked) on its own."""
         with self._lock:
-            self._check_writable()
-            self._batches += 1
-            self._user_bytes += sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
-            ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
-            wal = self._log
-            rec = encode_batch(ops) if ops else b""
+            if not self._writable:
+                self._check_writable()
+            if self._group_commit:
+                self._append_and_apply(group, False)
+            else:
+                for writer in group:
+                    self._append_and_apply([writer], writer.sync)
+
+    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        wal = self._log
+        records = [w.batch.record for w in group]
+        data = records[0] if len(records) == 1 else b"".join(records)
+        lsn = wal.end_lsn
+        try:
+            if data:
+                wal.append(data)
+            if sync_now:
+                wal.sync()
+        except BaseException as exc:
+            raise self._fail("writing the log", exc) from exc
+        changed = False
+        for writer in group:
+            queued = writer.batch
             try:
-                if ops:
-                    wal.append(rec)
-                if sync:
-                    wal.sync()
+                self._apply(queued.ops)
             except BaseException as exc:
-                raise self._fail("writing the log", exc) from exc
-            try:
-                if ops:
-                    self._apply(ops)
-            except BaseException as exc:
-                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-            if not ops:
-                return
-            self._log_pending += len(rec)
+                raise self._fail("changing the tree", exc, replay_until=lsn) from exc
+            lsn += len(queued.record)
+            writer.position = lsn
+            writer.committed = True
+            self._user_bytes += queued.user_bytes
+            if queued.kind == "put":
+                self._puts += 1
+            elif queued.kind == "delete":
+                self._deletes += 1
+            else:
+                self._batches += 1
+            changed = changed or bool(queued.ops)
+        if changed:
+            self._log_pending += len(data)
             self._version += 1
             self._after_write()
+        if self._group_commit and any(w.sync for w in group):
+            self._syncer.request(lsn)
+
+    def _sync_log(self) -> int:
+        """The log syncer's work: fsync the log; returns the LSN everything
+        before which is now durable."""
+        with self._log_sync_lock:
+            wal = self._log
+            if wal is None:
+                raise ClosedError(f"the btree database {self.path} is closed")
+            return wal.sync()
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        """The log syncer could not sync: the log's tail is not known to be
+        durable, so writes stop as after a failed append."""
+        # Not under _lock: close() holds it while it waits for the syncer.
+        try:
+            self._fail("syncing the log", exc, applied=True)
+        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
+            pass
+
+    def _get_timer(self) -> Timer:
+        """The timing wheel of this database (sync timeouts), made on first use."""
+        with self._timer_lock:
+            if self._timer is None:
+                self._timer = Timer(executor_threads=1, name=f"btree-timer:{self.path}")
+            return self._timer
+
+    def _stop_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer.close()
+        with self._timer_lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
 
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
@@ -582,13 +710,16 @@ class DB:
     def _checkpoint(self) -> None:
         wal = self._log
         try:
-            wal.sync()
-            lsn = wal.end_lsn
+            lsn = wal.sync()
+            if self._syncer is not None:
+                self._syncer.mark_durable(lsn)
             pool, pager = self._pool, self._pager
             if not pool.dirty and not pool.raw_dirty and not pager.free_changed and lsn == pager.meta.ckpt_lsn:
                 return
             self._write_checkpoint(lsn)
-            self._log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            new_log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            with self._log_sync_lock:
+                self._log = new_log
             self._log_pending = 0
             self._log_bytes_done += wal.bytes_written
             wal.close()
@@ -670,11 +801,13 @@ class DB:
     def __delitem__(self, key) -> None:
         """Like delete(), but a missing key raises KeyError (as for a dict)."""
         key = as_key(key)
-        with self._lock:
-            self._check_writable()
-            if self._tree.get(key) is None:
-                raise KeyError(key)
-            self._delete_locked(key, False)
+        with self._writes.exclusive():
+            with self._lock:
+                self._check_writable()
+                if self._tree.get(key) is None:
+                    raise KeyError(key)
+                writer = Writer(_Queued("delete", [(key, None)], encode_delete(key), len(key)), False)
+                self._append_and_apply([writer], False)
 
     def __contains__(self, key) -> bool:
         return self.get(key) is not None
@@ -882,6 +1015,15 @@ class DB:
                 "background_error": None if self._failed is None else repr(self._failed),
                 "writes_stopped": self._failed is not None,
                 "resumes": self._resumes,
+                # Group commit (as lsmkv's stats): groups and the writes in
+                # them, the largest; log syncer fsyncs, sync writes that
+                # waited for one, and of those, the ones that timed out.
+                "write_groups": self._writes.groups,
+                "grouped_writes": self._writes.grouped_writes,
+                "largest_write_group": self._writes.largest_group,
+                "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
+                "sync_waits": self._syncer.waits if self._syncer is not None else 0,
+                "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
             }
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------

@@ -154,11 +154,17 @@ class LogWriter:
     def end_lsn(self) -> int:
         return self.base_lsn + self.file.size - LOG_HEADER_SIZE
 
-    def sync(self) -> None:
+    def sync(self) -> int:
+        """Make every record handed to the OS durable; returns the LSN up to
+        which the log is durable. Safe on another thread than the one
+        appending (the log syncer's): it covers what was appended before it
+        started."""
         end = self.end_lsn
         if self.synced_lsn < end:
             self.file.sync()
-            self.synced_lsn = end
+            if end > self.synced_lsn:
+                self.synced_lsn = end
+        return self.synced_lsn
 
     def close(self) -> None:
         self.file.close()

@@ -71,6 +71,24 @@ class BackgroundError(LsmkvError):
         return None
 
 
+class SyncTimeoutError(LsmkvError, TimeoutError):
+    """A ``sync=True`` write was not confirmed durable within ``sync_timeout``.
+
+    What is promised about that write (docs/reliability.md): it was applied
+    (readers see it, later writes are ordered after it) and handed to the
+    OS, so a crash of the process does not lose it; it is not known to be
+    on disk, so a power loss or an OS crash before the log's next
+    successful sync may lose it. It is never rolled back: the next sync
+    that succeeds (another ``sync=True`` write, ``flush()``, ``close()``)
+    makes it durable with everything before it. ``position`` is the log
+    position (the LSM's sequence number, the B+tree's LSN) the write needed.
+    """
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 class InvalidDatabaseError(LsmkvError):
     """The path is not a database of the engine asked for (a file, another
     engine's directory, an unrelated non-empty directory, or a format version

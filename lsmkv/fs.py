@@ -20,6 +20,7 @@ import errno
 import fcntl
 import mmap
 import os
+import threading
 
 from .errors import LockError
 
@@ -78,7 +79,7 @@ class MappedAppendFile(WritableFile):
     trims the file to the bytes appended.
     """
 
-    __slots__ = ("_map", "_capacity")
+    __slots__ = ("_map", "_capacity", "_remap")
 
     def __init__(self, path: str, fd: int, capacity: int) -> None:
         super().__init__(path, fd, 0)
@@ -86,6 +87,9 @@ class MappedAppendFile(WritableFile):
         os.posix_fallocate(fd, 0, capacity)
         self._map = mmap.mmap(fd, capacity)
         self._capacity = capacity
+        #: Held while the mapping is flushed or moved: a sync on the log
+        #: syncer's thread never flushes a mapping an append is resizing.
+        self._remap = threading.Lock()
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         start = self.size
@@ -103,18 +107,21 @@ class MappedAppendFile(WritableFile):
     def _grow(self, needed: int) -> None:
         capacity = max(needed, 2 * self._capacity)
         capacity = -(-capacity // mmap.PAGESIZE) * mmap.PAGESIZE
-        os.posix_fallocate(self._fd, self._capacity, capacity - self._capacity)
-        self._map.resize(capacity)
-        self._capacity = capacity
+        with self._remap:
+            os.posix_fallocate(self._fd, self._capacity, capacity - self._capacity)
+            self._map.resize(capacity)
+            self._capacity = capacity
 
     def sync(self) -> None:
-        self._map.flush()
+        with self._remap:
+            self._map.flush()
         _fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
             try:
-                self._map.close()
+                with self._remap:
+                    self._map.close()
                 os.ftruncate(self._fd, self.size)
             finally:
                 super().close()
@@ -122,7 +129,8 @@ class MappedAppendFile(WritableFile):
     def abandon(self) -> None:
         if self._fd >= 0:
             try:
-                self._map.close()
+                with self._remap:
+                    self._map.close()
             finally:
                 WritableFile.close(self)
 

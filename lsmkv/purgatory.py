@@ -32,13 +32,14 @@ from .timer import Timer, TimerHandle
 
 class DelayedOperation:
     """An operation that completes when ``condition()`` holds, or expires
-    after ``timeout`` seconds. Subclass and override ``condition`` (or pass
-    one), and ``on_complete`` for work to do when it completes either way."""
+    after ``timeout`` seconds (None: never). Subclass and override
+    ``condition`` (or pass one), and ``on_complete`` for work to do when it
+    completes either way."""
 
     __slots__ = ("timeout", "_condition", "_completed", "expired", "error", "_watches", "_timer",
                  "_done", "_purgatory")
 
-    def __init__(self, timeout: float, condition: Callable[[], bool] | None = None) -> None:
+    def __init__(self, timeout: float | None, condition: Callable[[], bool] | None = None) -> None:
         self.timeout = timeout
         self._condition = condition
         self._completed = False
@@ -136,6 +137,8 @@ class Purgatory:
             self._pending += 1
         if op.condition():
             return self._complete(op, expired=False)
+        if op.timeout is None:
+            return False  # waits for its condition however long it takes
         handle = self._timer.schedule(op.timeout, lambda: self._complete(op, expired=True))
         op._timer = handle
         if op._completed:

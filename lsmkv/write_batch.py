@@ -12,14 +12,11 @@ kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0).
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Iterator
+from typing import Callable, Iterator
 
 from .errors import ClosedError, CorruptionError, SizeLimitError
 from .keys import as_key, as_value
 from .wal import LogReader
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .db import DB
 
 TOMBSTONE = 0
 VALUE = 1
@@ -81,14 +78,17 @@ class WriteBatch:
     Used as ``with db.write_batch(sync=False) as batch: ...``: the batch is
     written when the block exits normally and discarded if it raises. It can
     also be built standalone and passed to ``db.write(batch)``.
+
+    It knows nothing of the database: ``commit`` (``db.write``, for a batch
+    from ``db.write_batch()``) is what its ``with`` block calls at the end.
     """
 
-    __slots__ = ("ops", "user_bytes", "_db", "_sync", "_done")
+    __slots__ = ("ops", "user_bytes", "_commit", "_sync", "_done")
 
-    def __init__(self, db: "DB | None" = None, sync: bool = False) -> None:
+    def __init__(self, commit: "Callable[[WriteBatch, bool], None] | None" = None, sync: bool = False) -> None:
         self.ops: list[tuple[int, bytes, bytes]] = []
         self.user_bytes = 0
-        self._db = db
+        self._commit = commit
         self._sync = sync
         self._done = False
 
@@ -125,8 +125,8 @@ class WriteBatch:
         if self._done:
             return
         self._done = True
-        if exc_type is None and self._db is not None and self.ops:
-            self._db.write(self, sync=self._sync)
+        if exc_type is None and self._commit is not None and self.ops:
+            self._commit(self, self._sync)
 
 
 def log_batches(reader: LogReader) -> Iterator[tuple[int, list[tuple[int, bytes, bytes]]]]:
