@@ -250,8 +250,9 @@ class DB:
             else:
                 self._load_state()
             if not read_only:
-                self._syncer = LogSyncer(self._sync_log, durable=self._log.end_lsn, commit_delay=commit_delay,
-                                         timer=self._get_timer, on_failure=self._sync_failed, name=self.path)
+                self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=self._log.end_lsn,
+                                         commit_delay=commit_delay, timer=self._get_timer,
+                                         on_failure=self._sync_failed, name=self.path)
             self._closed = False
             self._usable = True
             self._writable = not read_only
@@ -534,7 +535,9 @@ class DB:
             value = as_value(value)
         rec = encode_put(key, value)
         writes = self._writes
-        if writes.try_lead():
+        if sync and self._group_commit:
+            self._write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
+        elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one.
             try:
                 with self._lock:
@@ -562,9 +565,7 @@ class DB:
             finally:
                 writes.release()
         else:
-            end = self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
-        if sync and self._group_commit:
-            self._syncer.wait_durable(end, self._sync_timeout)
+            self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
 
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
@@ -574,7 +575,7 @@ class DB:
             queued = _Queued("delete", [], b"", len(key))
         else:
             queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
-        self._write_and_wait(queued, sync)
+        self._write_queued(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill inside a ``with`` block; committed atomically at its end."""
@@ -587,20 +588,26 @@ class DB:
         """Write a batch's operations (the end of a WriteBatch's block)."""
         user_bytes = sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
         ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
-        self._write_and_wait(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes), sync)
+        self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes), sync)
 
-    def _write_and_wait(self, queued: "_Queued", sync: bool) -> None:
-        end = self._write_queued(queued, sync)
+    def _write_queued(self, queued: "_Queued", sync: bool) -> None:
+        """Hand a write to the write queue (with group commit, a sync write
+        to the log syncer); return once it is in the log and the tree (and,
+        for a sync write, durable)."""
         if sync and self._group_commit:
-            self._syncer.wait_durable(end, self._sync_timeout)
-
-    def _write_queued(self, queued: "_Queued", sync: bool) -> int:
-        """Hand a write to the write queue; the log position after its record
-        once it is in the log and the tree."""
+            self._write_synced(queued)
+            return
         writer = self._writes.write(Writer(queued, sync))
         if writer.error is not None:
             raise _raised_again(writer.error)
-        return writer.position
+
+    def _write_synced(self, queued: "_Queued") -> None:
+        if self._syncer is None:
+            self._check_writable()
+        try:
+            self._syncer.write(Writer(queued, True), self._sync_timeout)
+        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
+            raise _raised_again(exc)  # the group's error may be another thread's too
 
     def _commit_group(self, group: list[Writer]) -> None:
         """The log writer's work (lsmkv/write_queue.py): the group's records go
@@ -649,8 +656,6 @@ class DB:
             self._log_pending += len(data)
             self._version += 1
             self._after_write()
-        if self._group_commit and any(w.sync for w in group):
-            self._syncer.request(lsn)
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the LSN everything
@@ -1016,13 +1021,14 @@ class DB:
                 "writes_stopped": self._failed is not None,
                 "resumes": self._resumes,
                 # Group commit (as lsmkv's stats): groups and the writes in
-                # them, the largest; log syncer fsyncs, sync writes that
-                # waited for one, and of those, the ones that timed out.
+                # them, the largest; log syncer fsyncs, the sync writes it
+                # committed, those waiting for it now, and those that timed out.
                 "write_groups": self._writes.groups,
                 "grouped_writes": self._writes.grouped_writes,
                 "largest_write_group": self._writes.largest_group,
                 "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
-                "sync_waits": self._syncer.waits if self._syncer is not None else 0,
+                "synced_writes": self._syncer.writes if self._syncer is not None else 0,
+                "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
                 "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
             }
 

@@ -278,8 +278,9 @@ class DB:
         self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
         self._last_seq = self._logged_seq = max_seq
-        self._syncer = LogSyncer(self._sync_log, durable=max_seq, commit_delay=self.options.commit_delay,
-                                 timer=self._get_timer, on_failure=self._sync_failed, name=self.path)
+        self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=max_seq,
+                                 commit_delay=self.options.commit_delay, timer=self._get_timer,
+                                 on_failure=self._sync_failed, name=self.path)
         self._state = _ReadState(MemTable(new_log), (), versions.current)
         self._delete_obsolete_files(at_open=True)
         self._update_write_pressure(versions.current)
@@ -318,7 +319,12 @@ class DB:
         if self._l0_slowdown:
             self._write_control.delay(len(key) + len(value))
         writes = self._writes
-        if writes.try_lead():
+        if sync and self._group_commit:
+            batch = WriteBatch()
+            batch.ops.append((kind, key, value))
+            batch.user_bytes = len(key) + len(value)
+            self._write_synced(batch)
+        elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one (the
             # uncontended put's path, kept free of queue entries).
             try:
@@ -345,9 +351,7 @@ class DB:
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
             batch.user_bytes = len(key) + len(value)
-            seq = self._write_queued(batch, sync)
-        if sync and self._group_commit:
-            self._syncer.wait_durable(seq, self._sync_timeout)
+            self._write_queued(batch, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
@@ -361,17 +365,27 @@ class DB:
             return
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
-        seq = self._write_queued(batch, sync)
         if sync and self._group_commit:
-            self._syncer.wait_durable(seq, self._sync_timeout)
+            self._write_synced(batch)
+        else:
+            self._write_queued(batch, sync)
 
-    def _write_queued(self, batch: WriteBatch, sync: bool) -> int:
-        """Hand ``batch`` to the write queue; the sequence of its last
-        operation once it is in the log and the memtable."""
+    def _write_queued(self, batch: WriteBatch, sync: bool) -> None:
+        """Hand ``batch`` to the write queue; return once it is in the log and
+        the memtable."""
         writer = self._writes.write(Writer(batch, sync))
         if writer.error is not None:
             raise _raised_again(writer.error)
-        return writer.position
+
+    def _write_synced(self, batch: WriteBatch) -> None:
+        """Hand ``batch`` to the log syncer; return once it is in the log, the
+        memtable, and durable (or raise SyncTimeoutError after sync_timeout)."""
+        if self._syncer is None:
+            self._raise_not_writable()
+        try:
+            self._syncer.write(Writer(batch, True), self._sync_timeout)
+        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
+            raise _raised_again(exc)  # the group's error may be another thread's too
 
     def _commit_group(self, group: list[Writer]) -> None:
         """The log writer's work (write_queue.py): the group's batches go to
@@ -414,8 +428,6 @@ class DB:
             writer.committed = True
         self._last_seq = seq - 1
         self._user_bytes_written += user_bytes
-        if self._group_commit and any(writer.sync for writer in group):
-            self._syncer.request(seq - 1)
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the sequence that
@@ -1015,13 +1027,14 @@ class DB:
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
             # Group commit: groups the write queue committed (a write that
             # found nobody else writing is not counted), the writes in them,
-            # the largest; fsyncs the log syncer did, sync writes that had to
-            # wait for one, and of those, the ones that timed out.
+            # the largest; fsyncs the log syncer did, the sync writes it
+            # committed, those waiting for it now, and those that timed out.
             "write_groups": self._writes.groups,
             "grouped_writes": self._writes.grouped_writes,
             "largest_write_group": self._writes.largest_group,
             "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
-            "sync_waits": self._syncer.waits if self._syncer is not None else 0,
+            "synced_writes": self._syncer.writes if self._syncer is not None else 0,
+            "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
             "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,

@@ -1,35 +1,39 @@
-"""LogSyncer: makes the write-ahead log durable on request, for a whole group at once.
+"""LogSyncer: commits sync=True writes in groups and makes the log durable once per group.
 
-Both engines use one. After a group of writes is appended to the log (the
-write queue, write_queue.py), a ``sync=True`` writer needs the log durable
-past its *position* (the LSM's sequence number, the B+tree's LSN). It asks
-the syncer (``request``) and waits in the purgatory (purgatory.py) until
-the durable position reaches its own, or until ``sync_timeout`` passes on
-the timing wheel (timer.py), whichever comes first.
+Both engines use one (Kafka's Sender, for the write-ahead log). A
+``sync=True`` writer hands its batch to the syncer (``write``) and sleeps in
+the purgatory (purgatory.py) until its batch is in the log *and* the log is
+durable past it -- or until ``sync_timeout`` passes on the timing wheel
+(timer.py), whichever comes first. It is woken once.
 
-The syncer's thread (Kafka's Sender, for the log) waits for requests; each
-time, it waits ``commit_delay`` seconds (0 by default: linger, as the
-producer's linger.ms, trading latency for larger groups), then syncs the
-log once through the engine's ``sync_log`` callback, which returns the
-position everything up to is now durable, and completes every waiter that
-position satisfies. Writers keep appending while it syncs; the next sync
-covers all of them: one fsync per group, however many sync writers are in
-it. A writer never waits for a sync it does not need (its position may be
-durable already: then it returns at once).
+The syncer's thread loops: it takes every sync write queued (after lingering
+``commit_delay`` seconds, 0 by default, like a Kafka producer's linger.ms:
+latency traded for larger groups), commits them through the engine's
+``commit_group`` -- which takes the log writer's role (write_queue.py) and
+appends them, together with any other writes queued there, in one append,
+and applies them -- then syncs the log once through the engine's
+``sync_log`` (which returns the position everything before is durable up
+to) and completes every waiter that position satisfies. Writes without sync
+never wait for it: while it fsyncs, they go on appending; the next fsync
+covers whatever sync writes queued meanwhile, so one fsync serves a whole
+group however many writers are in it.
 
 Invariant (what this class owns): ``durable`` only grows, and only to a
-position the engine reported as synced (by ``sync_log`` or
-``mark_durable``, when it synced the log itself: a log switch, a
-checkpoint, close). A failed sync is sticky: every waiter gets a
-BackgroundError, the engine is told (``on_failure``: it stops writes), and
-nothing is reported durable again until ``reset()`` (resume()) says what is.
+position the engine reported as synced (by ``sync_log``, or by
+``mark_durable`` when it synced the log itself: a log switch, a checkpoint,
+close). A sync write is applied only if the syncer took it into a group
+before its timeout: one that times out while still queued is dropped, never
+applied (``SyncTimeoutError.applied`` says which happened). A failed sync is
+sticky: every waiter gets a BackgroundError, the engine is told
+(``on_failure``: it stops writes), and nothing is reported durable again
+until ``reset()`` (resume()) says what is.
 
-Threads: the syncer thread and the timer (for timeouts) start on the first
-sync request, so a database that never syncs pays for neither.
+The thread and the timer start with the first sync write, so a database
+that never syncs pays for neither.
 
 This module must never report a position durable that the engine did not
-sync, and never call ``sync_log`` from a writer's thread (a stalled disk
-must not keep a writer past its timeout).
+sync, and never sync on a writer's thread (a stalled disk must not keep a
+writer past its timeout).
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import deque
 from typing import Callable
 
 from .errors import BackgroundError, ClosedError, OptionError, SyncTimeoutError
 from .purgatory import DelayedOperation, Purgatory
 from .timer import Timer
+from .write_queue import Writer
 
 log = logging.getLogger(__name__)
 
@@ -62,41 +68,49 @@ def check_sync_options(sync_timeout: object, commit_delay: object) -> None:
                           f"got {commit_delay!r}")
 
 
-class _DurableWait(DelayedOperation):
-    """A sync writer waiting for the log to be durable past ``position``."""
+class _SyncWrite(DelayedOperation):
+    """A sync writer asleep until its batch is committed and durable (or
+    failed, or the database closed)."""
 
-    __slots__ = ("position", "_syncer")
+    __slots__ = ("writer", "_syncer")
 
-    def __init__(self, timeout: float | None, position: int, syncer: "LogSyncer") -> None:
+    def __init__(self, timeout: float | None, writer: Writer, syncer: "LogSyncer") -> None:
         super().__init__(timeout)
-        self.position = position
+        self.writer = writer
         self._syncer = syncer
 
     def condition(self) -> bool:
-        s = self._syncer
-        return s._durable >= self.position or s._failure is not None or s._closed
+        w, s = self.writer, self._syncer
+        return (w.error is not None or (w.committed and s._durable >= w.position) or s._failure is not None
+                or s._closed)
 
 
 class LogSyncer:
-    """The log's durability stage for one open database (see the module docstring)."""
+    """The durability stage of one open database (see the module docstring)."""
 
-    def __init__(self, sync_log: Callable[[], int], *, durable: int, commit_delay: float,
-                 timer: Callable[[], Timer], on_failure: Callable[[BaseException], None], name: str) -> None:
+    def __init__(self, sync_log: Callable[[], int], commit_group: Callable[[list[Writer]], None], *,
+                 durable: int, commit_delay: float, timer: Callable[[], Timer],
+                 on_failure: Callable[[BaseException], None], name: str) -> None:
         self._sync_log = sync_log
+        self._commit_group = commit_group
         self._durable = durable
-        self._requested = durable
         self._commit_delay = commit_delay
         self._get_timer = timer
         self._on_failure = on_failure
         self._name = name
         self._cond = threading.Condition()
+        #: Sync writers not yet taken into a group.
+        self._queue: deque[Writer] = deque()
         self._failure: BaseException | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
+        #: The syncer thread waits for writers (a new one must notify it).
+        self._idle = False
         self._purgatory: Purgatory | None = None
-        #: Syncs done by the thread, sync waits that had to wait, and of those, timeouts.
+        #: Syncs done by the thread, sync writes committed through it, and
+        #: sync writes that timed out (applied, or dropped while queued).
         self.syncs = 0
-        self.waits = 0
+        self.writes = 0
         self.timeouts = 0
 
     @property
@@ -104,55 +118,74 @@ class LogSyncer:
         """The log is durable up to this position."""
         return self._durable
 
+    @property
+    def queued(self) -> int:
+        """Sync writes waiting for the syncer to take them into a group."""
+        return len(self._queue)
+
     # -- writers ---------------------------------------------------------------------
 
-    def request(self, position: int) -> None:
-        """Ask for the log to be synced past ``position`` (soon; not waiting)."""
-        if position <= self._requested:
-            return
-        with self._cond:
-            if position > self._requested:
-                self._requested = position
-                if self._thread is None and not self._closed:
-                    self._start()
-                self._cond.notify()
-
-    def wait_durable(self, position: int, timeout: float | None) -> None:
-        """Return once the log is durable past ``position``. Raises
-        SyncTimeoutError after ``timeout`` seconds (None: wait as long as it
-        takes), BackgroundError if a sync failed, ClosedError if the database
+    def write(self, writer: Writer, timeout: float | None) -> None:
+        """Commit ``writer``'s batch in the next group and return once the
+        log is durable past it. Raises SyncTimeoutError after ``timeout``
+        seconds (None: no limit), the group's error if committing it failed,
+        BackgroundError if the sync failed, ClosedError if the database
         closed first."""
-        if self._durable >= position:
-            return
-        self.request(position)
-        op = _DurableWait(timeout, position, self)
+        op = _SyncWrite(timeout, writer, self)
+        writer.pending = True
+        with self._cond:
+            if self._closed:
+                raise ClosedError(f"{self._name}: database is closed")
+            self._queue.append(writer)
+            if self._thread is None:
+                self._start()
+            if self._idle:
+                self._cond.notify()
         if not self._watch(op):
             op.wait()
-        if self._durable >= position:
-            return
-        if op.expired:
-            self.timeouts += 1
-            raise SyncTimeoutError(
-                f"{self._name}: the log was not confirmed durable within sync_timeout={timeout} s; the write "
-                "was applied and handed to the OS (a process crash does not lose it), but a power loss or OS "
-                "crash before the log's next successful sync may; it is not rolled back "
-                "(docs/reliability.md)", position)
-        if self._failure is not None:
-            raise BackgroundError(
-                f"{self._name}: syncing the log failed ({self._failure}); the write was applied but is not "
-                "known to be durable, and writes are stopped: call db.resume() once the cause is fixed") \
-                from self._failure
-        raise ClosedError(f"{self._name}: database closed before the write was confirmed durable")
+        error = self._outcome(op)
+        if error is not None:
+            raise error
 
-    def _watch(self, op: _DurableWait) -> bool:
+    def _watch(self, op: _SyncWrite) -> bool:
         purgatory = self._purgatory
         if purgatory is None:
             with self._cond:
                 if self._purgatory is None:
-                    self._purgatory = Purgatory(self._get_timer(), name=f"{self._name} sync waits")
+                    self._purgatory = Purgatory(self._get_timer(), name=f"{self._name} sync writes")
                 purgatory = self._purgatory
-        self.waits += 1
         return purgatory.try_complete_else_watch(op, (_DURABLE,))
+
+    def _outcome(self, op: _SyncWrite) -> BaseException | None:
+        """None if the write is committed and durable, else what its writer raises."""
+        w = op.writer
+        if w.error is not None:
+            return w.error
+        if w.committed and self._durable >= w.position:
+            return None
+        if op.expired:
+            self.timeouts += 1
+            with self._cond:
+                # Still queued: the syncer must never take it now.
+                taken = w.taken
+                w.done = True
+            if not taken:
+                return SyncTimeoutError(
+                    f"{self._name}: the write waited sync_timeout={op.timeout} s for its turn (the log syncer "
+                    "was still busy with an earlier group: a slow or stalled disk) and was not applied; "
+                    "nothing of it will be written (docs/reliability.md)", None, applied=False)
+            return SyncTimeoutError(
+                f"{self._name}: the log was not confirmed durable within sync_timeout={op.timeout} s; the write "
+                "was applied and handed to the OS (a process crash does not lose it), but a power loss or OS "
+                "crash before the log's next successful sync may; it is not rolled back "
+                "(docs/reliability.md)", w.position or None, applied=True)
+        if self._failure is not None:
+            error = BackgroundError(
+                f"{self._name}: syncing the log failed ({self._failure}); the write was applied but is not "
+                "known to be durable, and writes are stopped: call db.resume() once the cause is fixed")
+            error.__cause__ = self._failure
+            return error
+        return ClosedError(f"{self._name}: database closed before the write was confirmed durable")
 
     # -- the engine --------------------------------------------------------------------
 
@@ -161,27 +194,22 @@ class LogSyncer:
         with self._cond:
             if position > self._durable and self._failure is None:
                 self._durable = position
-            if self._requested < self._durable:
-                self._requested = self._durable
-        if self._purgatory is not None:
-            self._purgatory.check_and_complete(_DURABLE)
+        self._complete_waiters()
 
     def reset(self, durable: int) -> None:
         """After resume(): forget the failure; everything up to ``durable`` is durable."""
         with self._cond:
             self._failure = None
             self._durable = max(self._durable, durable)
-            self._requested = max(self._requested, self._durable)
-        if self._purgatory is not None:
-            self._purgatory.check_and_complete(_DURABLE)
+        self._complete_waiters()
 
     @property
     def failure(self) -> BaseException | None:
         return self._failure
 
     def close(self) -> None:
-        """Stop the thread; waiters still pending get ClosedError (after a
-        final sync, which the engine reports through mark_durable, none are)."""
+        """Stop the thread; writers still waiting (after the engine's final
+        sync, only those never committed) get ClosedError."""
         with self._cond:
             if self._closed:
                 return
@@ -190,6 +218,9 @@ class LogSyncer:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        self._complete_waiters()
+
+    def _complete_waiters(self) -> None:
         if self._purgatory is not None:
             self._purgatory.check_and_complete(_DURABLE)
 
@@ -199,26 +230,52 @@ class LogSyncer:
         self._thread = threading.Thread(target=self._run, name=f"lsmkv-log-sync:{self._name}", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
+    def _take_group(self) -> list[Writer] | None:
+        """Wait for sync writers (and linger); take them all. None at close."""
         cond = self._cond
-        while True:
-            with cond:
-                while not self._closed and (self._requested <= self._durable or self._failure is not None):
-                    cond.wait()
+        with cond:
+            while not self._closed and not self._queue:
+                self._idle = True
+                cond.wait()
+                self._idle = False
+            if self._closed:
+                return None
+            if self._commit_delay:
+                cond.wait_for(lambda: self._closed, self._commit_delay)
                 if self._closed:
-                    return
-                if self._commit_delay:
-                    # Linger: writers arriving meanwhile share this sync.
-                    cond.wait_for(lambda: self._closed, self._commit_delay)
-                    if self._closed:
-                        return
-            try:
-                position = self._sync_log()
-            except BaseException as exc:  # noqa: BLE001 - every waiter and the engine must hear of it
-                self._fail(exc)
-                continue
-            self.syncs += 1
-            self.mark_durable(position)
+                    return None
+            group = []
+            queue = self._queue
+            while queue:
+                w = queue.popleft()
+                if not w.done:  # not timed out while queued
+                    w.taken = True
+                    group.append(w)
+            return group
+
+    def _run(self) -> None:
+        while True:
+            group = self._take_group()
+            if group is None:
+                return
+            if group:
+                try:
+                    self._commit_group(group)
+                except BaseException as exc:  # noqa: BLE001 - each writer not committed raises it
+                    for w in group:
+                        if not w.committed and w.error is None:
+                            w.error = exc
+                self.writes += sum(1 for w in group if w.committed)
+            if any(w.committed for w in group) and self._failure is None:
+                try:
+                    position = self._sync_log()
+                except BaseException as exc:  # noqa: BLE001 - every waiter and the engine must hear of it
+                    self._fail(exc)
+                    continue
+                self.syncs += 1
+                self.mark_durable(position)
+            else:
+                self._complete_waiters()
 
     def _fail(self, exc: BaseException) -> None:
         log.error("%s: syncing the log failed: %r", self._name, exc)
@@ -227,5 +284,4 @@ class LogSyncer:
         try:
             self._on_failure(exc)
         finally:
-            if self._purgatory is not None:
-                self._purgatory.check_and_complete(_DURABLE)
+            self._complete_waiters()

@@ -24,9 +24,11 @@ about what a plain lock did. The role's lock also serves callers that must
 keep writers out for a while (``exclusive``: a flush switching memtables,
 close, resume).
 
-Durability is not this module's business: the group's callback appends and
-applies; a ``sync=True`` writer then waits for the log syncer
-(log_syncer.py).
+Durability is not this module's business: with group commit, ``sync=True``
+writes go to the log syncer (log_syncer.py), which brings them here as a
+group of its own (``lead``) and wakes them itself once the log is durable
+past them -- so a sync writer sleeps once, not once for the append and
+again for the fsync.
 
 This module must never call ``commit_group`` without holding the log
 writer's lock, nor wake a writer before its batch is committed or it is
@@ -44,19 +46,23 @@ _allocate_lock = threading.Lock
 
 
 class Writer:
-    """One queued write: what the engine's commit callback reads (``batch``,
-    ``sync``) and fills in (``position``: where the batch ended in the log,
-    which a sync writer then waits to be durable; ``committed`` once the
-    batch is in the log and applied). If the group fails, every writer not
-    committed by then gets the error (``error``)."""
+    """One write on its way: what the engine's commit callback reads
+    (``batch``, ``sync``) and fills in (``position``: where the batch ended
+    in the log; ``committed`` once the batch is in the log and applied). A
+    ``pending`` writer belongs to the log syncer, which wakes it (the queue
+    never does). If the group fails, every writer not committed by then
+    gets the error (``error``)."""
 
-    __slots__ = ("batch", "sync", "position", "committed", "error", "done", "_wake")
+    __slots__ = ("batch", "sync", "position", "committed", "pending", "taken", "error", "done", "_wake")
 
     def __init__(self, batch: object, sync: bool) -> None:
         self.batch = batch
         self.sync = sync
         self.position = 0
         self.committed = False
+        self.pending = False
+        #: Taken into a group by the log syncer (its sync writes only).
+        self.taken = False
         self.error: BaseException | None = None
         self.done = False
         # A binary semaphore, taken now: released when the writer is done or
@@ -127,10 +133,19 @@ class WriteQueue:
             if writer.done:
                 return writer
 
-    def _lead(self) -> None:
-        """As the log writer: commit everything queued now as one group."""
+    def lead(self, writers: list[Writer]) -> None:
+        """Take the log writer's role (waiting for it) and commit ``writers``
+        (the log syncer's sync writes), with everything queued, as one group."""
+        self._lock.acquire()
+        try:
+            self._lead(writers)
+        finally:
+            self.release()
+
+    def _lead(self, group: list[Writer] | None = None) -> None:
+        """As the log writer: commit ``group`` and everything queued now as one group."""
         queue = self._queue
-        group = []
+        group = list(group) if group else []
         while queue:
             group.append(queue.popleft())
         try:
@@ -144,6 +159,8 @@ class WriteQueue:
         if len(group) > self.largest_group:
             self.largest_group = len(group)
         for w in group:
+            if w.pending:
+                continue  # the log syncer's: it wakes them once durable
             w.done = True
             _wake(w)
 
