@@ -511,7 +511,7 @@ class DB:
                 time.sleep(0.01)
             self._refresh()
             if snap is not None:
-                snap._check()
+                self._check_snapshot(snap)
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
 
@@ -843,7 +843,7 @@ class DB:
                 if snap is None:
                     self._check_open()
                 else:
-                    snap._check()
+                    self._check_snapshot(snap)
                     view = snap._view
                 if reverse:
                     items, more = self._read(Tree.chunk_backward, hi, lo, limit, view, snap=snap)
@@ -862,7 +862,7 @@ class DB:
             if self._closed:
                 self._check_open()
             if snap is not None and snap._closed:
-                snap._check()
+                self._check_snapshot(snap)
             if not more:
                 return
             if reverse:
@@ -885,9 +885,46 @@ class DB:
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
-            snap = Snapshot(self, sid, (tree.root, tree.height, overlay), self._view_gen)
+            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
+                            scan=self._snapshot_scan, end=self._end_snapshot)
             self._live_snaps[sid] = snap
             return snap
+
+    # ---- what a Snapshot does (it is handed these three, and nothing else) ---------------------
+
+    def _check_snapshot(self, snap: "Snapshot") -> None:
+        if snap._closed:
+            raise ClosedError("the snapshot is closed")
+        self._check_open()
+        if self._view_gen != snap._gen:
+            snap._closed = True
+            raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
+                             "writer in another process checkpointed, a writer after a failed write); take a new "
+                             "snapshot")
+
+    def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
+        with self._lock:
+            self._check_snapshot(snap)
+            value = self._read(Tree.get_in, snap._view, key, snap=snap)
+            self._trim_after_read()
+        return value
+
+    def _snapshot_scan(self, snap: "Snapshot", lo: bytes | None, hi: bytes | None,
+                       reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        with self._lock:
+            self._check_snapshot(snap)
+        return self._scan(lo, hi, reverse, snap)
+
+    def _end_snapshot(self, snap: "Snapshot") -> None:
+        with self._lock:
+            if snap._closed:
+                return
+            snap._closed = True
+            for chunk, owner in self._chunks.values():
+                if owner is snap:
+                    chunk.clear()  # stops this snapshot's iterators
+            if self._live_snaps.pop(snap._id, None) is not None:
+                self._tree.end_snapshot(snap._id)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 

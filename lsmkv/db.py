@@ -44,7 +44,7 @@ from sortedcontainers import SortedList
 
 from .cache import BlockCache
 from .compaction import level_scores
-from .compactor import Compactor
+from .compactor import CompactionHost, Compactor
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
@@ -287,7 +287,13 @@ class DB:
         self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
                                            daemon=True)
         self._bg_thread.start()
-        self._compactor = Compactor(self)
+        self._compactor = Compactor(CompactionHost(
+            path=self.path, fs=self._fs, options=self.options, cond=self._bg_cond,
+            stopped=lambda: self._bg_error is not None, shutting_down=lambda: self._shutting_down,
+            current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
+            new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
+            install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
+            failed=self._background_failed))
         self._compactor.start()
         with self._bg_cond:
             self._compactor.changes += 1  # look at the scores once at open
@@ -682,7 +688,7 @@ class DB:
         with self._snapshot_lock:
             seq = self._last_seq
             self._snapshots.add(seq)
-        return Snapshot(self, seq)
+        return Snapshot(seq, self._get_at, self._scan, self._release_snapshot)
 
     def _release_snapshot(self, seq: int) -> None:
         with self._snapshot_lock:
