@@ -24,13 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from .compaction import Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_manual
+from .compaction import (Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_expired,
+                         pick_manual)
 from .compaction_job import (CompactionJob, CompactionResult, TableOptions, receive_message, run_compaction,
                              send_message)
 from .errors import BackgroundError
 from .filenames import table_name
 from .fs import DEFAULT_FS, FileSystem
 from .options import Options
+from .ttl import now_ms
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class CompactionStats:
     bytes moved in by trivial moves, as RocksDB's per-level compaction stats."""
 
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds", "cpu_seconds",
+                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "seconds", "cpu_seconds",
                  "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
@@ -86,6 +88,7 @@ class CompactionStats:
         self.entries_written += result.entries_written
         self.versions_dropped += result.versions_dropped
         self.tombstones_dropped += result.tombstones_dropped
+        self.ttl_expired += result.ttl_expired
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
         self.compactions_into[output_level] += 1
@@ -210,9 +213,14 @@ class Compactor:
                 host.failed("compaction", exc)
 
     def _run_one_scored(self) -> bool:
-        """Run the compaction the scores ask for; False if there is none."""
+        """Run the compaction the scores ask for, else one for a table with
+        expired values; False if there is none."""
         with self._lock:
-            compaction = pick_compaction(self.host.current_version(), self.limits)
+            version = self.host.current_version()
+            compaction = pick_compaction(version, self.limits)
+            if compaction is None:
+                compaction = pick_expired(version, now_ms(self.host.wall_clock()))
+            version = None  # (held across the compaction, it would pin its files)
             if compaction is None:
                 return False
             self._run(compaction)
@@ -240,8 +248,11 @@ class Compactor:
                 if compaction is not None:
                     self._run(compaction)
             # Tables already in the last level can still hold tombstones (a
-            # level-0 table moved down whole, say): rewrite those in place.
-            if any(f.tombstones for f in current().overlapping(last, start, end)):
+            # level-0 table moved down whole, say) or expired values: rewrite
+            # those in place.
+            now = now_ms(self.host.wall_clock())
+            if any(f.tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
+                   for f in current().overlapping(last, start, end)):
                 compaction = pick_manual(current(), last, start, end, bottommost=True)
                 if compaction is not None:
                     self._run(compaction)
@@ -287,7 +298,7 @@ class Compactor:
             grandparents=[(f.largest, f.size) for f in c.grandparents],
             target_file_size=self.limits.target_file_size,
             max_grandparent_overlap_bytes=self.limits.max_grandparent_overlap_bytes,
-            table=self.table_options)
+            table=self.table_options, now_ms=now_ms(host.wall_clock()))
 
     def _merge(self, c: Compaction) -> CompactionResult:
         job = self._job(c)
@@ -300,7 +311,8 @@ class Compactor:
         edit = VersionEdit()
         edit.delete_file(c.level, meta.number)
         moved = FileMeta(meta.number, meta.size, meta.smallest, meta.largest, meta.smallest_seq,
-                         meta.largest_seq, meta.entries, meta.tombstones)
+                         meta.largest_seq, meta.entries, meta.tombstones, meta.ttl_entries,
+                         meta.earliest_deadline)
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
         self.host.install(edit)
@@ -324,7 +336,7 @@ class Compactor:
                 fs.rename(out.tmp_path, os.path.join(host.path, table_name(number)))
                 edit.add_file(c.output_level, FileMeta(number, out.size, out.smallest, out.largest,
                                                        out.smallest_seq, out.largest_seq, out.entries,
-                                                       out.tombstones))
+                                                       out.tombstones, out.ttl_entries, out.earliest_deadline))
             fs.sync_dir(host.path)
             host.install(edit)
         except BaseException:

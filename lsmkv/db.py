@@ -43,7 +43,7 @@ from typing import Iterator
 from sortedcontainers import SortedList
 
 from .cache import BlockCache
-from .compaction import level_scores
+from .compaction import earliest_deadline, level_scores
 from .compactor import CompactionHost, Compactor
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
@@ -61,7 +61,8 @@ from .table_cache import TableCache
 from .timer import Timer
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
-from .write_batch import TOMBSTONE, VALUE, WriteBatch, encode_batch, encode_single, log_batches
+from .ttl import check_ttl, deadline_ms, live_value, now_ms, with_deadline
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single, log_batches
 from .write_controller import WriteController
 from .write_queue import WriteQueue, Writer
 
@@ -105,6 +106,7 @@ class DB:
         #: Writers queue here; the one holding its lock is the log writer.
         self._writes = WriteQueue(self._commit_group)
         self._group_commit = options.group_commit
+        self._ttl_clock = options.ttl_clock
         self._sync_timeout = options.sync_timeout
         #: Held while the log is synced, or replaced: the syncer never syncs
         #: a log a memtable switch is closing.
@@ -114,6 +116,10 @@ class DB:
         self._syncer: LogSyncer | None = None
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
+        #: The timer that wakes the compactor at the earliest ttl deadline of
+        #: the tables, and that deadline (ms; 0: none).
+        self._ttl_wakeup = None
+        self._ttl_wakeup_deadline = 0
         self._state_lock = threading.Lock()
         self._bg_cond = threading.Condition(self._state_lock)
         self._manifest_lock = threading.Lock()
@@ -293,11 +299,12 @@ class DB:
             current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
             new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
             install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
-            failed=self._background_failed))
+            failed=self._background_failed, wall_clock=self._ttl_clock))
         self._compactor.start()
         with self._bg_cond:
             self._compactor.changes += 1  # look at the scores once at open
             self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(versions.current)
 
     # ------------------------------------------------------------------
     # Writes
@@ -309,26 +316,35 @@ class DB:
         capacity = self.options.write_buffer_size + (self.options.write_buffer_size >> 3)
         return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
 
-    def put(self, key: object, value: object, sync: bool = False) -> None:
+    def put(self, key: object, value: object, sync: bool = False, ttl: float | None = None) -> None:
         """Set ``key`` to ``value``. With sync=True, returns once the write is
-        durable (or raises SyncTimeoutError after ``sync_timeout``)."""
+        durable (or raises SyncTimeoutError after ``sync_timeout``). With
+        ``ttl`` (seconds), the key expires that long after this call: from
+        then on it reads as absent (ttl.py)."""
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         v = value if type(value) is bytes and len(value) <= MAX_VALUE_SIZE else as_value(value)
-        self._write_one(VALUE, k, v, sync)
+        if ttl is None:
+            self._write_one(VALUE, k, v, sync)
+        else:
+            ttl = check_ttl(ttl)
+            self._write_one(VALUE_TTL, k, with_deadline(deadline_ms(self._ttl_clock(), ttl), v), sync,
+                            len(k) + len(v))
 
     def delete(self, key: object, sync: bool = False) -> None:
         """Remove ``key`` (not an error if it is absent)."""
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         self._write_one(TOMBSTONE, k, b"", sync)
 
-    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
+    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
+        if user_bytes < 0:
+            user_bytes = len(key) + len(value)
         if self._l0_slowdown:
-            self._write_control.delay(len(key) + len(value))
+            self._write_control.delay(user_bytes)
         writes = self._writes
         if sync and self._group_commit:
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
-            batch.user_bytes = len(key) + len(value)
+            batch.user_bytes = user_bytes
             self._write_synced(batch)
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one (the
@@ -350,19 +366,19 @@ class DB:
                 self._logged_seq = seq
                 mem.add(seq, kind, key, value)
                 self._last_seq = seq
-                self._user_bytes_written += len(key) + len(value)
+                self._user_bytes_written += user_bytes
             finally:
                 writes.release()
         else:
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
-            batch.user_bytes = len(key) + len(value)
+            batch.user_bytes = user_bytes
             self._write_queued(batch, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
         self._check_open()
-        return WriteBatch(self.write, sync)
+        return WriteBatch(self.write, sync, self._ttl_clock)
 
     def write(self, batch: WriteBatch, sync: bool = False) -> None:
         """Apply ``batch`` atomically. With sync=True, returns once it is
@@ -549,13 +565,19 @@ class DB:
             while version is not None and version[0] > seq:
                 version = version[3]
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         for imm in st.imms:
             version = imm._latest.get(k)
             while version is not None and version[0] > seq:
                 version = version[3]
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         self._gets += 1
         h = None  # the bloom hash: computed by a table only when its key index misses
         found = None
@@ -579,7 +601,15 @@ class DB:
                                 break
         if found is None or found[0] == TOMBSTONE:
             return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
         return found[1]
+
+    def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
+        """The value of a stored expiring value (kind VALUE_TTL), or
+        ``default`` once its deadline has passed."""
+        value = live_value(stored, now_ms(self._ttl_clock()))
+        return default if value is None else value
 
     def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
@@ -590,10 +620,15 @@ class DB:
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         found = self._get_from_tables(st.version, k, seq)
         if found is None or found[0] == TOMBSTONE:
             return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
         return found[1]
 
     def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
@@ -676,7 +711,8 @@ class DB:
                 sources.append(level_visible(files, open_table, seq, lo, hi, reverse))
         if not sources:
             return
-        for item in merge_visible(sources, reverse):
+        # Expiry is judged once, as of the call (as the data is).
+        for item in merge_visible(sources, reverse, now_ms(self._ttl_clock())):
             if self._closed:
                 raise ClosedError(f"{self.path}: database closed while a scan was open")
             yield item
@@ -786,7 +822,36 @@ class DB:
                 if self._compactor is not None:
                     self._compactor.changes += 1
                 self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(version)
         return version
+
+    def _schedule_ttl_compaction(self, version: Version) -> None:
+        """Wake the compaction thread, on the timing wheel, when the earliest
+        ttl deadline in ``version``'s tables passes (pick_expired then finds
+        the table), so expired values' space comes back without writes."""
+        if self.options.disable_auto_compactions or self._read_only or self._closed:
+            return
+        deadline = earliest_deadline(version)
+        with self._timer_lock:
+            if deadline == self._ttl_wakeup_deadline:
+                return
+            if self._ttl_wakeup is not None:
+                self._ttl_wakeup.cancel()
+                self._ttl_wakeup = None
+            self._ttl_wakeup_deadline = deadline
+        if deadline:
+            delay = max(0.0, deadline / 1000.0 - self._ttl_clock()) + 0.001
+            handle = self._get_timer().schedule(delay, self._ttl_deadline_passed)
+            with self._timer_lock:
+                self._ttl_wakeup = handle
+
+    def _ttl_deadline_passed(self) -> None:
+        with self._timer_lock:
+            self._ttl_wakeup_deadline = 0
+        with self._bg_cond:
+            if self._compactor is not None:
+                self._compactor.changes += 1
+            self._bg_cond.notify_all()
 
     def _background_failed(self, what: str, exc: BaseException) -> None:
         log.error("%s: %s failed; writes are stopped until resume(): %r", self.path, what, exc)
@@ -1021,6 +1086,9 @@ class DB:
             "compaction_entries_written": compaction["entries_written"],
             "entries_dropped": compaction["versions_dropped"],
             "tombstones_dropped": compaction["tombstones_dropped"],
+            # Values with a ttl that compactions found expired and turned
+            # into tombstones (their space is then reclaimed as tombstones' is).
+            "ttl_expired": compaction["ttl_expired"],
             "manifest_bytes_written": self._versions.manifest_bytes_written,
             "bytes_written": written,
             "write_amp": written / user if user else 0.0,

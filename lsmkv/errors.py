@@ -106,3 +106,8 @@ class SizeLimitError(LsmkvError, ValueError):
 
 class OptionError(LsmkvError, ValueError):
     """An option has an invalid value or is unknown."""
+
+
+class InvalidArgumentError(LsmkvError, ValueError):
+    """An argument of the right type has a value the call does not accept
+    (a ``ttl`` that is not a positive number of seconds, say)."""

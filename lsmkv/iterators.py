@@ -8,7 +8,9 @@ as ``(key, kind, value)``, tombstones included, in key order.
 Sources are ordered newest first, and the LSM invariant makes a key's version
 in an earlier source newer than its version in any later source. So the merge
 keeps, for equal keys, the one from the earliest source, and then hides
-tombstones. heapq.merge breaks ties by source position, which is exactly that.
+tombstones and expired values (an expired value hides older versions, as a
+tombstone does). heapq.merge breaks ties by source position, which is
+exactly that.
 """
 
 from __future__ import annotations
@@ -17,27 +19,38 @@ from heapq import merge
 from operator import itemgetter
 from typing import Iterable, Iterator
 
+from .ttl import live_value
 from .version import FileMeta
-from .write_batch import TOMBSTONE
+from .write_batch import VALUE, VALUE_TTL
 
 _first = itemgetter(0)
 
 
-def merge_visible(sources: list[Iterator[tuple[bytes, int, bytes]]],
-                  reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-    """(key, value) of every live key across ``sources`` (newest source first)."""
+def merge_visible(sources: list[Iterator[tuple[bytes, int, bytes]]], reverse: bool = False,
+                  now: int = 0) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of every live key across ``sources`` (newest source
+    first): tombstones are hidden, and so are values with a ttl whose
+    deadline is at or before ``now`` (milliseconds since the epoch)."""
     if len(sources) == 1:
         for key, kind, value in sources[0]:
-            if kind != TOMBSTONE:
+            if kind == VALUE:
                 yield key, value
+            elif kind == VALUE_TTL:
+                value = live_value(value, now)
+                if value is not None:
+                    yield key, value
         return
     prev = None
     for key, kind, value in merge(*sources, key=_first, reverse=reverse):
         if key == prev:
             continue
         prev = key
-        if kind != TOMBSTONE:
+        if kind == VALUE:
             yield key, value
+        elif kind == VALUE_TTL:
+            value = live_value(value, now)
+            if value is not None:
+                yield key, value
 
 
 def level_visible(files: list[FileMeta], open_table, read_seq: int, start: bytes | None,

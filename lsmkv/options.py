@@ -7,8 +7,9 @@ anything on disk is touched.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 from .errors import OptionError
 from .fs import DEFAULT_FS, FileSystem
@@ -114,6 +115,9 @@ class Options:
 
     #: The file-system layer (swap for fault injection in tests).
     fs: FileSystem = field(default=DEFAULT_FS, repr=False)
+    #: The wall clock that dates puts with a ttl and judges expiry: seconds
+    #: since the Unix epoch (tests pass a clock they control).
+    ttl_clock: Callable[[], float] = field(default=time.time, repr=False)
 
     @property
     def upper_level(self) -> int:
@@ -177,6 +181,9 @@ class Options:
         if self.wal_recovery_mode not in ("strict", "salvage"):
             raise OptionError(f"option wal_recovery_mode must be 'strict' or 'salvage', got {self.wal_recovery_mode!r}")
         check_sync_options(self.sync_timeout, self.commit_delay)
+        if not callable(self.ttl_clock):
+            raise OptionError(f"option ttl_clock must be a callable returning seconds since the epoch, "
+                              f"got {type(self.ttl_clock).__name__}")
         if not isinstance(self.fs, FileSystem):
             raise OptionError(f"option fs must be a lsmkv.fs.FileSystem, got {type(self.fs).__name__}")
 

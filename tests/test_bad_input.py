@@ -267,15 +267,19 @@ def test_unknown_or_bad_option_is_refused_before_anything_is_created(engine, tmp
     assert not path.exists()
 
 
+#: A format version newer than either engine writes (both write 2: values with a ttl).
+NEWER_VERSION = 3
+
+
 def _bump_lsm_format_version(path: str) -> None:
-    """Rewrite the manifest's first record with format version 2 (valid framing and checksums)."""
+    """Rewrite the manifest's first record with format version 3 (valid framing and checksums)."""
     with open(os.path.join(path, "CURRENT")) as f:
         manifest = os.path.join(path, f.read().strip())
     with open(manifest, "rb") as f:
         records = [payload for _, payload in LogReader(f.read(), manifest).records()]
     first = bytearray(records[0])
     assert first[0] == 7  # the format-version tag leads the first record
-    struct.pack_into("<I", first, 1, 2)
+    struct.pack_into("<I", first, 1, NEWER_VERSION)
     records[0] = bytes(first)
     writer = LogWriter(lsmkv.fs.DEFAULT_FS.create(manifest))
     for payload in records:
@@ -284,15 +288,15 @@ def _bump_lsm_format_version(path: str) -> None:
 
 
 def _bump_btree_format_version(path: str) -> None:
-    """Set format version 2 in both meta pages (checksums recomputed)."""
+    """Set format version 3 in both meta pages (checksums recomputed)."""
     with open(os.path.join(path, PAGES_FILE), "r+b") as f:
         data = bytearray(f.read())
         ps = struct.unpack_from("<I", data, HEADER_SIZE + 12)[0]
         for slot in (0, 1):
             page = memoryview(data)[slot * ps:(slot + 1) * ps]
-            struct.pack_into("<I", page, HEADER_SIZE + 8, 2)
+            struct.pack_into("<I", page, HEADER_SIZE + 8, NEWER_VERSION)
             struct.pack_into("<I", page, 0, crc32(bytes(page[4:])))
-        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == 2
+        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == NEWER_VERSION
         f.seek(0)
         f.write(data)
 
@@ -301,10 +305,10 @@ def test_newer_format_version(engine, dbpath):
     (_bump_lsm_format_version if engine == "lsm" else _bump_btree_format_version)(dbpath)
     before = files(dbpath)
     for read_only in (False, True):
-        raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)",
+        raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)",
                     lambda: ENGINES[engine](dbpath, read_only=read_only))
     repair = lsm_repair if engine == "lsm" else btree_repair
-    raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)", lambda: repair(dbpath))
+    raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)", lambda: repair(dbpath))
     assert files(dbpath) == before
 
 

@@ -26,7 +26,12 @@ from ..checksum import crc32
 from ..errors import CorruptionError
 
 TABLE_MAGIC = 0x4C534D4B56544231  # "LSMKVTB1"
-FORMAT_VERSION = 1
+#: Version 2: entries may be of kind 2 (a value with a ttl: its deadline
+#: in front of it). Written only by a table that holds such an entry; one
+#: without any is written as version 1, byte for byte as before.
+FORMAT_VERSION = 2
+#: The version of a table without kind-2 entries.
+FORMAT_VERSION_WITHOUT_TTL = 1
 
 NO_COMPRESSION = 0
 ZSTD_COMPRESSION = 1

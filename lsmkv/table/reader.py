@@ -48,7 +48,7 @@ class IOStats:
 
 
 class TableReader:
-    __slots__ = ("path", "number", "file", "file_size", "filter", "properties", "index_keys",
+    __slots__ = ("path", "number", "file", "file_size", "format_version", "filter", "properties", "index_keys",
                  "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "indexed", "key_slots", "_cache",
                  "_io", "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
 
@@ -66,6 +66,8 @@ class TableReader:
                                       path=path, offset=0)
             footer = Footer.decode(self.file.read_at(self.file_size - FOOTER_SIZE, FOOTER_SIZE), path,
                                    self.file_size)
+            #: 2 when the table may hold values with a ttl (kind 2).
+            self.format_version = footer.version
             self.properties = TableProperties.decode(self._read_raw(*footer.properties), path,
                                                      footer.properties[0])
             self.filter = BloomFilter(self._read_raw(*footer.filter), path, footer.filter[0])
