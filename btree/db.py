@@ -42,15 +42,16 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.log_syncer import LogSyncer, check_sync_options
-from lsmkv.timer import Timer
+from lsmkv.timer import Timer, TimerHandle
+from lsmkv.ttl import check_ttl, deadline_ms, now_ms
 from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
-from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
+from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, check_header, encode_node, encode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, parse_log
+from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, encode_put_ttl, parse_log
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,14 @@ DIRTY_RATIO = 0.75
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
 OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
-           "sync_timeout", "commit_delay")
+           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval")
+DEFAULT_TTL_SWEEP_INTERVAL = 60.0
+#: Entries a sweep chunk looks at while holding the writers off.
+SWEEP_CHUNK = 4096
 
 
 def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                   sync_timeout, commit_delay) -> None:
+                   sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval) -> None:
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
     if type(cache_size) is not int or cache_size < 0:
@@ -85,6 +89,13 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
     if type(group_commit) is not bool:
         raise OptionError(f"group_commit must be True or False, not {group_commit!r}")
     check_sync_options(sync_timeout, commit_delay)
+    if not callable(ttl_clock):
+        raise OptionError(f"ttl_clock must be a callable returning seconds since the epoch, not "
+                          f"{type(ttl_clock).__name__}")
+    if (isinstance(ttl_sweep_interval, bool) or not isinstance(ttl_sweep_interval, (int, float))
+            or not 0 < ttl_sweep_interval <= 86400):
+        raise OptionError(f"ttl_sweep_interval must be a number of seconds from 0 (excluded) to 86400, "
+                          f"not {ttl_sweep_interval!r}")
 
 
 class WriteBatch:
@@ -92,26 +103,36 @@ class WriteBatch:
     (discarded if it ends with an exception). It knows nothing of the
     database: ``commit(ops, sync)`` is what its block calls at the end."""
 
-    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done")
+    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done", "_clock")
 
-    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool) -> None:
+    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool,
+                 clock: Callable[[], float] = time.time) -> None:
         self._commit = commit
         self._max_key = max_key
-        self._ops: list[tuple[bytes, bytes | None]] = []
+        self._ops: list[tuple[bytes, "bytes | Expiring | None"]] = []
         self._sync = sync
         self._bytes = 0
         self._done = False
+        self._clock = clock
 
-    def put(self, key, value) -> None:
-        key = as_key(key, self._max_key)
-        value = as_value(value)
-        self._add(key, value, len(key) + len(value))
+    def put(self, key, value, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
+        that long after this call (lsmkv/ttl.py)."""
+        if ttl is None:
+            key = as_key(key, self._max_key)
+            value = as_value(value)
+            self._add(key, value, len(key) + len(value))
+        else:
+            key = as_key(key, self._max_key - DEADLINE_SIZE)
+            value = as_value(value)
+            ttl = check_ttl(ttl)
+            self._add(key, Expiring(deadline_ms(self._clock(), ttl), value), len(key) + len(value))
 
     def delete(self, key) -> None:
         key = as_key(key)
         self._add(key, None, len(key))
 
-    def _add(self, key: bytes, value: bytes | None, size: int) -> None:
+    def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
         if self._done:
             raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
         if self._bytes + size > MAX_BATCH_BYTES:
@@ -165,9 +186,18 @@ class DB:
     def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
                  checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
-                 group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0) -> None:
+                 group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
+                 ttl_clock: Callable[[], float] = time.time,
+                 ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL) -> None:
         _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                       sync_timeout, commit_delay)
+                       sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
+        self._ttl_clock = ttl_clock
+        self._ttl_sweep_interval = ttl_sweep_interval
+        #: The next sweep of expired keys on the timing wheel, and keys swept so far.
+        self._sweep: TimerHandle | None = None
+        self._ttl_swept = 0
+        #: Set when close() begins: no timer is made or used after it.
+        self._closing = False
         self.path = os.fspath(path)
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
@@ -256,6 +286,7 @@ class DB:
             self._closed = False
             self._usable = True
             self._writable = not read_only
+            self._schedule_sweep()
         except BaseException:
             self._release()
             raise
@@ -282,7 +313,9 @@ class DB:
         capacity = max(self._cache_size // pager.page_size, MIN_CACHE_PAGES)
         self._pool = pool = BufferPool(pager, capacity)
         self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
-        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index)
+        clock = self._ttl_clock
+        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
+                                 meta.ttl_entries, lambda: now_ms(clock()))
         self._ahi_get = tree.ahi.get if tree.ahi is not None else None
         self._ahi_page = tree.ahi_page
         self._pages = pool.pages
@@ -525,10 +558,16 @@ class DB:
             else:
                 tree.put(key, value)
 
-    def put(self, key, value, sync: bool = False) -> None:
+    def put(self, key, value, sync: bool = False, ttl: float | None = None) -> None:
         """Store ``value`` under ``key``. With ``sync=True`` the write is
         durable (log fsynced) before this returns (or SyncTimeoutError is
-        raised after ``sync_timeout``)."""
+        raised after ``sync_timeout``). With ``ttl`` (seconds), the key
+        expires that long after this call (lsmkv/ttl.py); its key may then
+        be 8 bytes shorter than the page size's limit (the deadline shares
+        the cell)."""
+        if ttl is not None:
+            self._put_with_ttl(key, value, sync, ttl)
+            return
         if type(key) is not bytes or len(key) > self._max_key:
             key = as_key(key, self._max_key)
         if type(value) is not bytes or len(value) > MAX_VALUE_SIZE:
@@ -567,6 +606,14 @@ class DB:
         else:
             self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
 
+    def _put_with_ttl(self, key, value, sync: bool, ttl) -> None:
+        key = as_key(key, self._max_key - DEADLINE_SIZE)
+        value = as_value(value)
+        ttl = check_ttl(ttl)
+        expiring = Expiring(deadline_ms(self._ttl_clock(), ttl), value)
+        self._write_queued(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
+                           sync)
+
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
         key = as_key(key)
@@ -582,11 +629,11 @@ class DB:
         if type(sync) is not bool:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._check_writable()
-        return WriteBatch(self._commit, self._max_key, sync)
+        return WriteBatch(self._commit, self._max_key, sync, self._ttl_clock)
 
     def _commit(self, ops: list[tuple[bytes, bytes | None]], sync: bool) -> None:
         """Write a batch's operations (the end of a WriteBatch's block)."""
-        user_bytes = sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
+        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value)) for k, v in ops)
         ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
         self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes), sync)
 
@@ -649,13 +696,15 @@ class DB:
                 self._puts += 1
             elif queued.kind == "delete":
                 self._deletes += 1
-            else:
+            elif queued.kind == "batch":
                 self._batches += 1
             changed = changed or bool(queued.ops)
         if changed:
             self._log_pending += len(data)
             self._version += 1
             self._after_write()
+            if self._sweep is None and self._tree.ttl_entries:
+                self._schedule_sweep()
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the LSN everything
@@ -676,19 +725,70 @@ class DB:
             pass
 
     def _get_timer(self) -> Timer:
-        """The timing wheel of this database (sync timeouts), made on first use."""
+        """The timing wheel of this database (sync timeouts, sweeps of
+        expired keys), made on first use."""
         with self._timer_lock:
+            if self._closing:
+                raise ClosedError(f"the btree database {self.path} is closed")
             if self._timer is None:
-                self._timer = Timer(executor_threads=1, name=f"btree-timer:{self.path}")
+                self._timer = Timer(executor_threads=2, name=f"btree-timer:{self.path}")
             return self._timer
+
+    def _stop_timer(self) -> None:
+        """No more sweeps or timeouts: the timer stops (waiting for a sweep
+        chunk that is running: call without holding _lock)."""
+        with self._timer_lock:
+            self._closing = True
+            timer, self._timer = self._timer, None
+            self._sweep = None
+        if timer is not None:
+            timer.close()
 
     def _stop_syncer(self) -> None:
         if self._syncer is not None:
             self._syncer.close()
+        self._stop_timer()
+
+    # ---- sweeping expired keys ----------------------------------------------------------
+
+    def _schedule_sweep(self) -> None:
+        """Sweep expired keys ``ttl_sweep_interval`` seconds from now, on the
+        timing wheel, while the tree holds values with a ttl."""
+        if self._read_only or self._sweep is not None or not self._tree.ttl_entries:
+            return
+        try:
+            timer = self._get_timer()
+        except ClosedError:
+            return
         with self._timer_lock:
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.close()
+            if self._sweep is None and not self._closing:
+                self._sweep = timer.schedule(self._ttl_sweep_interval, self._run_sweep)
+
+    def _run_sweep(self) -> None:
+        """Delete every key whose ttl has expired (their pages go back to the
+        free list), a chunk at a time: each chunk holds writers off while it
+        finds expired keys and logs and applies their deletes, as one batch
+        (so recovery replays it like any write). Runs on the timer's executor."""
+        cursor = None
+        while True:
+            with self._writes.exclusive():
+                with self._lock:
+                    if self._closing or not self._writable:
+                        return
+                    keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
+                    if keys:
+                        ops = [(k, None) for k in keys]
+                        writer = Writer(_Queued("sweep", ops, encode_batch(ops), 0), False)
+                        try:
+                            self._append_and_apply([writer], False)
+                        except LsmkvError:
+                            return  # writes are stopped; the error is logged and reported by stats()
+                        self._ttl_swept += len(keys)
+            if cursor is None:
+                break
+        with self._timer_lock:
+            self._sweep = None
+        self._schedule_sweep()
 
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
@@ -747,7 +847,7 @@ class DB:
         else:
             head = pager.meta.freelist_head
         meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
-                    tree.entries, tree.height)
+                    tree.entries, tree.height, tree.ttl_entries)
         pager.commit(images, meta)
         pool.mark_all_clean()
         pager.free_changed = False
@@ -930,6 +1030,9 @@ class DB:
 
     def close(self) -> None:
         """Checkpoint (writers) and release everything. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._stop_timer()  # a sweep chunk under way ends first (it needs _lock)
         with self._lock:
             if self._closed:
                 return
@@ -954,6 +1057,7 @@ class DB:
 
     def _simulate_crash(self) -> None:
         """Tests: drop the handle as a killed process would (no checkpoint)."""
+        self._stop_timer()
         with self._lock:
             self._closed = True
             self._usable = self._writable = False
@@ -1067,6 +1171,10 @@ class DB:
                 "synced_writes": self._syncer.writes if self._syncer is not None else 0,
                 "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
                 "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
+                # Keys whose value has a ttl (expired ones included until a
+                # sweep deletes them), and keys the sweeps deleted so far.
+                "ttl_entries": tree.ttl_entries,
+                "ttl_swept": self._ttl_swept,
             }
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------
@@ -1081,7 +1189,8 @@ class DB:
             pager = self._pager
             problems = self._read(lambda tree: verify_structure(
                 root=tree.root, height=tree.height, page_count=pager.page_count,
-                free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
+                free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
+                node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
                 max_key=tree.max_key, page_size=pager.page_size)[0])
             problems += self._check_hash_index()

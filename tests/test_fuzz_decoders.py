@@ -237,14 +237,18 @@ class Samples:
     def _btree(path: str) -> tuple[bytes, bytes]:
         with btree.open(path, page_size=512) as db:
             for i in range(400):
-                db.put(b"key%05d" % i, b"v%d" % i * (i % 7))
+                # Every fifth with a ttl: leaf cells with deadlines (format version 2).
+                db.put(b"key%05d" % i, b"v%d" % i * (i % 7), ttl=1e6 if i % 5 == 0 else None)
             db.put(b"big", b"B" * 3000)  # an overflow chain
+            db.put(b"big-ttl", b"T" * 3000, ttl=1e6)  # an overflow chain behind a deadline
             for i in range(100, 300):
                 db.delete(b"key%05d" % i)  # merges: free pages and a free-list chain
             db.flush()
             db.put(b"logged", b"1")
+            db.put(b"logged-ttl", b"2", ttl=1e6)
             with db.write_batch() as b:
                 b.put(b"x", b"y")
+                b.put(b"x-ttl", b"z", ttl=1e6)
                 b.delete(b"key00001")
             with open(os.path.join(path, LOG_FILE), "rb") as f:
                 log = f.read()

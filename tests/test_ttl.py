@@ -242,3 +242,35 @@ def test_btree_sweep_reclaims_expired_keys_on_the_wheel(tmp_path):
     assert btree.check(path).ok
     with open_db("btree", path, clock) as db:
         assert db.stats()["entries"] == 50
+
+
+def test_check_and_repair_keep_the_deadlines(engine, tmp_path):
+    """``check`` accepts a database with values with a ttl (and counts
+    them); ``repair`` rebuilds it keeping each deadline."""
+    clock = Clock()
+    path = str(tmp_path / "db")
+    db = open_db(engine, path, clock, **({"page_size": 512} if engine == "btree" else {}))
+    for i in range(300):
+        db.put(b"k%04d" % i, b"v" * (i % 200), ttl=100 + i if i % 2 else None)
+    db.put(b"big", b"B" * 5000, ttl=50)  # an overflow chain behind a deadline (btree)
+    flush(db)
+    db.put(b"in-log", b"x", ttl=50)
+    db.close()
+    if engine == "lsm":
+        from lsmkv.check import check_db
+        from lsmkv.repair import repair_db
+        assert check_db(path).ok
+        repair_db(path)
+    else:
+        report = btree.check(path)
+        assert report.ok, report.problems
+        from btree.repair import repair_db
+        repair_db(path)
+        assert btree.check(path).ok
+    clock.advance(100)
+    with open_db(engine, path, clock) as db:
+        keys = [k for k, _ in db.scan()]
+        assert b"big" not in keys and b"in-log" not in keys
+        assert keys == sorted([b"k%04d" % i for i in range(300) if i % 2 == 0 or 100 + i > 100])
+        clock.advance(300)
+        assert [k for k, _ in db.scan()] == [b"k%04d" % i for i in range(0, 300, 2)]
