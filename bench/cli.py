@@ -6,6 +6,8 @@ the final comparison tables, and one-line errors (exit code 2 for usage
 errors, 1 for a run that could not complete). Subcommands:
 
 * ``lsmkv bench [OPTIONS]``: run (``lsmkv bench --help``);
+* ``lsmkv bench --suite NAME [SUITE OPTIONS]``: run one bench suite
+  (bench/suites/; ``lsmkv bench --suite NAME --help``);
 * ``lsmkv bench compare OLD NEW``: compare two results folders;
 * ``lsmkv bench list``: engines (and whether they can run here) and workloads.
 """
@@ -32,9 +34,11 @@ from . import engines as engines_mod
 from .compare import DEFAULT_THRESHOLD, compare
 from .config import (DEFAULT_CACHE_SIZE, DEFAULT_ENGINES, DEFAULT_OPERATIONS, DEFAULT_RECORDS, DEFAULT_WORKLOADS,
                      BenchConfig, ConfigError, format_size, parse_option, parse_size, parse_workloads)
-from .report import Table, amplification_table, fmt_rate, fmt_us, summary_table, write_report
-from .results import FORMAT, ResultsError, load_results, write_csv, write_json
+from .report import (Table, amplification_table, fmt_rate, fmt_us, suite_tables, summary_table, write_report,
+                     write_suite_report)
+from .results import FORMAT, ResultsError, json_safe, load_results, write_csv, write_json
 from .runner import EngineRun, Progress, Runner
+from .suites import Recorder, SuiteError, discover, get_suite, suite_parser
 from .workloads import DB_BENCH_PHASES, Workload, YcsbWorkload, make_workloads
 from .ycsb import YcsbError
 
@@ -55,6 +59,7 @@ examples:
   lsmkv bench --ycsb-workload workloads/workloada --engines lsm,btree
   lsmkv bench --workloads ycsb-a --rate 2000 --duration 30
   lsmkv bench compare bench-results/OLD bench-results/NEW
+  lsmkv bench --suite timer            (suites: lsmkv bench list)
 """
 
 
@@ -331,6 +336,77 @@ def _run(argv: list[str], console: Console) -> int:
     return 1 if any(r.error for r in engine_runs) else 0
 
 
+# --- suites -------------------------------------------------------------------------------------
+
+def _suite_name(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The NAME of ``--suite NAME`` (or ``--suite=NAME``) and the other arguments."""
+    for i, arg in enumerate(argv):
+        if arg == "--suite":
+            if i + 1 >= len(argv):
+                raise _UsageError("--suite needs a suite name (see lsmkv bench list)")
+            return argv[i + 1], argv[:i] + argv[i + 2:]
+        if arg.startswith("--suite="):
+            return arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
+    return None, argv
+
+
+def _run_suite(name: str, argv: list[str], console: Console) -> int:
+    module = get_suite(name)
+    args = suite_parser(module, f"lsmkv bench --suite {name}", _Parser).parse_args(argv)
+    _setup_logging(console, False)
+    out = args.out or _default_out()
+    os.makedirs(out, exist_ok=True)
+
+    def on_run(run: dict[str, Any]) -> None:
+        lat = run.get("latency_us") or {}
+        console.print(f"{run['engine']:>10} {run['workload']:<20} {run['operations']:>11,} ops "
+                      f"{fmt_rate(run['ops_per_sec']):>12} ops/s"
+                      + (f"  p50 {fmt_us(lat.get('p50'))} µs  p99 {fmt_us(lat.get('p99'))} µs" if lat else ""),
+                      markup=False, soft_wrap=True)
+
+    rec = Recorder(name, out, on_progress=(lambda text: None) if args.quiet else
+                   (lambda text: console.print(text, style="dim", markup=False, soft_wrap=True)), on_run=on_run)
+    options = {k: v for k, v in vars(args).items() if k not in ("out", "quiet")}
+    started = _dt.datetime.now().astimezone()
+    console.print(f"suite {name}: {module.DESCRIPTION}; results in {out}", highlight=False)
+    t0 = time.perf_counter()
+    error = None
+    try:
+        module.run(args, rec)
+    except KeyboardInterrupt:
+        error = "interrupted"
+    except Exception as exc:  # noqa: BLE001 - recorded, and the exit code says it failed
+        log.exception("suite %s failed", name)
+        error = f"{type(exc).__name__}: {exc}"
+    wall = time.perf_counter() - t0
+
+    from .machine import machine_info
+    doc = {
+        "format": FORMAT,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "config": {"command": "lsmkv bench " + shlex.join(["--suite", name] + argv), "suite": name,
+                   "description": module.DESCRIPTION, "options": json_safe(options)},
+        "machine": machine_info(out, {}),
+        "engines": [], "unavailable": {}, "workloads": [], "loads": [],
+        "runs": rec.runs,
+        "tables": [t.to_json() for t in rec.tables],
+        "plots": sorted(f for f in os.listdir(out) if f.endswith(".png")),
+        "error": error,
+    }
+    write_json(out, doc)
+    write_csv(out, doc["runs"])
+    write_suite_report(doc, out)
+    for table in suite_tables(doc):
+        console.print()
+        console.print(_rich_table(table))
+    console.print(f"results: {out}/results.json, results.csv, report.md ({wall:.0f} s)", highlight=False)
+    if error:
+        console.print(f"suite {name} failed: {error}", style="red", markup=False, soft_wrap=True)
+        return 1
+    return 0
+
+
 # --- compare and list ---------------------------------------------------------------------------
 
 def _compare(argv: list[str], console: Console) -> int:
@@ -396,6 +472,12 @@ def _list(argv: list[str], console: Console) -> int:
     console.print(t)
     console.print("workloads: " + ", ".join(DB_BENCH_PHASES + [f"ycsb-{c}" for c in "abcdef"]), highlight=False)
     console.print(f"default: {DEFAULT_WORKLOADS}", highlight=False)
+    t = RichTable(title="suites (lsmkv bench --suite NAME)", title_justify="left")
+    t.add_column("suite")
+    t.add_column("what")
+    for name, module in discover().items():
+        t.add_row(name, module.DESCRIPTION)
+    console.print(t)
     return 0
 
 
@@ -423,10 +505,13 @@ def main(argv: list[str]) -> int:
             return _compare(argv[1:], console)
         if argv and argv[0] == "list":
             return _list(argv[1:], console)
+        suite, rest = _suite_name(argv)
+        if suite is not None:
+            return _run_suite(suite, rest, console)
         return _run(argv, console)
     except _UsageError as exc:
         return fail(f"error: {exc} (see lsmkv bench --help)", 2)
-    except (ConfigError, YcsbError, engines_mod.EngineUnavailable) as exc:
+    except (ConfigError, YcsbError, engines_mod.EngineUnavailable, SuiteError) as exc:
         return fail(f"error: {exc}", 2)
     except ResultsError as exc:
         return fail(f"error: {exc}", 1)

@@ -1,6 +1,7 @@
 """``lsmkv bench compare OLD NEW``: what changed between two results folders.
 
-Runs are matched by (engine, workload). For each pair the comparison gives
+Runs are matched by (engine, workload); a bench suite's runs by (engine,
+suite/workload), so they never pair with another suite's. For each pair the comparison gives
 throughput, p99 latency, write and space amplification side by side with the
 relative change, and flags a regression when throughput fell, or p99 latency
 or an amplification rose, by more than the threshold (10% by default).
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from .results import run_label
 
 __all__ = ["RunDiff", "Comparison", "compare", "DEFAULT_THRESHOLD"]
 
@@ -63,8 +66,8 @@ class Comparison:
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], threshold: float = DEFAULT_THRESHOLD) -> Comparison:
-    old_runs = {(r["engine"], r["workload"]): r for r in old["runs"]}
-    new_runs = {(r["engine"], r["workload"]): r for r in new["runs"]}
+    old_runs = {(r["engine"], run_label(r)): r for r in old["runs"]}
+    new_runs = {(r["engine"], run_label(r)): r for r in new["runs"]}
     diffs = []
     for key, new_run in new_runs.items():
         old_run = old_runs.get(key)

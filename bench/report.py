@@ -14,6 +14,7 @@ from typing import Any
 from .config import format_size
 
 __all__ = ["Table", "summary_table", "detail_table", "amplification_table", "by_op_table", "write_report",
+           "suite_tables", "write_suite_report",
            "fmt_rate", "fmt_us", "fmt_amp"]
 
 
@@ -261,6 +262,46 @@ def write_report(doc: dict[str, Any], out_dir: str, plots: list[str]) -> str:
     lines += ["How every figure is measured, and what this bench cannot control, is written down in "
               "docs/benchmarking.md of the lsmkv repository. `results.json` holds every figure; "
               "`results.csv` the scalar ones.", ""]
+    path = os.path.join(out_dir, "report.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+def suite_tables(doc: dict[str, Any]) -> list[Table]:
+    """A suite run's comparison tables (as the suite recorded them) and a
+    table of every run it recorded."""
+    tables = [Table(list(t["columns"]), [list(r) for r in t["rows"]], title=t["title"], caption=t.get("note", ""))
+              for t in doc.get("tables", [])]
+    runs = Table(["engine", "workload", "ops", "ops/s", "p50 µs", "p99 µs", "max µs"], title="Every run")
+    for run in doc["runs"]:
+        lat = run.get("latency_us") or {}
+        runs.rows.append([run["engine"], run["workload"], f"{run['operations']:,}", fmt_rate(run["ops_per_sec"]),
+                          fmt_us(lat.get("p50")), fmt_us(lat.get("p99")), fmt_us(lat.get("max"))])
+    if runs.rows:
+        tables.append(runs)
+    return tables
+
+
+def write_suite_report(doc: dict[str, Any], out_dir: str) -> str:
+    """report.md of a bench suite run (``lsmkv bench --suite NAME``)."""
+    cfg = doc["config"]
+    lines = [f"# lsmkv bench report: suite `{cfg['suite']}`", "",
+             f"Command: `{cfg.get('command', 'lsmkv bench --suite ' + cfg['suite'])}`", "",
+             f"Run {doc.get('started', '?')}, {doc.get('wall_s', 0):.0f} s wall time, on "
+             f"{_machine_line(doc.get('machine', {}))}.", ""]
+    if cfg.get("description"):
+        lines += [cfg["description"], ""]
+    options = cfg.get("options") or {}
+    if options:
+        lines += ["Options: " + ", ".join(f"`{k}={v}`" for k, v in options.items()) + ".", ""]
+    if doc.get("error"):
+        lines += [f"**The suite failed: {doc['error']}** (what it recorded before that is below).", ""]
+    for table in suite_tables(doc):
+        lines += [f"## {table.title}", "", markdown(table), ""]
+    for plot in doc.get("plots", []):
+        lines += [f"![{plot}]({plot})", ""]
+    lines += ["`results.json` holds every figure; `results.csv` the scalar ones.", ""]
     path = os.path.join(out_dir, "report.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))

@@ -18,7 +18,8 @@ import json
 import os
 from typing import Any
 
-__all__ = ["FORMAT", "CSV_COLUMNS", "write_json", "write_csv", "load_results", "ResultsError"]
+__all__ = ["FORMAT", "CSV_COLUMNS", "write_json", "write_csv", "load_results", "ResultsError", "json_safe",
+           "run_label"]
 
 FORMAT = "lsmkv-bench-results/1"
 
@@ -43,6 +44,34 @@ CSV_COLUMNS: list[tuple[str, Any]] = [
     ("found", "found"), ("reads", "reads"), ("scan_entries", "scan_entries"), ("warmup_ops", "warmup_ops"),
     ("threads", "threads"), ("target_rate", "target_rate"), ("flush_s", "flush_s"),
 ]
+
+
+#: Families of the default workloads; runs of a bench suite carry the suite's name.
+WORKLOAD_FAMILIES = ("db_bench", "ycsb")
+
+
+def run_label(run: dict[str, Any]) -> str:
+    """A run's workload as tables and comparisons name it: suite runs are
+    prefixed with their suite (``timer/schedule``), so two suites (or a
+    suite and the default workloads) can use the same workload names."""
+    family = run.get("family")
+    if family is None or family in WORKLOAD_FAMILIES:
+        return run["workload"]
+    return f"{family}/{run['workload']}"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with numpy scalars and other objects turned into JSON types."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        return item()
+    return str(value)
 
 
 def _field(run: dict[str, Any], path: Any) -> Any:

@@ -47,6 +47,7 @@ from . import metrics
 from .config import BenchConfig
 from .data import ValuePool
 from .engines import EngineAdapter, EngineSettings, get_adapter
+from .results import json_safe
 from .workloads import (CHUNK_SIZE, DELETE, INSERT, NEXT, OP_NAMES, READ, RMW, SCAN, SEEK, UPDATE, WRITE,
                         Chunk, Dataset, FullScanWorkload, LoadPlan, Workload, YcsbWorkload)
 
@@ -467,7 +468,7 @@ class Runner:
             "flush_bytes_written": deltas.get("flush_bytes_written"),
             "write_heavy": workload.write_fraction >= 0.5,
             "timeline": metrics.throughput_timeline(window["ends"], window["elapsed_ns"]),
-            "engine_stats": _json_safe(stats1),
+            "engine_stats": json_safe(stats1),
             "engine_deltas": {k: _round(v) for k, v in deltas.items()},
             "latency_cdf": metrics.latency_cdf(lat),
             "latency_hist": base64.b64encode(hist.encode() if hist.get_total_count() else b"").decode(),
@@ -606,15 +607,3 @@ def _safe_stats(adapter: EngineAdapter) -> dict[str, Any]:
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(float(value), digits)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return value
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    return str(value)
