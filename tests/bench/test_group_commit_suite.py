@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from tests.bench.test_timer_suite import RecordingRecorder
+from bench.suites import Recorder
 
 suite = importlib.import_module("bench.suites.group_commit")
 
@@ -15,8 +15,9 @@ def test_the_suite_runs_both_modes_on_both_engines(tmp_path):
     parser = argparse.ArgumentParser()
     suite.add_arguments(parser)
     args = parser.parse_args(["--threads", "3", "--seconds", "0.2", "--single-seconds", "0.1",
-                              "--dir", str(tmp_path), "--fsync-delay", "0.001"])
-    rec = RecordingRecorder()
+                              "--dir", str(tmp_path / "dbs"), "--fsync-delay", "0.001"])
+    (tmp_path / "dbs").mkdir()
+    rec = Recorder(suite.NAME, str(tmp_path / "results"))
     suite.run(args, rec)
     runs = {(r["engine"], r["workload"]): r for r in rec.runs}
     for engine in ("lsm", "btree"):
@@ -29,7 +30,7 @@ def test_the_suite_runs_both_modes_on_both_engines(tmp_path):
         # Group commit syncs through the log syncer, at most once per write.
         assert 0 < group["log_syncs"] <= group["operations"]
         assert group["latency_us"]["p99"] > 0
-    (title, columns, rows, note), = rec.tables
-    assert [row[0] for row in rows] == ["lsm", "btree"]
-    assert "emulated slower disk" in note
-    assert list(tmp_path.iterdir()) == []  # the databases are removed
+    table, = rec.tables
+    assert [row[0] for row in table.rows] == ["lsm", "btree"]
+    assert "emulated slower disk" in table.note
+    assert list((tmp_path / "dbs").iterdir()) == []  # the databases are removed
