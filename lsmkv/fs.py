@@ -74,7 +74,9 @@ class MappedAppendFile(WritableFile):
     MAP_SHARED; ``append`` is a memory copy into the OS page cache. That hands
     the bytes to the OS exactly as ``write(2)`` does (they survive the
     process being killed) without a system call per append. ``sync``
-    writes the pages back and fdatasyncs. The unwritten rest of the file
+    writes the pages back and fdatasyncs; it may run on another thread
+    while appends go on (the log syncer's), and never while an append is
+    moving the mapping to grow it. The unwritten rest of the file
     reads as zeros, which the log reader takes as the log's end; ``close``
     trims the file to the bytes appended.
     """
