@@ -19,8 +19,8 @@ from btree.node import HEADER_SIZE
 from btree.pager import META_BODY, PAGES_FILE
 from lsmkv.checksum import crc32
 from lsmkv.cli import main
-from lsmkv.errors import (ClosedError, InvalidDatabaseError, LockError, OptionError, ReadOnlyError,
-                          SizeLimitError)
+from lsmkv.errors import (ClosedError, InvalidArgumentError, InvalidDatabaseError, LockError, OptionError,
+                          ReadOnlyError, SizeLimitError)
 from btree.repair import repair_db as btree_repair
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from lsmkv.repair import repair_db as lsm_repair
@@ -108,6 +108,14 @@ OPEN_CASES = [
      f"the limit is {MAX_VALUE_SIZE}"),
     ("batch-too-big", lambda db, e: _batch(db, _oversized_batch(e))(), SizeLimitError,
      r"write batch would (hold \d+ bytes; the limit is|exceed) \d+"),
+    ("ttl-zero", lambda db, e: db.put(b"ok", b"v", ttl=0), InvalidArgumentError,
+     "ttl must be a positive number of seconds"),
+    ("ttl-nan", lambda db, e: db.put(b"ok", b"v", ttl=float("nan")), InvalidArgumentError,
+     "ttl must be a positive number of seconds"),
+    ("ttl-str", lambda db, e: db.put(b"ok", b"v", ttl="60"), TypeError, "ttl must be a number of seconds, not str"),
+    ("batch-ttl-negative", lambda db, e: _batch(db, [lambda b: b.put(b"ok", b"1"),
+                                                    lambda b: b.put(b"ok2", b"2", ttl=-1)])(),
+     InvalidArgumentError, "ttl must be a positive number"),
 ]
 
 

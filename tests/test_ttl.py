@@ -274,3 +274,25 @@ def test_check_and_repair_keep_the_deadlines(engine, tmp_path):
         assert keys == sorted([b"k%04d" % i for i in range(300) if i % 2 == 0 or 100 + i > 100])
         clock.advance(300)
         assert [k for k, _ in db.scan()] == [b"k%04d" % i for i in range(0, 300, 2)]
+
+
+def test_btree_keys_with_a_ttl_are_limited_8_bytes_below_the_key_limit(tmp_path):
+    """The deadline shares the leaf cell, so a key with a ttl must leave it
+    8 bytes; at that limit the value goes inline or to an overflow chain."""
+    clock = Clock()
+    path = str(tmp_path / "db")
+    db = open_db("btree", path, clock, page_size=512)
+    limit = db.stats()["max_key_size"] - 8
+    from lsmkv.errors import SizeLimitError
+    with pytest.raises(SizeLimitError, match=f"the limit is {limit}"):
+        db.put(b"k" * (limit + 1), b"v", ttl=10)
+    db.put(b"k" * (limit + 1), b"v")  # without a ttl the whole limit is there
+    db.put(b"a" * limit, b"small", ttl=10)
+    db.put(b"b" * limit, b"B" * 2000, ttl=10)  # an overflow chain behind a deadline
+    assert db.get(b"b" * limit) == b"B" * 2000 and not db.check_invariants()
+    db.close()
+    assert btree.check(path).ok
+    clock.advance(10)
+    with open_db("btree", path, clock) as db:
+        assert db.get(b"a" * limit) is None and db.get(b"b" * limit) is None
+        assert db.get(b"k" * (limit + 1)) == b"v"
