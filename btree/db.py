@@ -101,7 +101,8 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
 class WriteBatch:
     """Puts and deletes applied atomically when the ``with`` block ends
     (discarded if it ends with an exception). It knows nothing of the
-    database: ``commit(ops, sync)`` is what its block calls at the end."""
+    database: ``commit(batch, sync)`` is what its block calls at the end
+    (the batch itself travels through the write queue to the log writer)."""
 
     __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done", "_clock")
 
@@ -151,22 +152,30 @@ class WriteBatch:
             return
         self._done = True
         if exc_type is None:
-            self._commit(self._ops, self._sync)
+            self._commit(self, self._sync)
         self._ops = []
+
+    @property
+    def ops(self) -> list[tuple[bytes, "bytes | Expiring | None"]]:
+        """(key, value) in order: bytes, an Expiring (a put with a ttl) or None (a delete)."""
+        return self._ops
 
 
 class _Queued:
     """A write as the write queue carries it: its operations, its log record
     (encoded by the writer's own thread, before it queues), what kind of
-    call it came from and the user bytes it counts."""
+    call it came from, the user bytes it counts, and the WriteBatch it came
+    from, if any (whatever a batch carries reaches the log writer)."""
 
-    __slots__ = ("kind", "ops", "record", "user_bytes")
+    __slots__ = ("kind", "ops", "record", "user_bytes", "batch")
 
-    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int) -> None:
+    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int,
+                 batch: "WriteBatch | None" = None) -> None:
         self.kind = kind
         self.ops = ops
         self.record = record
         self.user_bytes = user_bytes
+        self.batch = batch
 
 
 def _raised_again(error: BaseException) -> BaseException:
@@ -631,11 +640,12 @@ class DB:
         self._check_writable()
         return WriteBatch(self._commit, self._max_key, sync, self._ttl_clock)
 
-    def _commit(self, ops: list[tuple[bytes, bytes | None]], sync: bool) -> None:
-        """Write a batch's operations (the end of a WriteBatch's block)."""
+    def _commit(self, batch: WriteBatch, sync: bool) -> None:
+        """Write a batch (the end of a WriteBatch's block)."""
+        ops = batch.ops
         user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value)) for k, v in ops)
         ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
-        self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes), sync)
+        self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
 
     def _write_queued(self, queued: "_Queued", sync: bool) -> None:
         """Hand a write to the write queue (with group commit, a sync write
