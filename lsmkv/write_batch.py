@@ -105,15 +105,21 @@ class WriteBatch:
     def put(self, key: object, value: object, ttl: float | None = None) -> None:
         """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
         that long after this call (ttl.py)."""
+        if ttl is not None:
+            self._put_with_ttl(key, value, ttl)
+            return
         k = as_key(key)
         v = as_value(value)
-        if ttl is None:
-            self._check_size(len(k) + len(v))
-            self.ops.append((VALUE, k, v))
-        else:
-            ttl = check_ttl(ttl)
-            self._check_size(len(k) + len(v) + DEADLINE_SIZE)
-            self.ops.append((VALUE_TTL, k, with_deadline(deadline_ms(self._clock(), ttl), v)))
+        self._check_size(len(k) + len(v))
+        self.ops.append((VALUE, k, v))
+        self.user_bytes += len(k) + len(v)
+
+    def _put_with_ttl(self, key: object, value: object, ttl: object) -> None:
+        k = as_key(key)
+        v = as_value(value)
+        ttl = check_ttl(ttl)
+        self._check_size(len(k) + len(v) + DEADLINE_SIZE)
+        self.ops.append((VALUE_TTL, k, with_deadline(deadline_ms(self._clock(), ttl), v)))
         self.user_bytes += len(k) + len(v)
 
     def delete(self, key: object) -> None:
