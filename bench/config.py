@@ -22,8 +22,11 @@ class ConfigError(ValueError):
     """An argument that cannot be used (reported as one line)."""
 
 
-#: Engines of the default run (those that are available).
-DEFAULT_ENGINES = ["lsm", "btree", "sqlite"]
+#: Engines of the default run (those that are available): the two engines,
+#: SQLite (a C B-tree), and what Python programs use as a persistent dict
+#: (diskcache, and the standard library's dbm; neither keeps key order, so
+#: they skip the scanning workloads).
+DEFAULT_ENGINES = ["lsm", "btree", "sqlite", "diskcache", "dbm"]
 
 #: The default run: a write-heavy fill, the db_bench reads and scans, the YCSB
 #: core workloads, and deletes; sized (records, operations) so that three

@@ -66,6 +66,9 @@ class EngineAdapter:
     title: ClassVar[str] = "?"
     #: How to get the engine when it is missing.
     install_hint: ClassVar[str] = ""
+    #: Whether the engine keeps keys in order (scans, ordered iteration).
+    #: Workloads that scan are skipped, with a note, on engines that do not.
+    ordered: ClassVar[bool] = True
 
     def __init__(self, path: str, settings: EngineSettings) -> None:
         self.path = path
@@ -576,3 +579,118 @@ class LmdbAdapter(EngineAdapter):
 
     def close(self) -> None:
         self.env.close()
+
+
+# --- What Python programs use as a persistent dict: diskcache and the stdlib's dbm ---------------
+
+@register
+class DiskcacheAdapter(EngineAdapter):
+    """diskcache.Cache (SQLite underneath, WAL, synchronous=NORMAL by default;
+    FULL with --sync). Keys are kept in insertion order, not key order: no
+    scans. The most used disk-backed key-value store for Python."""
+
+    name = "diskcache"
+    title = "diskcache (Cache, on SQLite)"
+    install_hint = _REFERENCES_HINT
+    ordered = False
+
+    @classmethod
+    def check_available(cls) -> None:
+        _import("diskcache", cls.name, cls.install_hint)
+
+    @classmethod
+    def version(cls) -> str:
+        import diskcache
+        return f"diskcache {diskcache.__version__}"
+
+    def __init__(self, path: str, settings: EngineSettings) -> None:
+        super().__init__(path, settings)
+        diskcache = _import("diskcache", self.name, self.install_hint)
+        options: dict[str, Any] = {}
+        if settings.sync:
+            options["sqlite_synchronous"] = 2
+        if settings.cache_size is not None:
+            options["sqlite_cache_size"] = max(1, settings.cache_size // 4096)
+        self.cache = cache = diskcache.Cache(path, **options)
+        self.applied = dict(options)
+        self.get = cache.get  # type: ignore[method-assign]
+        self.put = cache.set  # type: ignore[method-assign]
+        self.delete = cache.delete  # type: ignore[method-assign]
+
+    def iterate(self, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        cache = self.cache
+        keys = cache.iterkeys(reverse=reverse)
+        return ((k, cache[k]) for k in keys)
+
+    def write_batch(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+        with self.cache.transact():
+            for k, v in pairs:
+                self.cache.set(k, v)
+
+    def stats(self) -> dict[str, Any]:
+        return {"engine": "diskcache", "entries": len(self.cache)}
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+@register
+class DbmAdapter(EngineAdapter):
+    """The standard library's dbm, in the best module this interpreter has
+    (dbm.sqlite3 on Python 3.13+, else dbm.gnu, dbm.ndbm, dbm.dumb), as
+    ``dbm.open`` picks for a new file. No key order: no scans. dbm.dumb
+    writes each value to its data file and each key to its index file as it
+    goes; --sync is not available (dbm has no fsync)."""
+
+    name = "dbm"
+    title = "dbm (standard library)"
+    ordered = False
+
+    @classmethod
+    def module_name(cls) -> str:
+        import dbm
+        for name in getattr(dbm, "_names", ["dbm.dumb"]):
+            try:
+                importlib.import_module(name)
+                return name
+            except ImportError:
+                continue
+        return "dbm.dumb"  # pragma: no cover - dbm.dumb always imports
+
+    @classmethod
+    def version(cls) -> str:
+        return cls.module_name()
+
+    def __init__(self, path: str, settings: EngineSettings) -> None:
+        super().__init__(path, settings)
+        if settings.sync:
+            raise EngineUnavailable("dbm: no fsync in the dbm interface; run without --sync")
+        os.makedirs(path, exist_ok=True)
+        module = importlib.import_module(self.module_name())
+        self.db = db = module.open(os.path.join(path, "kv"), "c")
+        self.applied = {"module": self.module_name()}
+        self.get = db.get  # type: ignore[method-assign]
+        self.put = db.__setitem__  # type: ignore[method-assign]
+
+        def delete(k: bytes) -> None:
+            try:
+                del db[k]
+            except KeyError:
+                pass
+
+        self.delete = delete  # type: ignore[method-assign]
+
+    def iterate(self, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        db = self.db
+        return ((k, db[k]) for k in db.keys())
+
+    def flush(self) -> None:
+        sync = getattr(self.db, "sync", None)
+        if sync is not None:
+            sync()
+
+    def stats(self) -> dict[str, Any]:
+        return {"engine": "dbm", "module": self.module_name()}
+
+    def close(self) -> None:
+        self.db.close()

@@ -259,12 +259,17 @@ class Runner:
         shutil.rmtree(path, ignore_errors=True)
         dataset = Dataset()
         adapter: EngineAdapter | None = None
+        skipped: list[str] = []
         current = "open"
         try:
             adapter = cls(path, settings)
             result.settings = dict(adapter.applied)
             for index, workload in enumerate(self.workloads):
                 current = workload.name
+                if workload.scans and not cls.ordered:
+                    skipped.append(f"{name}: {workload.name} skipped (it scans key ranges; "
+                                   f"{name} keeps no key order)")
+                    continue
                 if workload.fresh and dataset.origin != "empty":
                     adapter = self._reopen_fresh(adapter, cls, path, settings)
                 plan = workload.load_plan(dataset)
@@ -289,6 +294,7 @@ class Runner:
                 except Exception:  # noqa: BLE001
                     log.debug("closing %s failed", name, exc_info=True)
             adapter = None
+            result.notes += skipped
             gc.collect()
             if not self.config.keep_db:
                 shutil.rmtree(path, ignore_errors=True)

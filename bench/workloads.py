@@ -154,6 +154,8 @@ class Workload:
     * ``operations``: the phase's operation budget; ``ops_explicit``: it was
       given on the command line; ``bounded``: the phase ends by itself (fills,
       deletes, full scans), even with --duration.
+    * ``scans``: the phase reads ranges in key order (skipped on engines
+      that keep no order, such as diskcache and dbm).
     """
 
     name = "?"
@@ -162,6 +164,7 @@ class Workload:
     reads = True
     write_fraction = 0.0
     full_scan = False
+    scans = False
     reverse = False
     operations = 0
     ops_explicit = False
@@ -267,6 +270,7 @@ class DbBenchWorkload(Workload):
         self.config = config
         self.fresh = name in ("fillseq", "fillrandom")
         self.reads = name in ("readrandom", "readmissing", "seekrandom")
+        self.scans = name == "seekrandom"
         self.write_fraction = 1.0 if name in ("fillseq", "fillrandom", "overwrite", "deleterandom") else 0.0
         self.bounded = self.fresh or name == "deleterandom"
         self.ops_explicit = operations is not None or (not self.fresh and "operations" in config.explicit)
@@ -339,6 +343,7 @@ class FullScanWorkload(Workload):
     """``readseq``/``readreverse``: one pass over the database; one operation per entry."""
 
     full_scan = True
+    scans = True
     bounded = True
 
     def __init__(self, name: str, config: BenchConfig, operations: int | None) -> None:
@@ -380,6 +385,7 @@ class YcsbWorkload(Workload):
         self.operations = spec.operationcount
         p = spec.proportions
         self.reads = p["read"] + p["scan"] + p["readmodifywrite"] > 0
+        self.scans = p["scan"] > 0
         self.write_fraction = spec.write_fraction
         self._kinds = np.array([READ, UPDATE, INSERT, SCAN, RMW])
         self._probs = np.array([p["read"], p["update"], p["insert"], p["scan"], p["readmodifywrite"]])

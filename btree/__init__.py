@@ -19,11 +19,32 @@ docs/btree.md describes the design, docs/formats.md the bytes on disk.
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LockError,
                           LsmkvError, OptionError, ReadOnlyError, SizeLimitError)
 
+import os
+
+from lsmkv.destroy import destroy as _destroy_db
+
 from .check import check
 from .db import DB, Snapshot, WriteBatch, open
+# Imported before the function of the same name is defined below, so that
+# ``btree.repair`` stays the function (see lsmkv/__init__.py).
+from .repair import repair_db as _repair_db
+
+
+def destroy(path: str | bytes | os.PathLike) -> None:
+    """Delete the btree database at ``path``: its files, and the directory if
+    nothing else is left in it. Refuses, deleting nothing, a path that is not
+    a btree database (InvalidDatabaseError) and one another process has open
+    for writing (LockError)."""
+    _destroy_db(path, "btree")
+
+
+def repair(path: str | bytes | os.PathLike):
+    """Rebuild a damaged btree database from the leaves that verify (what
+    ``lsmkv repair`` does) and return its RepairReport."""
+    return _repair_db(os.fsdecode(path))
 
 __all__ = [
-    "open", "check", "DB", "Snapshot", "WriteBatch",
+    "open", "check", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
 ]

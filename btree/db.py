@@ -41,12 +41,15 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from lsmkv.cursor import Iterator as Iterator_
 from lsmkv.log_syncer import LogSyncer, check_sync_options
+from lsmkv.mapping import KeyValueMapping
 from lsmkv.timer import Timer, TimerHandle
 from lsmkv.ttl import check_ttl, deadline_ms, now_ms
 from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
+from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, check_header, encode_node, encode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
 from .snapshot import Snapshot
@@ -189,10 +192,10 @@ def _raised_again(error: BaseException) -> BaseException:
     return error
 
 
-class DB:
+class DB(KeyValueMapping):
     """An open btree database. Use :func:`btree.open` to get one."""
 
-    def __init__(self, path: str, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
+    def __init__(self, path: str | bytes | os.PathLike, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
                  checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
                  group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
@@ -207,7 +210,7 @@ class DB:
         self._ttl_swept = 0
         #: Set when close() begins: no timer is made or used after it.
         self._closing = False
-        self.path = os.fspath(path)
+        self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
         self._cache_size = cache_size
@@ -904,17 +907,9 @@ class DB:
         if len(pool.pages) > pool.capacity:
             pool.trim()
 
-    def __getitem__(self, key) -> bytes:
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key, value) -> None:
-        self.put(key, value)
-
     def __delitem__(self, key) -> None:
-        """Like delete(), but a missing key raises KeyError (as for a dict)."""
+        """Like delete(), but a missing key raises KeyError (as for a dict);
+        the check and the delete are one step under the lock."""
         key = as_key(key)
         with self._writes.exclusive():
             with self._lock:
@@ -924,8 +919,13 @@ class DB:
                 writer = Writer(_Queued("delete", [(key, None)], encode_delete(key), len(key)), False)
                 self._append_and_apply([writer], False)
 
-    def __contains__(self, key) -> bool:
-        return self.get(key) is not None
+    def _live_count(self) -> int:
+        """len(db): the tree's entry count, kept in the meta page (O(1))."""
+        with self._lock:
+            self._check_open()
+            if self._read_only:
+                return self._read(lambda tree: tree.entries)
+            return self._tree.entries
 
     def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
         """Iterate (key, value) over keys in [start, end) (and starting with
@@ -983,6 +983,35 @@ class DB:
             if limit < 4096:
                 limit *= 4
 
+    def approximate_size(self, start=None, end=None) -> int:
+        """Bytes of the page file that keys in [start, end) take (None: an
+        open end), estimated from the internal pages: the share of the
+        leaves the range spans (Tree.position) times the bytes of pages in
+        use. No leaf is read; the estimates of adjacent ranges add up."""
+        lo, hi = scan_bounds(start, end, None)
+        with self._lock:
+            self._check_open()
+            tree = self._tree
+            if tree.entries == 0 or (lo is not None and hi is not None and lo >= hi):
+                return 0
+            a = 0.0 if lo is None else self._read(Tree.position, lo)
+            b = self._read(Tree.position, hi)
+            pager = self._pager
+            in_use = (pager.page_count - len(pager.free)) * pager.page_size
+        return max(0, round((b - a) * in_use))
+
+    def iterator(self, lower_bound=None, upper_bound=None) -> Iterator_:
+        """A cursor over the database as it is now (btree/cursor.py): keys
+        in [lower_bound, upper_bound); writes made after it was created are
+        not seen (it reads through a snapshot of its own, closed with it)."""
+        snap = self.snapshot()
+        try:
+            return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
+                             check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
+        except BaseException:
+            snap.close()
+            raise
+
     def snapshot(self) -> "Snapshot":
         """A point-in-time, read-only view (``get``/``scan``/``close``; a
         context manager). Writes go on meanwhile; the snapshot keeps seeing
@@ -996,11 +1025,11 @@ class DB:
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
             snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
-                            scan=self._snapshot_scan, end=self._end_snapshot)
+                            scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=self._end_snapshot)
             self._live_snaps[sid] = snap
             return snap
 
-    # ---- what a Snapshot does (it is handed these three, and nothing else) ---------------------
+    # ---- what a Snapshot does (it is handed these, and nothing else) ---------------------------
 
     def _check_snapshot(self, snap: "Snapshot") -> None:
         if snap._closed:
@@ -1024,6 +1053,12 @@ class DB:
         with self._lock:
             self._check_snapshot(snap)
         return self._scan(lo, hi, reverse, snap)
+
+    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Iterator_:
+        with self._lock:
+            self._check_snapshot(snap)
+        return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
+                         check=lambda: self._check_snapshot(snap))
 
     def _end_snapshot(self, snap: "Snapshot") -> None:
         with self._lock:
@@ -1228,7 +1263,7 @@ class DB:
         return problems
 
 
-def open(path: str, **options) -> DB:  # noqa: A001 - the API's name
+def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
     """Open (creating if missing) the btree database in directory ``path``.
 
     Options: page_size (default 4096, fixed at creation), cache_size (bytes,

@@ -3,8 +3,8 @@
 This module owns the :class:`Snapshot` handle given out by
 ``DB.snapshot()``: its identity, its view (root, height and overlay of
 pre-images) and whether it is still open. It knows nothing of the database:
-the three things it does -- read a key, scan, end -- are callables the
-database passes in. The mechanism lives in the tree (:meth:`Tree.preserve`
+the things it does -- read a key, scan, make a cursor, end -- are
+callables the database passes in. The mechanism lives in the tree (:meth:`Tree.preserve`
 saves a node's pre-image into every live snapshot's overlay before a writer
 changes it); a snapshot reads through its overlay first, then the buffer
 pool or the page file. See docs/btree.md.
@@ -22,11 +22,12 @@ class Snapshot:
     manager. It keeps the pre-images of the pages writers change after it
     was taken (in memory), so close it when done."""
 
-    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_end")
+    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_iterator", "_end")
 
     def __init__(self, sid: int, view: tuple, gen: int, *,
                  get: "Callable[[Snapshot, bytes], bytes | None]",
                  scan: "Callable[[Snapshot, bytes | None, bytes | None, bool], Iterator[tuple[bytes, bytes]]]",
+                 iterator: "Callable[[Snapshot, object, object], object]",
                  end: "Callable[[Snapshot], None]") -> None:
         self._id = sid
         #: (root page, height, overlay of pre-images by page number).
@@ -36,6 +37,7 @@ class Snapshot:
         self._closed = False
         self._get = get
         self._scan = scan
+        self._iterator = iterator
         self._end = end
 
     def get(self, key, default=None):
@@ -58,6 +60,10 @@ class Snapshot:
         """Like DB.scan, over the snapshot's contents."""
         lo, hi = scan_bounds(start, end, prefix)
         return self._scan(self, lo, hi, bool(reverse))
+
+    def iterator(self, lower_bound=None, upper_bound=None):
+        """A cursor (btree/cursor.py) over the snapshot's contents."""
+        return self._iterator(self, lower_bound, upper_bound)
 
     def close(self) -> None:
         self._end(self)

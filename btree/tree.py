@@ -580,6 +580,28 @@ class Tree:
             return n if n is not None else node(pg, leaf)
         return root, height, snap_node
 
+    def position(self, key: bytes | None) -> float:
+        """Where ``key`` falls in the tree, as a fraction 0..1 of its leaves,
+        read from the internal pages alone (no leaf is read): at each level
+        the child the key descends into, as a share of its siblings, each
+        subtree taken to hold as many leaves as its siblings. Monotone in
+        the key, so differences of positions add up over adjacent ranges."""
+        if key is None:
+            return 1.0
+        pg, height = self.root, self.height
+        lo, width = 0.0, 1.0
+        for _ in range(height - 1):
+            n = self.node(pg, False)
+            i = bisect_right(n.keys, key)
+            width /= len(n.kids)
+            lo += i * width
+            pg = n.kids[i]
+        leaf = self.node(pg, True)
+        keys = leaf.keys
+        if keys:
+            lo += width * bisect_left(keys, key) / len(keys)
+        return lo
+
     def get_in(self, view, key: bytes):
         """The value of ``key`` in a snapshot view, or None."""
         root, height, node = self._view(view)

@@ -6,7 +6,9 @@
         db.get(b"key")
 
 The public surface is ``open()``, the DB it returns (with its WriteBatch and
-Snapshot), ``Options`` and the error types; everything else is internal.
+Snapshot), ``destroy()``, ``repair()``, ``Options``, the error types and
+``lsmkv.dbm`` (the standard library's dbm interface); everything else is
+internal.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from __future__ import annotations
 import os
 
 from .db import DB
+# The modules destroy.py and repair.py are imported before the functions of
+# the same names are defined below, so that ``lsmkv.destroy`` and
+# ``lsmkv.repair`` stay the functions (importing a submodule binds its name
+# in the package only when it is first loaded).
+from .destroy import destroy as _destroy_db
+from .repair import repair_db as _repair_db
 from .errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LockError,
                      LsmkvError, OptionError, ReadOnlyError, SizeLimitError)
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
@@ -24,7 +32,7 @@ from .write_batch import WriteBatch
 __version__ = "0.1.0"
 
 
-def open(path: str | os.PathLike, **options) -> DB:  # noqa: A001 - the public name is open()
+def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the public name is open()
     """Open (creating if missing) the lsmkv database in directory ``path``.
 
     Options are keyword arguments; see :class:`lsmkv.Options` for each one.
@@ -32,8 +40,23 @@ def open(path: str | os.PathLike, **options) -> DB:  # noqa: A001 - the public n
     return DB(path, Options.from_kwargs(options))
 
 
+def destroy(path: str | bytes | os.PathLike) -> None:
+    """Delete the lsmkv database at ``path`` (LevelDB's DestroyDB): its files,
+    and the directory if nothing else is left in it. Refuses, deleting
+    nothing, a path that is not an lsmkv database (InvalidDatabaseError) and
+    one another process has open for writing (LockError)."""
+    _destroy_db(path, "lsm")
+
+
+def repair(path: str | bytes | os.PathLike, **options):
+    """Rebuild a damaged lsmkv database from what verifies (what
+    ``lsmkv repair`` does) and return its :class:`~lsmkv.repair_report.RepairReport`:
+    what was lost, if anything. Damaged files are kept in ``path/lost/N/``."""
+    return _repair_db(os.fsdecode(path), **options)
+
+
 __all__ = [
-    "open", "DB", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
+    "open", "destroy", "repair", "DB", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
 ]

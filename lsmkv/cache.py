@@ -1,76 +1,124 @@
-"""BlockCache: the byte-bounded cache of decoded table blocks.
+"""BlockCache: the byte-bounded cache of table blocks.
 
-A cached block lives in its TableReader (``blocks`` list, and, once it is
-used a second time, its keys in the reader's key index), so a hit on the
-read path takes no lock and does no bookkeeping beyond one store into the
-reader's reference bits. The cache
-itself only decides what to keep: it queues admitted blocks and, when
-``capacity`` bytes are exceeded, evicts with CLOCK (second chance): a block
-referenced since it was last considered gets its bit cleared and goes round
-again; an unreferenced one is released by its reader (``reader.release``).
-CLOCK approximates LRU at a fraction of its bookkeeping.
+A cached block lives in its TableReader (``blocks`` list), held either raw
+(its verified, uncompressed bytes, searched in place) or, once it keeps
+being used, decoded with its keys in the reader's key index (reader.py). A
+hit on the read path takes no lock and does no bookkeeping beyond stores
+into the reader's per-block bytes. The cache itself only decides what to
+keep: it queues admitted blocks and, when ``capacity`` bytes are exceeded,
+evicts with CLOCK (second chance): a block referenced since it was last
+considered gets its bit cleared and goes round again; an unreferenced one
+is released by its reader (``reader.release``). CLOCK approximates LRU at a
+fraction of its bookkeeping.
 
-Charges are the blocks' approximate memory (raw bytes plus per-entry
-overhead, see table/block.py). Admission and eviction take a short lock.
+Charges are the blocks' approximate memory: a raw block its bytes plus a
+bytes object's header; a decoded one its bytes plus the objects of its
+entries and their key-index slots (table/block.py). Admission, promotion
+and eviction take a short lock.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 
+#: The default capacity: this fraction of the machine's memory ...
+DEFAULT_FRACTION = 16
+#: ... but at least this much ...
+DEFAULT_MIN = 32 * 1024 * 1024
+#: ... and at most this much.
+DEFAULT_MAX = 1024 * 1024 * 1024
+DEFAULT_RULE = "1/16 of physical memory, at least 32 MiB, at most 1 GiB"
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return None
+
+
+def default_capacity(memory: int | None = None) -> int:
+    """The cache size used when none is given (``DEFAULT_RULE``)."""
+    if memory is None:
+        memory = physical_memory()
+    if not memory:
+        return DEFAULT_MIN
+    return max(DEFAULT_MIN, min(DEFAULT_MAX, memory // DEFAULT_FRACTION))
+
 
 class BlockCache:
-    __slots__ = ("capacity", "usage", "admitted", "evicted", "_queue", "_lock")
+    __slots__ = ("capacity", "usage", "admitted", "evicted", "promoted", "_queue", "_lock")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.usage = 0
         self.admitted = 0
         self.evicted = 0
+        #: Raw blocks decoded and indexed because they kept being used.
+        self.promoted = 0
         self._queue: deque = deque()
         self._lock = threading.Lock()
 
-    def admit(self, reader, index: int, block) -> None:
-        """Keep ``block`` for ``reader`` (``reader.hold(index, block)``),
-        evicting as needed."""
-        charge = block.charge
+    def admit(self, reader, index: int, held, charge: int) -> None:
+        """Keep ``held`` (raw bytes or a decoded block) as ``reader``'s block
+        ``index``, evicting others as needed."""
         if charge > self.capacity:
             return
         with self._lock:
             if reader.blocks[index] is not None:
                 return  # another thread loaded it meanwhile
-            queue = self._queue
-            while self.usage + charge > self.capacity and queue:
-                entry = queue.popleft()
-                owner, i, c = entry
-                if owner.blocks[i] is None:
-                    continue  # already dropped with its table
-                if owner.refs[i]:
-                    owner.refs[i] = 0
-                    queue.append(entry)
-                    continue
-                owner.release(i)
-                self.usage -= c
-                self.evicted += 1
-            reader.hold(index, block)
-            queue.append((reader, index, charge))
+            self._make_room(charge)
+            reader.blocks[index] = held
+            reader.charges[index] = charge
+            reader.refs[index] = 0
+            reader.uses[index] = 0
+            self._queue.append((reader, index))
             self.usage += charge
             self.admitted += 1
 
-    def index(self, reader, index: int, block) -> None:
-        """A cached block is used again: its reader indexes its keys
-        (``reader.index_block``), under the lock so that an eviction cannot
-        interleave."""
+    def promote(self, reader, index: int, held, block) -> None:
+        """Replace ``held``, ``reader``'s cached block ``index``, by its
+        decoded form ``block`` and index its keys (reader.index_block)."""
         with self._lock:
+            if reader.blocks[index] is not held:
+                return  # evicted (or promoted) meanwhile
+            extra = block.charge - reader.charges[index]
+            if extra > 0:
+                reader.refs[index] = 1  # keep it through the room-making below
+                self._make_room(extra)
+                if reader.blocks[index] is not held:
+                    return
+            reader.blocks[index] = block
+            reader.charges[index] = block.charge
+            self.usage += extra
             reader.index_block(index, block)
+            self.promoted += 1
+
+    def _make_room(self, charge: int) -> None:
+        """Evict until ``charge`` more bytes fit (called with the lock held)."""
+        queue = self._queue
+        while self.usage + charge > self.capacity and queue:
+            entry = queue.popleft()
+            owner, i = entry
+            if owner.blocks[i] is None:
+                continue  # already dropped with its table
+            if owner.refs[i]:
+                owner.refs[i] = 0
+                queue.append(entry)
+                continue
+            self.usage -= owner.charges[i]
+            owner.release(i)
+            self.evicted += 1
 
     def drop_reader(self, reader) -> None:
         """Release every block of ``reader`` (its table is going away)."""
         with self._lock:
-            for i, block in enumerate(reader.blocks):
-                if block is not None:
-                    self.usage -= block.charge
+            for i, held in enumerate(reader.blocks):
+                if held is not None:
+                    self.usage -= reader.charges[i]
                     reader.release(i)
 
     def __len__(self) -> int:

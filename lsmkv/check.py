@@ -39,7 +39,7 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
         prev_key = None
         prev_seq = None
         entries = tombstones = ttl_entries = 0
-        max_kind = 2 if reader.format_version >= 2 else 1
+        max_kind = 2 if reader.format_version >= 3 else 1
         smallest = largest = None
         for i in range(reader.num_blocks):
             try:

@@ -159,7 +159,7 @@ class _Source:
             last = reader.num_blocks if hi is None else min(bisect_left(reader.index_keys, hi, lo=first) + 1,
                                                             reader.num_blocks)
             raws = reader.raw_blocks(first, last)
-            parts.append(Columns.from_blocks(raws, reader.path, reader.index_offsets[first:last]))
+            parts.append(Columns.from_blocks(raws, reader.path, reader.index_offsets[first:last], reader.codec))
             self.block = last
             self.read_up_to = reader.index_keys[last - 1]
         # Blocks are read only while the last one read ends below hi, so only

@@ -13,7 +13,7 @@ deleted.
 
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
-by key range and bloom filter. Scans merge all sources (iterators.py).
+by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
 
 Concurrency (docs/architecture.md has the full picture):
 * the write queue's lock (``_writes``) is held by the log writer:
@@ -38,18 +38,19 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from typing import Iterator
+from typing import Iterator as TypingIterator
 
 from sortedcontainers import SortedList
 
-from .cache import BlockCache
+from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
 from .compaction import earliest_deadline, level_scores
 from .compactor import CompactionHost, Compactor
+from .cursor import Iterator, expiring, level_source, memtable_source, table_source
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import write_table
-from .iterators import level_visible, merge_visible
+from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .log_syncer import LogSyncer
 from .memtable import MemTable
@@ -92,15 +93,18 @@ class _ReadState:
         self.version = version
 
 
-class DB:
-    """An open lsmkv database. Create with :func:`lsmkv.open`."""
+class DB(KeyValueMapping):
+    """An open lsmkv database. Create with :func:`lsmkv.open`. A
+    ``collections.abc.MutableMapping`` of bytes to bytes (lsmkv/mapping.py)."""
 
-    def __init__(self, path: str | os.PathLike, options: Options) -> None:
-        self.path = os.fspath(path)
+    def __init__(self, path: str | bytes | os.PathLike, options: Options) -> None:
+        self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self.options = options
         self._fs = options.fs
         self._read_only = options.read_only
         self._closed = False
+        #: [False] once closed: scans and cursors check it before each entry.
+        self._alive = [True]
         self._lock_file = None
         self._log: LogWriter | None = None
         #: Writers queue here; the one holding its lock is the log writer.
@@ -132,7 +136,8 @@ class DB:
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
         self._io = IOStats()
-        self._block_cache = BlockCache(options.block_cache_size) if options.block_cache_size else None
+        cache_size = default_cache_capacity() if options.block_cache_size is None else options.block_cache_size
+        self._block_cache = BlockCache(cache_size) if cache_size else None
         self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
                                   1 << 62 if self._read_only else options.max_open_files)
         self._versions = VersionSet(self.path, self._fs)
@@ -658,24 +663,16 @@ class DB:
                             return found
         return None
 
-    def __getitem__(self, key: object) -> bytes:
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key: object, value: object) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: object) -> None:
-        """Same as delete(): never raises KeyError (an LSM write does not read)."""
-        self.delete(key)
-
-    def __contains__(self, key: object) -> bool:
-        return self.get(key) is not None
+    def _live_count(self) -> int:
+        """len(db): the live keys, counted by a scan (an LSM-tree cannot know
+        without reading which writes overwrite or delete existing keys)."""
+        n = 0
+        for _ in self.scan():
+            n += 1
+        return n
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
-             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+             prefix: object = None) -> TypingIterator[tuple[bytes, bytes]]:
         """(key, value) pairs with start <= key < end (and key starting with
         ``prefix``), ascending or, with reverse=True, descending.
 
@@ -685,7 +682,7 @@ class DB:
         return self._scan(start, end, reverse, prefix, None)
 
     def _scan(self, start: object, end: object, reverse: bool, prefix: object,
-              seq: int | None) -> Iterator[tuple[bytes, bytes]]:
+              seq: int | None) -> TypingIterator[tuple[bytes, bytes]]:
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
         lo, hi = scan_bounds(start, end, prefix)
@@ -695,27 +692,66 @@ class DB:
         return self._scan_iter(st, seq, lo, hi, bool(reverse))
 
     def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
-                   reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+                   reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
-            return
-        sources = [mem.visible(seq, lo, hi, reverse) for mem in (st.mem, *st.imms) if len(mem)]
-        version = st.version
+            return iter(())
+        return self._view(st, seq, lo, hi, self._check_scan).stream(reverse=reverse)
+
+    def _check_scan(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database closed while a scan was open")
+
+    def approximate_size(self, start: object = None, end: object = None) -> int:
+        """Bytes of table files that keys in [start, end) take (None: an open
+        end), from the tables' key ranges and index blocks: a table inside
+        the range counts whole, one it cuts counts from the block holding
+        ``start`` to the block holding ``end``. No data block is read; the
+        memtables (not on disk yet) are not counted; estimates of adjacent
+        ranges add up exactly (RocksDB's GetApproximateSizes)."""
+        self._check_open()
+        lo, hi = scan_bounds(start, end, None)
+        if lo is not None and hi is not None and lo >= hi:
+            return 0
+        version = self._state.version
+        reader = self._tables.reader
+        total = 0
+        for level in range(NUM_LEVELS):
+            for meta in version.overlapping(level, lo, hi):
+                a = 0 if lo is None or lo <= meta.smallest else reader(meta).approximate_offset(lo)
+                b = meta.size if hi is None or hi > meta.largest else reader(meta).approximate_offset(hi)
+                total += max(0, b - a)
+        return total
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Iterator:
+        """A cursor over the database as it is now (lsmkv/cursor.py):
+        seek, seek_for_prev, seek_to_first, seek_to_last, next, prev, key,
+        value, valid; keys in [lower_bound, upper_bound). Writes made after
+        it was created are not seen."""
+        self._check_open()
+        return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
+
+    def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Iterator:
+        lo = as_optional_key(lower_bound, "lower_bound")
+        hi = as_optional_key(upper_bound, "upper_bound")
+        return self._view(self._state, seq, lo, hi, check)
+
+    def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Iterator:
+        """A cursor over ``st`` at ``seq`` in [lo, hi): one source per
+        memtable, per level-0 table and per deeper level, only those that
+        hold keys in the range."""
         open_table = self._tables.reader
-        last = None if hi is None else hi
-        for meta in version.overlapping(0, lo, last):
-            reader = open_table(meta)
-            sources.append(reader.visible_reverse(seq, lo, hi) if reverse else reader.visible(seq, lo, hi))
+        sources = [memtable_source(mem, seq) for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        sources += [table_source(open_table(meta), seq) for meta in version.overlapping(0, lo, hi)]
         for level in range(1, NUM_LEVELS):
-            files = version.overlapping(level, lo, last)
+            files = version.overlapping(level, lo, hi)
             if files:
-                sources.append(level_visible(files, open_table, seq, lo, hi, reverse))
-        if not sources:
-            return
-        # Expiry is judged once, as of the call (as the data is).
-        for item in merge_visible(sources, reverse, now_ms(self._ttl_clock())):
-            if self._closed:
-                raise ClosedError(f"{self.path}: database closed while a scan was open")
-            yield item
+                sources.append(level_source(files, open_table, seq))
+        # Values with a ttl are judged once, as of the cursor's making (as
+        # the data is): live ones read as values, expired ones as deletes.
+        now = now_ms(self._ttl_clock())
+        sources = [expiring(source, now) for source in sources]
+        return Iterator(sources, lo, hi, check=check, pinned=st, alive=self._alive)
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
@@ -724,7 +760,7 @@ class DB:
         with self._snapshot_lock:
             seq = self._last_seq
             self._snapshots.add(seq)
-        return Snapshot(seq, self._get_at, self._scan, self._release_snapshot)
+        return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot)
 
     def _release_snapshot(self, seq: int) -> None:
         with self._snapshot_lock:
@@ -955,6 +991,7 @@ class DB:
         with self._writes.exclusive():
             with self._bg_cond:
                 self._closed = True
+                self._alive[0] = False
                 self._shutting_down = True
                 if self._bg_error is None:
                     self._bg_error = ClosedError(f"{self.path}: the process crashed")
@@ -1122,6 +1159,8 @@ class DB:
                 "blocks": len(cache) if cache is not None else 0,
                 "admitted": cache.admitted if cache is not None else 0,
                 "evicted": cache.evicted if cache is not None else 0,
+                "promoted": cache.promoted if cache is not None else 0,
+                "sizing": "block_cache_size option" if self.options.block_cache_size is not None else CACHE_RULE,
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
@@ -1160,6 +1199,7 @@ class DB:
             return
         with self._writes.exclusive():
             self._closed = True
+            self._alive[0] = False
             with self._bg_cond:
                 self._shutting_down = True
                 self._bg_cond.notify_all()
@@ -1176,6 +1216,7 @@ class DB:
 
     def _release_resources(self) -> None:
         self._closed = True
+        self._alive[0] = False
         try:
             if self._log is not None:
                 try:

@@ -101,19 +101,6 @@ class MemTable:
     def newest(self, key: bytes) -> tuple | None:
         return self._latest.get(key)
 
-    def visible(self, read_seq: int, start: bytes | None = None, end: bytes | None = None,
-                reverse: bool = False) -> Iterator[tuple[bytes, int, bytes]]:
-        """(key, kind, value) of the newest version <= read_seq of each key in
-        [start, end), tombstones included, ascending (or descending)."""
-        latest = self._latest
-        keys = self._index.iter_reverse(start, end) if reverse else self._index.iter_from(start, end)
-        for key in keys:
-            version = latest[key]
-            while version is not None and version[0] > read_seq:
-                version = version[3]
-            if version is not None:
-                yield key, version[1], version[2]
-
     def sorted_runs(self, snapshots: list[int]) -> Iterator[tuple[list[bytes], list[int], list[bytes]]]:
         """The memtable as runs of (keys, seq_kinds, values) in internal order,
         one skiplist node at a time, keeping only the versions some reader can

@@ -60,9 +60,11 @@ class Options:
     upper_compression_level: int | None = -1
     #: Bloom filter bits per key (10 gives about 1% false positives; 0 disables).
     bloom_bits_per_key: int = 10
-    #: Bytes of decoded blocks kept in the LRU block cache (counted by their
-    #: uncompressed size).
-    block_cache_size: int = 32 * MiB
+    #: Bytes of table blocks kept in the block cache (charged by their
+    #: uncompressed size plus the objects a decoded block needs). None: 1/16
+    #: of physical memory, at least 32 MiB, at most 1 GiB (cache.DEFAULT_RULE;
+    #: stats()["block_cache"] shows the size in use); 0: no cache.
+    block_cache_size: int | None = None
     #: Table files kept open (readers with their decoded index and filter).
     max_open_files: int = 1000
 
@@ -149,7 +151,8 @@ class Options:
         positive_int("block_size", 64)
         if self.block_size > MAX_BLOCK_SIZE:
             raise OptionError(f"option block_size must be at most {MAX_BLOCK_SIZE}, got {self.block_size!r}")
-        positive_int("block_cache_size", 0)
+        if self.block_cache_size is not None:
+            positive_int("block_cache_size", 0)
         positive_int("max_open_files", 10)
         positive_int("bloom_bits_per_key", 0)
         positive_int("level1_max_bytes", 1)

@@ -17,18 +17,22 @@ from .errors import ClosedError
 GetAt = Callable[[object, int, "bytes | None"], "bytes | None"]
 #: ``scan_at(start, end, reverse, prefix, sequence)``: a scan at a sequence.
 ScanAt = Callable[[object, object, bool, object, int], Iterator[tuple[bytes, bytes]]]
+#: ``iterator_at(sequence, lower_bound, upper_bound, check)``: a cursor at a sequence.
+IteratorAt = Callable[[int, object, object, Callable[[], None]], object]
 
 
 class Snapshot:
-    """A pinned read sequence and the three things it needs from its
-    database, passed in (it knows nothing else of it): reads at a sequence,
-    and ``release(sequence)`` when it ends."""
+    """A pinned read sequence and the things it needs from its database,
+    passed in (it knows nothing else of it): reads, scans and cursors at a
+    sequence, and ``release(sequence)`` when it ends."""
 
-    __slots__ = ("_get_at", "_scan_at", "sequence", "_finalizer", "__weakref__")
+    __slots__ = ("_get_at", "_scan_at", "_iterator_at", "sequence", "_finalizer", "__weakref__")
 
-    def __init__(self, sequence: int, get_at: GetAt, scan_at: ScanAt, release: Callable[[int], None]) -> None:
+    def __init__(self, sequence: int, get_at: GetAt, scan_at: ScanAt, iterator_at: IteratorAt,
+                 release: Callable[[int], None]) -> None:
         self._get_at = get_at
         self._scan_at = scan_at
+        self._iterator_at = iterator_at
         #: Reads through this snapshot see writes with sequence <= this.
         self.sequence = sequence
         self._finalizer = weakref.finalize(self, release, sequence)
@@ -56,6 +60,12 @@ class Snapshot:
         once the snapshot is closed."""
         self._check()
         return self._while_open(self._scan_at(start, end, reverse, prefix, self.sequence))
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None):
+        """A cursor (lsmkv/cursor.py) over the database as of the snapshot;
+        it raises ClosedError once the snapshot is closed."""
+        self._check()
+        return self._iterator_at(self.sequence, lower_bound, upper_bound, self._check)
 
     def _while_open(self, items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
         finalizer = self._finalizer

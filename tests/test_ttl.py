@@ -296,3 +296,39 @@ def test_btree_keys_with_a_ttl_are_limited_8_bytes_below_the_key_limit(tmp_path)
     with open_db("btree", path, clock) as db:
         assert db.get(b"a" * limit) is None and db.get(b"b" * limit) is None
         assert db.get(b"k" * (limit + 1)) == b"v"
+
+
+def test_cursors_skip_expired_keys_in_both_directions(engine, tmp_path):
+    """db.iterator() and snapshot.iterator() judge ttls as of their making:
+    an expired key is stepped over (and hides an older value of its key in
+    a table below) moving forward and backward, and by seeks."""
+    clock = Clock()
+    db = open_db(engine, str(tmp_path / "db"), clock)
+    for i in range(20):
+        db.put(b"k%02d" % i, b"old")
+    flush(db)
+    for i in range(0, 20, 2):
+        db.put(b"k%02d" % i, b"new", ttl=5)  # even keys expire, over an older value
+    db.put(b"k05", b"short", ttl=1)
+    clock.advance(5)
+    live = [b"k%02d" % i for i in range(1, 20, 2) if i != 5]
+    with db.iterator() as it:
+        it.seek_to_first()
+        forward = []
+        while it.valid():
+            forward.append(it.key())
+            it.next()
+        it.seek_to_last()
+        backward = []
+        while it.valid():
+            backward.append(it.key())
+            it.prev()
+        it.seek(b"k04")
+        assert it.key() == b"k07"
+        it.seek_for_prev(b"k06")
+        assert it.key() == b"k03"
+    assert forward == live and backward == live[::-1]
+    with db.snapshot() as snap:
+        with snap.iterator() as it:
+            assert [k for k, _ in it] == live
+    db.close()

@@ -1,18 +1,24 @@
 """The block codec: data blocks, index blocks and properties blocks share it.
 
 A block holds n entries of (key, seq_kind, value) in order. Its layout is
-columnar so that Python decodes it with a few C calls instead of a loop of
-varint parsing::
+columnar, so that Python reads it with a few C calls instead of a loop of
+varint parsing, and so that a point lookup can binary-search it in its raw
+bytes without decoding it (:func:`search_block`). Format 2 (tables written
+today)::
 
     key_0 ... key_{n-1} | value_0 ... value_{n-1} |
-    key_length[n] (u32 each) | value_length[n] (u32 each) | seq_kind[n] (u64 each) | n (u32)
+    key_end[n] (u32 each) | value_end[n] (u32 each) | seq_kind[n] (u64 each) | n (u32)
 
-Keys are concatenated from offset 0, values right after the last key.
-seq_kind = sequence << 8 | kind. Lengths rather than offsets, and whole
-columns of them, because zstandard then squeezes the columns to almost
-nothing when sizes repeat (as they usually do), and the shared prefixes of
-sorted keys along with them: the block format needs no prefix compression of
-its own.
+Keys are concatenated from offset 0, values right after the last key;
+``key_end[i]`` is the offset just past key i (key i starts at
+``key_end[i-1]``, key 0 at 0) and ``value_end[i]`` the offset just past value
+i (value 0 starts at ``key_end[n-1]``). seq_kind = sequence << 8 | kind.
+End offsets, not lengths, so that entry i's key is two array reads away:
+that is what makes a search over the raw bytes cheap.
+
+Format 1 (tables written before) stores ``key_length[n]`` and
+``value_length[n]`` in place of the two offset columns; it is still read
+(decoded whole), never written.
 """
 
 from __future__ import annotations
@@ -80,14 +86,23 @@ class BlockBuilder:
         self.size = 4
 
 
+#: Block codec of each table format version (table/format.py).
+CODEC_LENGTHS = 1
+CODEC_OFFSETS = 2
+#: Bytes charged to the block cache for a block held raw (its bytes object).
+RAW_BLOCK_OVERHEAD = 64
+
+
 def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> bytes:
+    """A raw block in the current codec (format 2, end offsets)."""
     n = len(keys)
-    key_lengths = array("I", map(len, keys))
-    value_lengths = array("I", map(len, values))
+    key_ends = array("I", accumulate(map(len, keys)))
+    value_ends = array("I", accumulate(map(len, values), initial=key_ends[-1] if n else 0))
+    del value_ends[0]
     sk = array("Q", seq_kinds)
     if not _LITTLE:  # pragma: no cover
-        key_lengths.byteswap(); value_lengths.byteswap(); sk.byteswap()
-    data = b"".join((b"".join(keys), b"".join(values), key_lengths.tobytes(), value_lengths.tobytes(),
+        key_ends.byteswap(); value_ends.byteswap(); sk.byteswap()
+    data = b"".join((b"".join(keys), b"".join(values), key_ends.tobytes(), value_ends.tobytes(),
                      sk.tobytes(), _COUNT.pack(n)))
     if len(data) >= 1 << 32:
         raise ValueError("block larger than 4 GiB")
@@ -119,12 +134,20 @@ class Block:
         data = self.data
         return [data[a:b] for a, b in pairwise(self.value_ends)]
 
+    def kinds(self) -> bytes:
+        """Each entry's kind (the low byte of its seq_kind), as one bytes
+        object sliced from the seq_kind column (little-endian u64s)."""
+        n = len(self.keys)
+        data = self.data
+        start = len(data) - 4 - 8 * n
+        return data[start:len(data) - 4:8]
+
     def __len__(self) -> int:
         return len(self.keys)
 
 
-def decode_block(data: bytes, path: str = "", offset: int = 0) -> Block:
-    """Decode a raw block; CorruptionError if its structure is inconsistent."""
+def _layout(data: bytes, path: str, offset: int) -> tuple[int, int]:
+    """(n, base) of a raw block: its entry count and where its columns start."""
     size = len(data)
     if size < 4:
         raise CorruptionError("block too short", path=path, offset=offset)
@@ -132,18 +155,97 @@ def decode_block(data: bytes, path: str = "", offset: int = 0) -> Block:
     base = size - 4 - 16 * n
     if base < 0:
         raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=offset)
-    key_lengths = _u32(data[base: base + 4 * n])
-    value_lengths = _u32(data[base + 4 * n: base + 8 * n])
+    return n, base
+
+
+def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODEC_OFFSETS,
+                 checked: bool = False) -> Block:
+    """Decode a raw block of either codec; CorruptionError if its structure
+    is inconsistent. ``checked``: the block already passed check_block (a
+    block read from a table file does), so its offsets are not checked again."""
+    n, base = _layout(data, path, offset)
+    first = _u32(data[base: base + 4 * n])
+    second = _u32(data[base + 4 * n: base + 8 * n])
     seq_kinds = _u64(data[base + 8 * n: base + 16 * n]).tolist()
-    if n:
-        key_ends = list(accumulate(key_lengths, initial=0))
-        value_ends = list(accumulate(value_lengths, initial=key_ends[-1]))
-        if value_ends[-1] != base:
-            raise CorruptionError("block lengths do not add up to its size", path=path, offset=offset)
-        keys = [data[s:e] for s, e in pairwise(key_ends)]
-    else:
+    if not n:
         if base != 0:
             raise CorruptionError("empty block has data", path=path, offset=offset)
-        keys = []
-        value_ends = [0]
+        return Block([], seq_kinds, data, [0])
+    if codec == CODEC_LENGTHS:
+        key_ends = list(accumulate(first, initial=0))
+        value_ends = list(accumulate(second, initial=key_ends[-1]))
+        if value_ends[-1] != base:
+            raise CorruptionError("block lengths do not add up to its size", path=path, offset=offset)
+    else:
+        key_ends = [0, *first]
+        value_ends = [key_ends[-1], *second]
+        if not checked and (value_ends[-1] != base or not _ascending(key_ends) or not _ascending(value_ends)):
+            raise CorruptionError("block offsets are out of order or do not end at its columns", path=path,
+                                  offset=offset)
+    keys = [data[s:e] for s, e in pairwise(key_ends)]
     return Block(keys, seq_kinds, data, value_ends)
+
+
+def _ascending(ends: list[int]) -> bool:
+    return all(map(int.__le__, ends, ends[1:]))
+
+
+def check_block(data: bytes, path: str = "", offset: int = 0) -> None:
+    """Verify the structure of a raw format-2 block before it is searched
+    in place (:func:`search_block`): entry count within the block, offsets
+    ascending, values ending where the columns start. CorruptionError
+    otherwise. O(n) in C calls; called once per block read from a file."""
+    n, base = _layout(data, path, offset)
+    if not n:
+        if base != 0:
+            raise CorruptionError("empty block has data", path=path, offset=offset)
+        return
+    ends = _u32(data[base: base + 8 * n]).tolist()
+    ends.insert(0, 0)
+    # key ends, then value ends: one ascending run from 0 to base.
+    if ends[-1] != base or not _ascending(ends):
+        raise CorruptionError("block offsets are out of order or do not end at its columns", path=path,
+                              offset=offset)
+
+
+#: search_block's answer when the key's versions may continue in the next block.
+CONTINUE = object()
+_ENTRY = struct.Struct("<Q")
+_PAIR = struct.Struct("<II")
+
+
+def search_block(data: bytes, key: bytes, read_seq: int):
+    """Look ``key`` up in a raw format-2 block (checked by :func:`check_block`)
+    without decoding it: a binary search over its key offsets with slice
+    compares. Returns ``(kind, value)`` of the newest version with sequence
+    <= read_seq, ``None`` if the block shows the key has no such version, or
+    :data:`CONTINUE` if the block ends while the key's versions may go on in
+    the next block."""
+    size = len(data)
+    (n,) = _COUNT.unpack_from(data, size - 4)
+    base = size - 4 - 16 * n
+    if _LITTLE:
+        key_ends = memoryview(data)[base: base + 4 * n].cast("I")
+    else:  # pragma: no cover - big-endian hosts
+        key_ends = _u32(data[base: base + 4 * n])
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    sk_at = base + 8 * n
+    while lo < n:
+        if data[key_ends[lo - 1] if lo else 0: key_ends[lo]] != key:
+            return None
+        (sk,) = _ENTRY.unpack_from(data, sk_at + 8 * lo)
+        if sk >> 8 <= read_seq:
+            if lo:
+                start, end = _PAIR.unpack_from(data, base + 4 * n + 4 * (lo - 1))
+            else:
+                start = key_ends[n - 1]
+                (end,) = _COUNT.unpack_from(data, base + 4 * n)
+            return sk & 0xFF, data[start:end]
+        lo += 1
+    return CONTINUE

@@ -26,6 +26,7 @@ import struct
 import numpy as np
 
 from ..errors import CorruptionError
+from .block import CODEC_LENGTHS, CODEC_OFFSETS
 
 _COUNT = struct.Struct("<I")
 #: Widest key for which sorting pads keys into a numpy array.
@@ -76,12 +77,14 @@ class Columns:
         return cls(b"", z, z, z, z, np.zeros(0, dtype=np.uint64))
 
     @classmethod
-    def from_blocks(cls, raws: list[bytes], path: str = "", offsets: list[int] | None = None) -> "Columns":
-        """Decode raw (uncompressed) blocks, in order, into one run.
+    def from_blocks(cls, raws: list[bytes], path: str = "", offsets: list[int] | None = None,
+                    codec: int = CODEC_OFFSETS) -> "Columns":
+        """Decode raw (uncompressed) blocks of one table, in order, into one
+        run; ``codec`` is the table's block codec (block.py).
 
         All blocks are decoded together: their entry counts are read with one
-        gather, then their length and seq_kind columns are copied side by
-        side into one buffer, where block b's columns start at byte
+        gather, then their offset (or length) and seq_kind columns are copied
+        side by side into one buffer, where block b's columns start at byte
         16 * (entries before b), so every column is read with one aligned
         numpy indexing."""
         if not raws:
@@ -111,14 +114,34 @@ class Columns:
         e = np.arange(n, dtype=_I64)
         first_of = np.repeat(first, count)
         count_of = np.repeat(count, count)
-        lengths = np.frombuffer(meta, dtype="<u4")
-        klen = lengths[e + 3 * first_of].astype(_I64)
-        vlen = lengths[e + 3 * first_of + count_of].astype(_I64)
+        columns = np.frombuffer(meta, dtype="<u4")
+        first_col = columns[e + 3 * first_of].astype(_I64)
+        second_col = columns[e + 3 * first_of + count_of].astype(_I64)
         seq_kinds = np.frombuffer(meta, dtype="<u8")[e + first_of + count_of].astype(np.uint64)
+        nonempty = count > 0
+        if codec == CODEC_LENGTHS:
+            klen, vlen = first_col, second_col
+        else:
+            # End offsets: an entry's length is its end less the previous
+            # end in its block (keys start at 0, values at the last key's end).
+            is_first = np.zeros(n, dtype=bool)
+            is_first[first[nonempty]] = True
+            last_key_end = np.zeros(len(raws), dtype=_I64)
+            if n:
+                last_key_end[nonempty] = first_col[first[nonempty] + count[nonempty] - 1]
+            key_prev = np.where(is_first, 0, np.roll(first_col, 1))
+            value_prev = np.where(is_first, np.repeat(last_key_end, count), np.roll(second_col, 1))
+            klen = first_col - key_prev
+            vlen = second_col - value_prev
+            bad = np.zeros(len(raws), dtype=bool)
+            if n:
+                negative = (klen < 0) | (vlen < 0)
+                bad[np.repeat(np.arange(len(raws)), count)[negative]] = True
+            if bad.any():
+                raise corrupt(bad, "block offsets are out of order")
         # Offsets within each block: keys from 0, values after the block's keys.
         kcum = np.cumsum(klen) - klen
         vcum = np.cumsum(vlen) - vlen
-        nonempty = count > 0
         block_keys = np.zeros(len(raws), dtype=_I64)
         block_values = np.zeros(len(raws), dtype=_I64)
         if n:
@@ -306,15 +329,26 @@ class Columns:
         return out.tobytes()
 
     def encode_blocks(self, cuts: list[int]) -> list[bytes]:
-        """Raw blocks (block.py's layout) for entries [cuts[i], cuts[i+1])."""
+        """Raw blocks (block.py's current codec) for entries [cuts[i], cuts[i+1])."""
         keys = self.gather(self.koff, self.klen)
         values = self.gather(self.voff, self.vlen)
-        kl = self.klen.astype("<u4").tobytes()
-        vl = self.vlen.astype("<u4").tobytes()
-        sk = self.seq_kinds.astype("<u8").tobytes()
         at = np.array(cuts, dtype=_I64)
-        kend = np.concatenate(([0], np.cumsum(self.klen)))[at].tolist()
-        vend = np.concatenate(([0], np.cumsum(self.vlen)))[at].tolist()
+        kcum = np.concatenate(([0], np.cumsum(self.klen)))
+        vcum = np.concatenate(([0], np.cumsum(self.vlen)))
+        kend = kcum[at].tolist()
+        vend = vcum[at].tolist()
+        # Each entry's end offsets within its own block: its keys start at
+        # 0, its values right after its keys.
+        sizes = np.diff(at)
+        block_of = np.repeat(np.arange(len(sizes)), sizes)
+        key_base = kcum[at[:-1]][block_of]
+        value_base = vcum[at[:-1]][block_of] - (kcum[at[1:]] - kcum[at[:-1]])[block_of]
+        span = slice(cuts[0], cuts[-1])
+        kl = (kcum[1:][span] - key_base).astype("<u4").tobytes()
+        vl = (vcum[1:][span] - value_base).astype("<u4").tobytes()
+        sk = self.seq_kinds[span].astype("<u8").tobytes()
+        first = cuts[0]
+        cuts = [c - first for c in cuts]
         pack = _COUNT.pack
         return [b"".join((keys[k0:k1], values[v0:v1], kl[4 * a:4 * b], vl[4 * a:4 * b], sk[8 * a:8 * b], pack(b - a)))
                 for a, b, k0, k1, v0, v1 in zip(cuts, cuts[1:], kend, kend[1:], vend, vend[1:])]

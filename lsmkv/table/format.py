@@ -26,12 +26,15 @@ from ..checksum import crc32
 from ..errors import CorruptionError
 
 TABLE_MAGIC = 0x4C534D4B56544231  # "LSMKVTB1"
-#: Version 2: entries may be of kind 2 (a value with a ttl: its deadline
-#: in front of it). Written only by a table that holds such an entry; one
-#: without any is written as version 1, byte for byte as before.
-FORMAT_VERSION = 2
+#: Format 2: blocks store end offsets (block.py), so a lookup searches a
+#: block in its raw bytes. Format 1 (length columns) is still read.
+#: Format 3: format 2 whose entries may be of kind 2 (a value with a ttl:
+#: its deadline in front of it). Written only by a table that holds such an
+#: entry; one without any is written as format 2, byte for byte.
+FORMAT_VERSION = 3
 #: The version of a table without kind-2 entries.
-FORMAT_VERSION_WITHOUT_TTL = 1
+FORMAT_VERSION_WITHOUT_TTL = 2
+OLDEST_FORMAT_VERSION = 1
 
 NO_COMPRESSION = 0
 ZSTD_COMPRESSION = 1
@@ -64,12 +67,14 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 
 def compress_block(raw: bytes, compressor: zstandard.ZstdCompressor | None) -> bytes:
     """``payload | type | crc`` for ``raw``; compressed only when that saves
-    at least 1/32 of the bytes. (LevelDB asks for 1/8; here the length and
-    sequence columns alone are about a tenth of a block of 100-byte values,
-    and they compress to almost nothing even when the values do not.)"""
+    at least 1/8 of the bytes (RocksDB's and LevelDB's rule). A block that
+    compresses less is stored raw: reading it then costs no decompression,
+    and a point lookup searches it where it lies (block.search_block). The
+    offset and sequence columns of a block of incompressible values
+    compress well but are only a tenth of it, so such blocks stay raw."""
     if compressor is not None:
         packed = compressor.compress(raw)
-        if len(packed) < len(raw) - (len(raw) >> 5):
+        if len(packed) <= len(raw) - (len(raw) >> 3):
             return packed + TRAILER.pack(ZSTD_COMPRESSION, crc32(packed, _TYPE_SEED[ZSTD_COMPRESSION]))
     return raw + TRAILER.pack(NO_COMPRESSION, crc32(raw, _TYPE_SEED[NO_COMPRESSION]))
 
@@ -127,6 +132,9 @@ class Footer:
             raise CorruptionError("not a table file (bad magic number)", path=path, offset=offset)
         if crc32(data[:_FOOTER_CRC_SPAN]) != crc:
             raise CorruptionError("table footer checksum mismatch", path=path, offset=offset)
+        if version < OLDEST_FORMAT_VERSION:
+            raise CorruptionError(f"table footer names format version {version}, which never existed",
+                                  path=path, offset=offset)
         if version > FORMAT_VERSION:
             from ..errors import InvalidDatabaseError
             raise InvalidDatabaseError(

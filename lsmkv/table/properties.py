@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..errors import CorruptionError
-from .block import decode_block, encode_block
+from .block import CODEC_OFFSETS, decode_block, encode_block
 
 _BYTES_FIELDS = {"smallest_key", "largest_key", "compression"}
 #: Properties written only when not zero.
@@ -51,8 +51,8 @@ class TableProperties:
         return encode_block([k for k, _ in items], [0] * len(items), [v for _, v in items])
 
     @classmethod
-    def decode(cls, raw: bytes, path: str, offset: int) -> "TableProperties":
-        block = decode_block(raw, path, offset)
+    def decode(cls, raw: bytes, path: str, offset: int, codec: int = CODEC_OFFSETS) -> "TableProperties":
+        block = decode_block(raw, path, offset, codec)
         props = cls()
         known = {f.name for f in fields(cls)}
         for i, key in enumerate(block.keys):

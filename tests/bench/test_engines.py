@@ -16,6 +16,10 @@ AVAILABLE = [name for name in engines.ENGINES if availability(name) is None]
 @pytest.mark.parametrize("sync", [False, True])
 def test_adapter_contract(tmp_path, name, sync):
     cls = get_adapter(name)
+    if sync and name == "dbm":
+        with pytest.raises(EngineUnavailable, match="no fsync"):
+            cls(str(tmp_path / name), EngineSettings(sync=True))
+        return
     db = cls(str(tmp_path / name), EngineSettings(sync=sync, cache_size=1 << 20))
     try:
         keys = [b"k%03d" % i for i in range(50)]
@@ -29,11 +33,14 @@ def test_adapter_contract(tmp_path, name, sync):
         assert db.get(b"k010") == b"new"
         db.delete(b"k011")
         assert db.get(b"k011") is None
-        assert db.scan(b"k045", 10) == 5          # k045..k049
-        assert db.scan(b"k0105", 3) == 3          # starts at the next key, k011 is deleted
-        forward = [k for k, _ in db.iterate()]
-        assert forward == sorted(set(keys) - {b"k011"})
-        assert [k for k, _ in db.iterate(reverse=True)] == forward[::-1]
+        if cls.ordered:
+            assert db.scan(b"k045", 10) == 5          # k045..k049
+            assert db.scan(b"k0105", 3) == 3          # starts at the next key, k011 is deleted
+            forward = [k for k, _ in db.iterate()]
+            assert forward == sorted(set(keys) - {b"k011"})
+            assert [k for k, _ in db.iterate(reverse=True)] == forward[::-1]
+        else:  # every live pair once, in no particular order
+            assert sorted(db.iterate()) == sorted((k, db.get(k)) for k in set(keys) - {b"k011"})
         db.flush()
         assert isinstance(db.stats(), dict)
     finally:

@@ -48,11 +48,37 @@ def test_from_blocks_reports_damage_with_the_block_offset():
     with pytest.raises(CorruptionError, match="claims 1000 entries") as exc:
         Columns.from_blocks([good, claims], "t.sst", [100, 200])
     assert exc.value.offset == 200
-    # Key length 1 -> 2: the lengths no longer add up to the block's size.
-    uneven = good[:6] + (2).to_bytes(4, "little") + good[10:]
+    # Keys "ab", values "xyy", then key ends [1, 2] at byte 5, value ends [3, 5] at 13.
+    assert good[5:21] == b"".join(x.to_bytes(4, "little") for x in (1, 2, 3, 5))
+    # Last value end 5 -> 4: the values no longer end where the columns start.
+    uneven = good[:17] + (4).to_bytes(4, "little") + good[21:]
     with pytest.raises(CorruptionError, match="do not add up") as exc:
         Columns.from_blocks([uneven, good], "t.sst", [100, 200])
     assert exc.value.offset == 100
+    # First key end 1 -> 3: past the second key's end.
+    backwards = good[:5] + (3).to_bytes(4, "little") + good[9:]
+    with pytest.raises(CorruptionError, match="out of order") as exc:
+        Columns.from_blocks([good, backwards], "t.sst", [100, 200])
+    assert exc.value.offset == 200
+
+
+def test_from_blocks_reads_format_1_blocks_stored_with_lengths():
+    from lsmkv.table.block import CODEC_LENGTHS
+    rng = random.Random(7)
+    keys = sorted({rng.randbytes(rng.randrange(1, 9)) for _ in range(40)})
+    values = [rng.randbytes(rng.randrange(0, 30)) for _ in keys]
+    sks = [(i + 1) << 8 | 1 for i in range(len(keys))]
+    v1 = []
+    for a, b in ((0, 15), (15, len(keys))):
+        k, v = keys[a:b], values[a:b]
+        v1.append(b"".join(k) + b"".join(v) + b"".join(len(x).to_bytes(4, "little") for x in k)
+                  + b"".join(len(x).to_bytes(4, "little") for x in v)
+                  + b"".join(x.to_bytes(8, "little") for x in sks[a:b]) + (b - a).to_bytes(4, "little"))
+    cols = Columns.from_blocks(v1, codec=CODEC_LENGTHS)
+    assert cols.keys() == keys
+    assert [cols.data[o:o + n] for o, n in zip(cols.voff.tolist(), cols.vlen.tolist())] == values
+    assert cols.seq_kinds.tolist() == sks
+    assert decode_block(v1[0], codec=CODEC_LENGTHS).keys == keys[:15]
 
 
 @pytest.mark.parametrize("lengths", ["same", "few", "many", "contiguous"])

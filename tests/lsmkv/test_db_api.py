@@ -25,7 +25,9 @@ def test_put_get_delete_and_mapping_protocol(db):
         db[b"zz"]
     del db[b"a"]
     assert b"a" not in db
-    del db[b"never-existed"]  # deletes never read, so no KeyError
+    with pytest.raises(KeyError):
+        del db[b"never-existed"]  # as for a dict (db.delete() is the blind delete)
+    db.delete(b"never-existed")
     db.delete(b"k", sync=True)
     assert db.get(b"k") is None
 

@@ -7,6 +7,7 @@ import threading
 from hypothesis import given, settings, strategies as st
 
 from lsmkv import skiplist
+from lsmkv.cursor import memtable_source, visible_entries
 from lsmkv.memtable import MemTable
 from lsmkv.skiplist import UnrolledSkipList
 from lsmkv.write_batch import TOMBSTONE, VALUE
@@ -83,9 +84,9 @@ def test_memtable_versions_and_read_sequence():
     assert m.get(b"a", 2)[1:3] == (VALUE, b"1")
     assert m.get(b"a", 0) is None
     assert m.get(b"zz", 10) is None
-    assert list(m.visible(2)) == [(b"a", VALUE, b"1"), (b"b", VALUE, b"2")]
-    assert list(m.visible(3)) == [(b"a", TOMBSTONE, b""), (b"b", VALUE, b"2")]
-    assert list(m.visible(4, reverse=True)) == [(b"b", VALUE, b"2"), (b"a", VALUE, b"4")]
+    assert list(visible_entries(memtable_source(m, 2))) == [(b"a", VALUE, b"1"), (b"b", VALUE, b"2")]
+    assert list(visible_entries(memtable_source(m, 3))) == [(b"a", TOMBSTONE, b""), (b"b", VALUE, b"2")]
+    assert list(visible_entries(memtable_source(m, 4), reverse=True)) == [(b"b", VALUE, b"2"), (b"a", VALUE, b"4")]
     # Flushing keeps only what a reader can see: the newest version, plus
     # older ones that a snapshot still needs.
     assert list(m.sorted_runs([])) == [([b"a", b"b"], [4 << 8 | VALUE, 2 << 8 | VALUE], [b"4", b"2"])]

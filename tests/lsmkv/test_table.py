@@ -8,13 +8,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.cache import BlockCache
+from lsmkv.cursor import table_source, visible_entries
 from lsmkv.errors import CorruptionError
 from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.block import decode_block, encode_block
+from lsmkv.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
 from lsmkv.table.bloom import BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
 from lsmkv.table.builder import TableBuilder
 from lsmkv.table.format import FOOTER_SIZE
-from lsmkv.table.reader import TableReader
+from lsmkv.table.reader import PROMOTE_AFTER, TableReader
 from lsmkv.write_batch import TOMBSTONE, VALUE
 
 
@@ -79,12 +80,12 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
         assert reader.get(k, bloom_hash(k), 2**56) == (kind, v)
         assert reader.filter.may_contain(bloom_hash(k))
     visible = [(k, kind, v) for k, (kind, v) in sorted(newest.items())]
-    assert list(reader.visible(2**56)) == visible
-    assert list(reader.visible_reverse(2**56)) == visible[::-1]
+    assert list(visible_entries(table_source(reader, 2**56))) == visible
+    assert list(visible_entries(table_source(reader, 2**56), reverse=True)) == visible[::-1]
     if len(visible) > 2:
         lo, hi = visible[1][0], visible[-1][0]
-        assert list(reader.visible(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi]
-        assert list(reader.visible_reverse(2**56, lo, hi)) == [x for x in visible if lo <= x[0] < hi][::-1]
+        assert list(visible_entries(table_source(reader, 2**56), lo, hi)) == [x for x in visible if lo <= x[0] < hi]
+        assert list(visible_entries(table_source(reader, 2**56), lo, hi, reverse=True)) == [x for x in visible if lo <= x[0] < hi][::-1]
     # Reading at an older sequence sees older versions.
     mid = 10_000 - len(entries) // 2
     expected_mid = {}
@@ -93,7 +94,7 @@ def test_table_round_trip(tmp_path_factory, keys, seed, block_size, compression)
             expected_mid.setdefault(k, (kind, v))
     for k in newest:
         assert reader.get(k, bloom_hash(k), mid) == expected_mid.get(k)
-    assert list(reader.visible(mid)) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
+    assert list(visible_entries(table_source(reader, mid))) == [(k, kind, v) for k, (kind, v) in sorted(expected_mid.items())]
     reader.close()
 
 
@@ -175,18 +176,12 @@ def test_any_single_bit_flip_is_detected(tmp_path_factory, data):
         list(reader.entries())
 
 
-class FakeBlock:
-    def __init__(self, charge):
-        self.charge = charge
-
-
 class FakeReader:
     def __init__(self, n):
         self.blocks = [None] * n
         self.refs = bytearray(n)
-
-    def hold(self, i, block):
-        self.blocks[i] = block
+        self.uses = bytearray(n)
+        self.charges = [0] * n
 
     def release(self, i):
         self.blocks[i] = None
@@ -195,17 +190,17 @@ class FakeReader:
 def test_block_cache_evicts_by_charge_with_second_chance():
     cache = BlockCache(100)
     r = FakeReader(5)
-    cache.admit(r, 0, FakeBlock(40))
-    cache.admit(r, 1, FakeBlock(40))
+    cache.admit(r, 0, b"block 0", 40)
+    cache.admit(r, 1, b"block 1", 40)
     r.refs[0] = 1  # block 0 was read since it was admitted
-    cache.admit(r, 2, FakeBlock(40))  # evicts 1 (0 gets a second chance)
+    cache.admit(r, 2, b"block 2", 40)  # evicts 1 (0 gets a second chance)
     assert r.blocks[0] is not None and r.blocks[1] is None and r.blocks[2] is not None
     assert cache.usage == 80 and cache.evicted == 1
-    cache.admit(r, 3, FakeBlock(1000))  # larger than the cache: not kept
+    cache.admit(r, 3, b"huge", 1000)  # larger than the cache: not kept
     assert r.blocks[3] is None
     cache.drop_reader(r)
     assert cache.usage == 0 and r.blocks == [None] * 5
-    cache.admit(r, 4, FakeBlock(10))
+    cache.admit(r, 4, b"small", 10)
     assert cache.usage == 10
 
 
@@ -222,29 +217,43 @@ def test_reader_serves_blocks_from_the_cache(tmp_path):
     assert cache.usage > 0
 
 
-def test_a_cached_block_joins_the_key_index_on_its_second_use(tmp_path):
+def test_a_cached_block_is_searched_raw_until_it_keeps_being_used(tmp_path):
     path = tmp_path / "000006.sst"
     build(path, [(b"k%04d" % i, 10_000 - i, VALUE, b"v%04d" % i) for i in range(2000)])
     cache = BlockCache(1 << 20)
     reader = TableReader(DEFAULT_FS, str(path), 6, cache)
     assert reader.get(b"k0100", bloom_hash(b"k0100"), 2**56) == (VALUE, b"v0100")
     i = next(n for n, b in enumerate(reader.blocks) if b is not None)
-    assert not reader.indexed[i] and reader.key_slots == {}  # read once: not indexed
-    assert reader.get(b"k0101", None, 2**56) == (VALUE, b"v0101")
-    assert reader.indexed[i] and b"k0100" in reader.key_slots and b"k0101" in reader.key_slots
-    block_charge = reader.blocks[i].charge
-    # A cache with room for one block: loading another evicts this one, keys and all.
-    small = BlockCache(block_charge + 1)
+    assert type(reader.blocks[i]) is bytes and reader.key_slots == {}  # held raw, not indexed
+    raw_charge = cache.usage
+    for n in range(PROMOTE_AFTER - 1):
+        assert reader.get(b"k0101", None, 2**56) == (VALUE, b"v0101")
+        assert type(reader.blocks[i]) is bytes
+    assert reader.get(b"k0102", None, 2**56) == (VALUE, b"v0102")  # its PROMOTE_AFTER-th use
+    assert type(reader.blocks[i]) is Block and reader.indexed[i]
+    assert b"k0100" in reader.key_slots and b"k0101" in reader.key_slots and cache.promoted == 1
+    assert cache.usage == reader.blocks[i].charge > raw_charge
+    assert reader.get(b"k0103", None, 2**56) == (VALUE, b"v0103")  # from the key index
+    # A cache with room for one decoded block: loading others evicts it, keys and all.
+    small = BlockCache(reader.blocks[i].charge + 1)
     reader = TableReader(DEFAULT_FS, str(path), 6, small)
-    for key in (b"k0100", b"k0101", b"k1900", b"k0100"):
+    for _ in range(PROMOTE_AFTER + 1):
+        assert reader.get(b"k0100", None, 2**56) == (VALUE, b"v0100")
+    assert reader.key_slots and small.promoted == 1
+    for key in (b"k1900", b"k0500", b"k1000", b"k0100"):
         assert reader.get(key, None, 2**56) == (VALUE, b"v" + key[1:])
     held = [n for n, b in enumerate(reader.blocks) if b is not None]
-    assert len(held) == 1
+    assert small.usage == sum(reader.charges[n] for n in held) <= small.capacity
+    assert small.evicted >= 1 and b"k0100" not in reader.key_slots
     assert all(reader.blocks[slot >> 32] is not None for slot in reader.key_slots.values())
-    assert small.evicted == 2
+    # A block whose decoded form cannot fit is not promoted: it is let go.
+    tiny = BlockCache(len(reader.block(0).data) + RAW_BLOCK_OVERHEAD + 1)
+    reader = TableReader(DEFAULT_FS, str(path), 6, tiny)
+    for _ in range(PROMOTE_AFTER + 1):
+        assert reader.get(b"k0000", None, 2**56) == (VALUE, b"v0000")
+    assert tiny.promoted == 0 and reader.key_slots == {} and tiny.usage <= tiny.capacity
     # Indexing a block the cache has let go meanwhile does nothing.
-    block = reader.blocks[held[0]]
-    small.drop_reader(reader)
-    assert reader.key_slots == {}
-    reader.index_block(held[0], block)
-    assert reader.key_slots == {} and not any(reader.indexed)
+    block = reader.block(0)
+    tiny.drop_reader(reader)
+    reader.index_block(0, block)
+    assert reader.key_slots == {} and not any(reader.indexed) and tiny.usage == 0

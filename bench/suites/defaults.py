@@ -1,0 +1,206 @@
+"""Every engine as a new user gets it: default options, data larger than
+the default cache would be in most engines, references side by side.
+
+For each engine, in a child process of its own (so that its peak RSS is
+its own): ``--keys`` random 16-byte keys with ``--value-size``-byte random
+(incompressible) values are put one call per key; the store is flushed
+(lsmkv, LevelDB and RocksDB are also compacted into one sorted run with
+compact_range, so that each get probes one table); then ``--reads`` random
+gets of present keys and one full scan. Engines open with their own
+defaults: lsmkv.open(path), btree.open(path), plyvel and rocksdict with
+their default options, LMDB with a 64 GiB map (it has no other way to
+size), sqlite3 with WAL and synchronous=NORMAL and a commit per insert,
+diskcache.Cache(path), and the standard library's dbm.
+
+The table compares what issue-style targets name: lsmkv against LevelDB
+(gets) and RocksDB (puts, scan); btree against LMDB (gets with one read
+transaction, puts with a transaction each, cursor scan) and sqlite3
+(puts); and both against diskcache and dbm, what Python programs use as a
+persistent dict. With ``--keys 10000000`` it is the larger-than-cache
+mode: each engine's peak RSS beside the cache it was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import shutil
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+NAME = "defaults"
+DESCRIPTION = "each engine with its default options: 1M random puts, random gets, a full scan; peak RSS"
+
+ALL_ENGINES = ["lsm", "btree", "leveldb", "rocksdb", "lmdb", "sqlite", "diskcache", "dbm"]
+#: (what is measured, ours, reference, workload, target ratio or None)
+TARGETS = [
+    ("random get", "lsm", "leveldb", "get", 0.5),
+    ("full scan", "lsm", "rocksdb", "scan", 0.5),
+    ("put, one call per key", "lsm", "rocksdb", "put", 1.0),
+    ("random get", "lsm", "diskcache", "get", 1.0),
+    ("random get", "lsm", "dbm", "get", 1.0),
+    ("random get", "btree", "lmdb", "get", 0.6),
+    ("put, one commit per key", "btree", "lmdb", "put", 1.0),
+    ("put", "btree", "sqlite", "put", 3.0),
+    ("full scan", "btree", "lmdb", "scan", 0.5),
+    ("random get", "btree", "diskcache", "get", 1.0),
+    ("random get", "btree", "dbm", "get", 1.0),
+]
+VALUE_POOL = 4096
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--keys", type=int, default=1_000_000, help="keys put (1,000,000)")
+    parser.add_argument("--reads", type=int, default=200_000, help="random gets of present keys (200,000)")
+    parser.add_argument("--value-size", type=int, default=100, help="bytes per value, random (100)")
+    parser.add_argument("--engines", default=",".join(ALL_ENGINES),
+                        help=f"comma-separated engines ({','.join(ALL_ENGINES)})")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
+
+
+def run(args: argparse.Namespace, rec) -> None:
+    from ..engines import availability, get_adapter
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    for name in engines:
+        get_adapter(name)  # an unknown name fails here, before anything runs
+    root = tempfile.mkdtemp(prefix="lsmkv-defaults-", dir=args.dir)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for name in engines:
+            reason = availability(name)
+            if reason is not None:
+                rec.progress(f"{name}: not run ({reason})")
+                continue
+            rec.progress(f"{name}: {args.keys:,} puts, {args.reads:,} gets, a full scan (child process)")
+            with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+                res = pool.submit(measure, name, os.path.join(root, name), args.keys, args.reads,
+                                  args.value_size, args.seed).result()
+            results[name] = res
+            common = {"peak_rss_mb": res["peak_rss_mb"], "baseline_rss_mb": res["baseline_rss_mb"],
+                      "disk_bytes": res["disk_bytes"], "cache": res["cache"]}
+            rec.run(name, "put", args.keys, res["put_s"], prepare_s=res["prepare_s"], **common)
+            rec.run(name, "get", args.reads, res["get_s"], found=res["found"], read_amp=res["read_amp"],
+                    **common)
+            rec.run(name, "scan", res["scanned"], res["scan_s"], **common)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    rec.table("Default options: ours against the references", ["measure", "ours", "reference", "ours/s",
+                                                                 "reference/s", "ratio", "target"],
+              _target_rows(results),
+              note=f"{args.keys:,} random 16-byte keys, {args.value_size}-byte random values; "
+                   f"{args.reads:,} random gets of present keys; one full scan. Each engine in its own "
+                   "process with its own defaults (module docstring of bench/suites/defaults.py).")
+    rec.table("Per engine", ["engine", "put/s", "get/s", "scan entries/s", "reads per get", "peak RSS MiB",
+                             "RSS before open MiB", "cache", "disk MiB"],
+              [[name, r["put_rate"], r["get_rate"], r["scan_rate"], r["read_amp"], r["peak_rss_mb"],
+                r["baseline_rss_mb"], r["cache"], round(r["disk_bytes"] / 2**20, 1)]
+               for name, r in results.items()],
+              note="reads per get: blocks or pages read from files per get (the engine's own counter; - "
+                   "where it has none). RSS before open: the process with its keys and values generated, "
+                   "before the engine is opened.")
+
+
+def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for what, ours, ref, workload, target in TARGETS:
+        if ours not in results or ref not in results:
+            continue
+        a = results[ours][f"{workload}_rate"]
+        b = results[ref][f"{workload}_rate"]
+        ratio = a / b if a and b else None
+        rows.append([what, ours, ref, a, b, None if ratio is None else f"{ratio:.2f}x",
+                     None if target is None else f">= {target}x" + ("" if ratio is None else
+                                                                   (" met" if ratio >= target else " missed"))])
+    return rows
+
+
+def _prepare(name: str, adapter) -> None:
+    """Flush; compact the LSM-trees into one sorted run."""
+    adapter.flush()
+    if name == "lsm":
+        adapter.db.compact_range()
+    elif name == "rocksdb":
+        adapter.db.flush(True)
+        adapter.db.compact_range(None, None)
+    elif name == "leveldb":
+        adapter.db.compact_range()
+
+
+def _getter(name: str, adapter):
+    """The get function of the read phase, and what to close after it
+    (LMDB reads in one read transaction, as its users do)."""
+    if name == "lmdb":
+        txn = adapter.env.begin()
+        return txn.get, txn.abort
+    return adapter.get, None
+
+
+def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: int) -> dict[str, Any]:
+    """One engine, start to end, in the calling (child) process."""
+    import numpy as np
+
+    from ..engines import EngineSettings, get_adapter
+    from ..metrics import directory_bytes
+
+    rng = np.random.default_rng(seed)
+    blob = rng.bytes(16 * keys)
+    values = [rng.bytes(value_size) for _ in range(VALUE_POOL)]
+    read_keys = [blob[16 * i: 16 * i + 16] for i in rng.integers(0, keys, reads).tolist()]
+    gc.collect()
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    adapter = get_adapter(name)(path, EngineSettings(cache_size=None))
+    out: dict[str, Any] = {}
+    try:
+        put = adapter.put
+        mask = VALUE_POOL - 1
+        gc.disable()
+        t0 = time.perf_counter()
+        for i in range(keys):
+            put(blob[16 * i: 16 * i + 16], values[i & mask])
+        out["put_s"] = time.perf_counter() - t0
+        gc.enable()
+        t0 = time.perf_counter()
+        _prepare(name, adapter)
+        out["prepare_s"] = time.perf_counter() - t0
+        before = adapter.stats()
+        get, done = _getter(name, adapter)
+        found = 0
+        gc.disable()
+        t0 = time.perf_counter()
+        for k in read_keys:
+            if get(k) is not None:
+                found += 1
+        out["get_s"] = time.perf_counter() - t0
+        gc.enable()
+        if done is not None:
+            done()
+        after = adapter.stats()
+        out["found"] = found
+        gets = (after.get("gets") or 0) - (before.get("gets") or 0)
+        out["read_amp"] = (round(after["read_amp"], 3) if gets and after.get("read_amp") is not None
+                           and before.get("gets", 0) == 0 else None)
+        t0 = time.perf_counter()
+        scanned = 0
+        for _ in adapter.iterate():
+            scanned += 1
+        out["scan_s"] = time.perf_counter() - t0
+        out["scanned"] = scanned
+        stats = adapter.stats()
+        cache = (stats.get("block_cache") or {}).get("capacity") or stats.get("cache_bytes")
+        out["cache"] = f"{cache / 2**20:.0f} MiB" if cache else "engine default"
+    finally:
+        adapter.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["peak_rss_mb"] = round(peak / 1024, 1)
+    out["baseline_rss_mb"] = round(baseline / 1024, 1)
+    out["disk_bytes"] = directory_bytes(path)
+    out["put_rate"] = keys / out["put_s"] if out["put_s"] else None
+    out["get_rate"] = reads / out["get_s"] if out["get_s"] else None
+    out["scan_rate"] = scanned / out["scan_s"] if out["scan_s"] else None
+    return out

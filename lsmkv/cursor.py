@@ -1,0 +1,585 @@
+"""Cursors: positioned, bidirectional iteration over a point-in-time view.
+
+``db.iterator(lower_bound=None, upper_bound=None)`` (and
+``snapshot.iterator(...)``) returns an :class:`Iterator` in RocksDB's
+vocabulary: ``seek(key)`` (first key >= key), ``seek_for_prev(key)`` (last
+key <= key), ``seek_to_first()``, ``seek_to_last()``, ``valid()``,
+``key()``, ``value()``, ``next()``, ``prev()``, ``close()``; it is also a
+context manager, and iterating it yields ``(key, value)`` from its current
+position (from the first key when it is not positioned) to the end.
+
+How it works (LevelDB's MergingIterator and DBIter in one): the view is
+the read state (memtables and Version) and sequence number pinned when the
+cursor is made, so writes made later are never seen and the tables it
+reads are not deleted under it. Each source of that view -- a memtable, a
+level-0 table, a deeper level's tables concatenated -- has a
+:class:`SourceCursor`, which moves through the source a *chunk* at a time:
+the keys of one skiplist node or the keys one table block owns, each
+already resolved to its newest version visible at the sequence (a
+tombstone included, since it hides older sources). The merging cursor
+shows, at each step, the smallest (moving forward) or largest (moving
+backward) key among the sources; for a key in several sources the newest
+source's version wins; tombstones are stepped over. A change of direction
+re-seeks each source once around the current key: a few binary searches,
+not a re-scan. Bounds (lower inclusive, upper exclusive) hold in both
+directions: a seek below the lower bound lands on the first key in range
+and nothing outside is ever shown. Values with a ttl are resolved per
+source as chunks arrive (``expiring``): by the time the merge looks, a kind
+is only a value or a tombstone.
+
+This module reads sources through small functions handed to it; it never
+touches the DB object.
+"""
+
+from __future__ import annotations
+
+import weakref
+from bisect import bisect_left
+from heapq import merge
+from itertools import compress
+from operator import itemgetter
+from typing import Callable, Iterator as TypingIterator
+
+from .errors import ClosedError, CorruptionError
+from .keys import as_key, as_optional_key
+from .ttl import live_value
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL
+
+#: A chunk: keys ascending, with the kind and value of each one's visible version.
+Chunk = tuple[list[bytes], list[int], list[bytes]]
+_EMPTY: Chunk = ([], [], [])
+_first = itemgetter(0)
+#: after(key, inclusive) -> the first chunk of entries with keys > key (>= if
+#: inclusive; key None: from the start); before(key, inclusive) -> the last
+#: chunk of entries with keys < key (<=; key None: to the end). Empty: none.
+Finder = Callable[[bytes | None, bool], Chunk]
+
+
+class SourceCursor:
+    """A position in one source, moving a chunk at a time."""
+
+    __slots__ = ("after", "before", "keys", "kinds", "values", "pos", "cur")
+
+    def __init__(self, after: Finder, before: Finder) -> None:
+        self.after = after
+        self.before = before
+        self.keys: list[bytes] = []
+        self.kinds: list[int] = []
+        self.values: list[bytes] = []
+        self.pos = 0
+        #: The current key, None when the cursor is off either end.
+        self.cur: bytes | None = None
+
+    def _take(self, chunk: Chunk, at_end: bool) -> None:
+        keys = self.keys = chunk[0]
+        self.kinds, self.values = chunk[1], chunk[2]
+        if keys:
+            self.pos = len(keys) - 1 if at_end else 0
+            self.cur = keys[self.pos]
+        else:
+            self.pos = 0
+            self.cur = None
+
+    @property
+    def valid(self) -> bool:
+        return self.cur is not None
+
+    def seek(self, key: bytes | None, inclusive: bool = True) -> None:
+        """To the first key >= key (> key if not inclusive; None: the first)."""
+        self._take(self.after(key, inclusive), False)
+
+    def seek_for_prev(self, key: bytes | None, inclusive: bool = True) -> None:
+        """To the last key <= key (< key if not inclusive; None: the last)."""
+        self._take(self.before(key, inclusive), True)
+
+    def next(self) -> None:
+        pos = self.pos = self.pos + 1
+        keys = self.keys
+        if pos < len(keys):
+            self.cur = keys[pos]
+        elif keys:
+            last = keys[-1]
+            self._take(_ascending_after(self.after(last, False), last), False)
+
+    def prev(self) -> None:
+        pos = self.pos = self.pos - 1
+        if pos >= 0:
+            self.cur = self.keys[pos]
+        elif self.keys:
+            first = self.keys[0]
+            self._take(_descending_before(self.before(first, False), first), True)
+
+
+def _ascending_after(chunk: Chunk, key: bytes) -> Chunk:
+    """``chunk``, which must hold keys above ``key``: a source whose keys are
+    out of order (a damaged table that passed its checksums) would
+    otherwise send a cursor round in circles."""
+    if chunk[0] and not (chunk[0][0] > key and chunk[0][-1] > key):
+        raise CorruptionError(f"keys out of order: {chunk[0][0]!r} follows {key!r}")
+    return chunk
+
+
+def _descending_before(chunk: Chunk, key: bytes) -> Chunk:
+    if chunk[0] and not (chunk[0][-1] < key and chunk[0][0] < key):
+        raise CorruptionError(f"keys out of order: {chunk[0][-1]!r} precedes {key!r}")
+    return chunk
+
+
+def _filtered(chunk: Chunk, key: bytes | None, inclusive: bool, above: bool) -> Chunk:
+    """The part of a chunk above ``key`` (or below it)."""
+    keys = chunk[0]
+    if key is None or not keys:
+        return chunk
+    if above:
+        i = bisect_left(keys, key)
+        if i < len(keys) and not inclusive and keys[i] == key:
+            i += 1
+        return chunk if i == 0 else (keys[i:], chunk[1][i:], chunk[2][i:])
+    j = bisect_left(keys, key)
+    if inclusive and j < len(keys) and keys[j] == key:
+        j += 1
+    return chunk if j == len(keys) else (keys[:j], chunk[1][:j], chunk[2][:j])
+
+
+# -- sources --------------------------------------------------------------------------------
+
+def memtable_source(mem, read_seq: int) -> SourceCursor:
+    """A memtable's keys a skiplist node at a time, each resolved at read_seq.
+    Keys inserted after the cursor was made carry newer sequences only, so
+    they resolve to nothing and are left out."""
+    index = mem._index
+    latest = mem._latest
+
+    def resolve(keys: list[bytes]) -> Chunk:
+        out_keys, kinds, values = [], [], []
+        for key in keys:
+            version = latest.get(key)
+            while version is not None and version[0] > read_seq:
+                version = version[3]
+            if version is not None:
+                out_keys.append(key)
+                kinds.append(version[1])
+                values.append(version[2])
+        return out_keys, kinds, values
+
+    def after(key: bytes | None, inclusive: bool) -> Chunk:
+        keys = index.keys_after(key, inclusive)
+        while keys:
+            chunk = resolve(keys)
+            if chunk[0]:
+                return chunk
+            keys = index.keys_after(keys[-1], False)
+        return _EMPTY
+
+    def before(key: bytes | None, inclusive: bool) -> Chunk:
+        keys = index.keys_before(key, inclusive)
+        while keys:
+            chunk = resolve(keys)
+            if chunk[0]:
+                return chunk
+            keys = index.keys_before(keys[0], False)
+        return _EMPTY
+
+    return SourceCursor(after, before)
+
+
+def expiring(source: SourceCursor, now_ms: int) -> SourceCursor:
+    """``source`` with its values that have a ttl resolved at ``now_ms``
+    (ms since the epoch): a live one reads as a plain value, an expired one
+    as a tombstone -- it hides older sources' versions of its key, as a
+    delete does (ttl.py)."""
+    after, before = source.after, source.before
+
+    def resolve(chunk: Chunk) -> Chunk:
+        kinds = chunk[1]
+        if VALUE_TTL not in kinds:
+            return chunk
+        kinds, values = list(kinds), list(chunk[2])
+        for i, kind in enumerate(kinds):
+            if kind == VALUE_TTL:
+                value = live_value(values[i], now_ms)
+                if value is None:
+                    kinds[i], values[i] = TOMBSTONE, b""
+                else:
+                    kinds[i], values[i] = VALUE, value
+        return chunk[0], kinds, values
+
+    return SourceCursor(lambda key, inclusive: resolve(after(key, inclusive)),
+                        lambda key, inclusive: resolve(before(key, inclusive)))
+
+
+def table_source(reader, read_seq: int) -> SourceCursor:
+    """A table's keys a block's owned keys at a time (reader.owned_entries)."""
+    return SourceCursor(*_table_finders(reader, read_seq))
+
+
+def _table_finders(reader, read_seq: int) -> tuple[Finder, Finder]:
+    index_keys = reader.index_keys
+    n = len(index_keys)
+    #: The last block's entries: stepping off a chunk's end asks for the
+    #: block it came from once more before the one beside it.
+    memo: list = [-1, None]
+
+    def owned(i: int) -> Chunk:
+        if memo[0] != i:
+            memo[1] = reader.owned_entries(i, read_seq)
+            memo[0] = i
+        return memo[1]
+
+    def after(key: bytes | None, inclusive: bool) -> Chunk:
+        if key is None:
+            i = 0
+        else:
+            i = bisect_left(index_keys, key)
+            if not inclusive and i < n and index_keys[i] == key:
+                i += 1  # block i ends at key: nothing above it there
+        while i < n:
+            chunk = _filtered(owned(i), key, inclusive, True)
+            if chunk[0]:
+                return chunk
+            i += 1
+        return _EMPTY
+
+    def before(key: bytes | None, inclusive: bool) -> Chunk:
+        i = n - 1 if key is None else min(bisect_left(index_keys, key), n - 1)
+        while i >= 0:
+            chunk = _filtered(owned(i), key, inclusive, False)
+            if chunk[0]:
+                return chunk
+            i -= 1
+        return _EMPTY
+
+    return after, before
+
+
+def level_source(files: list, open_table, read_seq: int) -> SourceCursor:
+    """A level >= 1: its tables (sorted, disjoint) one after the other."""
+    largest = [meta.largest for meta in files]
+    finders: dict[int, tuple[Finder, Finder]] = {}
+
+    def table(f: int) -> tuple[Finder, Finder]:
+        found = finders.get(f)
+        if found is None:
+            found = finders[f] = _table_finders(open_table(files[f]), read_seq)
+        return found
+
+    def after(key: bytes | None, inclusive: bool) -> Chunk:
+        f = 0 if key is None else bisect_left(largest, key)
+        while f < len(files):
+            chunk = table(f)[0](key, inclusive)
+            if chunk[0]:
+                return chunk
+            f += 1
+            key = None
+        return _EMPTY
+
+    def before(key: bytes | None, inclusive: bool) -> Chunk:
+        f = len(files) - 1 if key is None else min(bisect_left(largest, key), len(files) - 1)
+        while f >= 0:
+            if key is None or files[f].smallest <= key:
+                chunk = table(f)[1](key, inclusive)
+                if chunk[0]:
+                    return chunk
+            f -= 1
+            key = None
+        return _EMPTY
+
+    return SourceCursor(after, before)
+
+
+# -- the merging cursor ------------------------------------------------------------------------
+
+class Iterator:
+    """A cursor over a point-in-time view (see the module docstring)."""
+
+    __slots__ = ("_sources", "_lower", "_upper", "_forward", "_key", "_value", "_closed", "_check",
+                 "_pinned", "_finalizer", "_alive", "__weakref__")
+
+    def __init__(self, sources: list[SourceCursor], lower_bound: object = None, upper_bound: object = None, *,
+                 check: Callable[[], None] = lambda: None, pinned: object = None,
+                 on_close: Callable[[], None] | None = None, alive: list[bool] | None = None) -> None:
+        self._lower = as_optional_key(lower_bound, "lower_bound")
+        self._upper = as_optional_key(upper_bound, "upper_bound")
+        #: Newest source first.
+        self._sources = sources
+        self._forward = True
+        self._key: bytes | None = None
+        self._value: bytes | None = None
+        self._closed = False
+        #: Raises if the database (or snapshot) behind the cursor was closed.
+        self._check = check
+        #: A one-item list the database sets to [False] when it closes:
+        #: streams look at it before every entry they yield.
+        self._alive = alive if alive is not None else [True]
+        #: What keeps the view alive (the read state) while the cursor lives.
+        self._pinned = pinned
+        #: Runs once, at close() or when the cursor is garbage-collected
+        #: (a btree cursor's own snapshot is closed so).
+        self._finalizer = weakref.finalize(self, on_close) if on_close is not None else None
+
+    # -- positioning ----------------------------------------------------------------------
+
+    def seek_to_first(self) -> None:
+        self._begin()
+        for s in self._sources:
+            s.seek(self._lower)
+        self._settle_forward()
+
+    def seek_to_last(self) -> None:
+        self._begin()
+        for s in self._sources:
+            s.seek_for_prev(self._upper, False)
+        self._settle_backward()
+
+    def seek(self, key: object) -> None:
+        """To the first key >= ``key`` (within the bounds)."""
+        k = as_key(key)
+        self._begin()
+        if self._lower is not None and k < self._lower:
+            k = self._lower
+        for s in self._sources:
+            s.seek(k)
+        self._settle_forward()
+
+    def seek_for_prev(self, key: object) -> None:
+        """To the last key <= ``key`` (within the bounds)."""
+        k = as_key(key)
+        self._begin()
+        upper = self._upper
+        for s in self._sources:
+            if upper is not None and k >= upper:
+                s.seek_for_prev(upper, False)
+            else:
+                s.seek_for_prev(k)
+        self._settle_backward()
+
+    def next(self) -> None:
+        key = self._current()
+        if not self._forward:
+            # Every source to its first key after the current one.
+            for s in self._sources:
+                s.seek(key, False)
+            self._forward = True
+        else:
+            for s in self._sources:
+                if s.cur == key:
+                    s.next()
+        self._settle_forward()
+
+    def prev(self) -> None:
+        key = self._current()
+        if self._forward:
+            for s in self._sources:
+                s.seek_for_prev(key, False)
+            self._forward = False
+        else:
+            for s in self._sources:
+                if s.cur == key:
+                    s.prev()
+        self._settle_backward()
+
+    # -- the current entry ------------------------------------------------------------------
+
+    def valid(self) -> bool:
+        self._check_open()
+        return self._key is not None
+
+    def key(self) -> bytes:
+        return self._current()
+
+    def value(self) -> bytes:
+        self._current()
+        return self._value
+
+    def _current(self) -> bytes:
+        self._check_open()
+        if self._key is None:
+            raise ValueError("the cursor is not positioned on an entry (valid() is False)")
+        return self._key
+
+    # -- merging ----------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._check_open()
+        self._forward = True
+
+    def _settle_forward(self) -> None:
+        """Show the smallest key among the sources (the newest source's
+        version of it); step over tombstones; stop at the upper bound."""
+        self._forward = True
+        sources = self._sources
+        upper = self._upper
+        while True:
+            best = None
+            winner = None
+            for s in sources:
+                k = s.cur
+                if k is not None and (best is None or k < best):
+                    best, winner = k, s
+            if best is None or (upper is not None and best >= upper):
+                self._key = self._value = None
+                return
+            if winner.kinds[winner.pos] != TOMBSTONE:
+                self._key, self._value = best, winner.values[winner.pos]
+                return
+            for s in sources:
+                if s.cur == best:
+                    s.next()
+
+    def _settle_backward(self) -> None:
+        self._forward = False
+        sources = self._sources
+        lower = self._lower
+        while True:
+            best = None
+            winner = None
+            for s in sources:
+                k = s.cur
+                if k is not None and (best is None or k > best):
+                    best, winner = k, s
+            if best is None or (lower is not None and best < lower):
+                self._key = self._value = None
+                return
+            if winner.kinds[winner.pos] != TOMBSTONE:
+                self._key, self._value = best, winner.values[winner.pos]
+                return
+            for s in sources:
+                if s.cur == best:
+                    s.prev()
+
+    # -- iteration and lifetime --------------------------------------------------------------
+
+    def __iter__(self) -> TypingIterator[tuple[bytes, bytes]]:
+        """(key, value) from the current entry (from the first one when the
+        cursor is not positioned) to the end of the range, ascending. The
+        iteration reads on its own: the cursor stays where it is."""
+        self._check_open()
+        return self.stream(self._key if self._key is not None else self._lower)
+
+    def stream(self, start: bytes | None = None, reverse: bool = False) -> TypingIterator[tuple[bytes, bytes]]:
+        """(key, value) of every live key in the bounds from ``start`` on
+        (inclusive; None: from the first, or with ``reverse`` from the
+        last), ascending or descending, a chunk at a time and at C speed
+        where a chunk holds no tombstone. DB.scan() is this."""
+        sources = self._sources
+        if reverse:
+            streams = [_chunks_backward(s, start if start is not None else self._upper,
+                                        start is not None or self._upper is None) for s in sources]
+        else:
+            lower = self._lower
+            if start is None or (lower is not None and start < lower):
+                start = lower
+            streams = [_chunks_forward(s, start) for s in sources]
+        bound = self._lower if reverse else self._upper
+        # The stream holds the view itself (the read state, whose Version
+        # keeps the tables on disk), so it outlives a cursor dropped early.
+        if len(streams) == 1:
+            return _live_chunks(streams[0], bound, reverse, self._check_open, self._alive, self._pinned)
+        return _live_merged(streams, bound, reverse, self._check_open, self._alive, self._pinned)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the cursor is closed")
+        self._check()
+
+    def close(self) -> None:
+        """Let go of the view (the cursor is unusable afterwards)."""
+        self._closed = True
+        self._sources = []
+        self._pinned = None
+        self._key = self._value = None
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> "Iterator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- streaming (iteration and scans) -----------------------------------------------------------
+
+def _chunks_forward(s: SourceCursor, start: bytes | None) -> TypingIterator[Chunk]:
+    chunk = s.after(start, True)
+    while chunk[0]:
+        yield chunk
+        last = chunk[0][-1]
+        chunk = _ascending_after(s.after(last, False), last)
+
+
+def _chunks_backward(s: SourceCursor, end: bytes | None, inclusive: bool) -> TypingIterator[Chunk]:
+    """Chunks below ``end`` (<= if inclusive), the highest first; each ascending."""
+    chunk = s.before(end, inclusive)
+    while chunk[0]:
+        yield chunk
+        first = chunk[0][0]
+        chunk = _descending_before(s.before(first, False), first)
+
+
+def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes | None = None,
+                    reverse: bool = False) -> TypingIterator[tuple[bytes, int, bytes]]:
+    """(key, kind, value) of one source's visible versions with keys in
+    [start, end), tombstones included, ascending or descending."""
+    if reverse:
+        for key, kind, value in _entries(_chunks_backward(source, end, end is None), True):
+            if start is not None and key < start:
+                return
+            yield key, kind, value
+    else:
+        for key, kind, value in _entries(_chunks_forward(source, start), False):
+            if end is not None and key >= end:
+                return
+            yield key, kind, value
+
+
+def _live_chunks(chunks: TypingIterator[Chunk], bound: bytes | None, reverse: bool,
+                 check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
+    """The live entries of one source's chunks up to ``bound`` (the upper
+    bound, exclusive; with reverse the lower, inclusive)."""
+    for keys, kinds, values in chunks:
+        check()
+        cut = False
+        if bound is not None:
+            if reverse:
+                if keys[0] < bound:
+                    i = bisect_left(keys, bound)
+                    keys, kinds, values, cut = keys[i:], kinds[i:], values[i:], True
+            elif keys[-1] >= bound:
+                j = bisect_left(keys, bound)
+                keys, kinds, values, cut = keys[:j], kinds[:j], values[:j], True
+        pairs = zip(reversed(keys), reversed(values)) if reverse else zip(keys, values)
+        if TOMBSTONE in kinds:
+            pairs = compress(pairs, reversed(kinds) if reverse else kinds)  # kinds: 1 value, 0 tombstone
+        for pair in pairs:
+            if not alive[0]:
+                check()
+            yield pair
+        if cut:
+            return
+
+
+def _entries(chunks: TypingIterator[Chunk], reverse: bool) -> TypingIterator[tuple[bytes, int, bytes]]:
+    for keys, kinds, values in chunks:
+        if reverse:
+            yield from zip(reversed(keys), reversed(kinds), reversed(values))
+        else:
+            yield from zip(keys, kinds, values)
+
+
+def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reverse: bool,
+                 check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
+    """The live entries of several sources (newest first) merged: for a key
+    in several, the newest source's version (heapq.merge keeps equal keys
+    in source order); tombstones dropped; up to ``bound``."""
+    prev = None
+    for key, kind, value in merge(*[_entries(c, reverse) for c in streams], key=_first, reverse=reverse):
+        if key == prev:
+            continue
+        prev = key
+        if bound is not None and (key < bound if reverse else key >= bound):
+            return
+        if not alive[0]:
+            check()
+        if kind != TOMBSTONE:
+            yield key, value

@@ -1,0 +1,132 @@
+"""KeyValueMapping: the mapping protocol (``collections.abc.MutableMapping``)
+over an engine's own operations, shared by both engines' DB classes.
+
+A DB is a persistent dict of bytes to bytes: ``for key in db`` iterates in
+key order, ``keys()``, ``values()`` and ``items()`` are views that scan the
+database when iterated, ``len(db)`` counts live keys, and ``pop``,
+``popitem``, ``setdefault``, ``update`` and ``clear`` behave as a dict's.
+What this module needs from the class it is mixed into: ``get(key,
+default)``, ``put``, ``delete``, ``scan(start, end, reverse, prefix)``,
+``write_batch()`` and ``_live_count()``. It owns no state and never touches
+an engine's internals.
+
+Two deliberate differences from a dict: a DB compares equal only to itself
+and stays hashable (two handles on one directory, or a DB and a dict with
+the same contents, are different objects, and an equality that scans whole
+databases would be a trap); and the views are live: they show the database
+as it is when they are iterated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, MutableMapping, ValuesView
+from itertools import islice
+from typing import Any
+
+#: Keys deleted per write batch by clear().
+_CLEAR_BATCH = 1024
+
+
+class _Keys(KeysView):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for key, _ in self._mapping.scan():
+            yield key
+
+
+class _Values(ValuesView):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for _, value in self._mapping.scan():
+            yield value
+
+
+class _Items(ItemsView):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(self._mapping.scan())
+
+
+class KeyValueMapping(MutableMapping):
+    """The mapping protocol for a DB (see the module docstring)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: object) -> None:
+        """Delete ``key``; KeyError if it is absent (as for a dict). A read
+        then a write, so not atomic with writes of other threads; ``delete``
+        is the blind, atomic delete."""
+        if self.get(key) is None:
+            raise KeyError(key)
+        self.delete(key)
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def __iter__(self) -> Iterator[bytes]:
+        for key, _ in self.scan():
+            yield key
+
+    def __len__(self) -> int:
+        return self._live_count()
+
+    def keys(self) -> KeysView:
+        return _Keys(self)
+
+    def values(self) -> ValuesView:
+        return _Values(self)
+
+    def items(self) -> ItemsView:
+        return _Items(self)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        """Put every pair of ``other`` (a mapping or an iterable of pairs) in
+        one atomic write batch. Keyword arguments are refused (keys are bytes)."""
+        if kwargs:
+            raise TypeError("keys must be bytes, so update() takes no keyword arguments "
+                            f"(got {', '.join(sorted(kwargs))})")
+        pairs: Iterable
+        if isinstance(other, Mapping):
+            pairs = other.items()
+        elif hasattr(other, "keys"):
+            pairs = ((k, other[k]) for k in other.keys())
+        else:
+            pairs = other
+        with self.write_batch() as batch:
+            for pair in pairs:
+                key, value = pair
+                batch.put(key, value)
+
+    def popitem(self) -> tuple[bytes, bytes]:
+        """Remove and return the pair with the smallest key; KeyError if empty."""
+        for key, value in self.scan():
+            self.delete(key)
+            return key, value
+        raise KeyError("popitem(): the database is empty")
+
+    def clear(self) -> None:
+        """Delete every key, in write batches of 1,024 deletes (not atomic as
+        a whole: a crash midway leaves the keys not yet deleted)."""
+        while True:
+            keys = [key for key, _ in islice(self.scan(), _CLEAR_BATCH)]
+            if not keys:
+                return
+            with self.write_batch() as batch:
+                for key in keys:
+                    batch.delete(key)
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__

@@ -1,0 +1,48 @@
+"""The cursor, dbm and defaults bench suites run end to end at tiny sizes and
+record what they say they measure (not how fast anything is)."""
+
+from __future__ import annotations
+
+import json
+
+from bench import cli
+from bench.engines import availability
+
+
+def _run(tmp_path, suite, *args):
+    out = tmp_path / suite
+    assert cli.main(["--suite", suite, "--quiet", "--out", str(out), *args]) == 0
+    return json.loads((out / "results.json").read_text())
+
+
+def test_cursor_suite_reads_the_same_entries_on_every_engine(tmp_path):
+    doc = _run(tmp_path, "cursor", "--keys", "3000", "--seeks", "50", "--steps", "20")
+    runs = doc["runs"]
+    engines = {r["engine"] for r in runs}
+    assert {"lsm", "btree"} <= engines
+    for label in ("seek+next", "seek_for_prev+prev"):
+        counts = {r["engine"]: r["operations"] for r in runs if r["workload"] == label}
+        assert len(set(counts.values())) == 1, counts  # every cursor read the same entries
+        assert 0 < next(iter(counts.values())) <= 50 * 20
+    assert doc["tables"][0]["rows"]
+
+
+def test_dbm_suite_covers_both_engines_and_the_stdlib(tmp_path):
+    doc = _run(tmp_path, "dbm", "--keys", "2000", "--reads", "500")
+    names = {r["engine"] for r in doc["runs"]}
+    assert {"lsmkv.dbm", "btree.dbm", "dbm.dumb"} <= names
+    assert all(r["operations"] in (2000, 500) for r in doc["runs"])
+    assert any(row[0] == "lsmkv.dbm" and row[1] == "dbm.dumb" for row in doc["tables"][0]["rows"])
+
+
+def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
+    engines = ["lsm", "btree"] + [e for e in ("leveldb", "lmdb", "dbm") if availability(e) is None]
+    doc = _run(tmp_path, "defaults", "--keys", "3000", "--reads", "500", "--engines", ",".join(engines))
+    by = {(r["engine"], r["workload"]): r for r in doc["runs"]}
+    for e in engines:
+        assert by[e, "put"]["operations"] == 3000
+        assert by[e, "get"]["found"] == 500
+        assert by[e, "scan"]["operations"] == 3000
+        assert by[e, "get"]["peak_rss_mb"] >= by[e, "get"]["baseline_rss_mb"] > 0
+    targets = {(row[1], row[2], row[0]) for row in doc["tables"][0]["rows"]}
+    assert ("lsm", "leveldb", "random get") in targets or "leveldb" not in engines

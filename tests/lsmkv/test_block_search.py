@@ -1,0 +1,114 @@
+"""Searching a block in its raw bytes (block.search_block) agrees with a
+search of the decoded block, and a table's point lookups agree with its
+entries, whichever way the block is held (raw, decoded, not cached)."""
+
+from __future__ import annotations
+
+import bisect
+
+from hypothesis import given, settings, strategies as st
+
+from lsmkv.cache import BlockCache
+from lsmkv.fs import DEFAULT_FS
+from lsmkv.table.block import CONTINUE, check_block, decode_block, encode_block, search_block
+from lsmkv.table.builder import TableBuilder
+from lsmkv.table.reader import PROMOTE_AFTER, TableReader
+
+# Keys from a small alphabet and short lengths: many share prefixes, and
+# some are prefixes of others ("ab" < "ab\x00" < "abc").
+keys_strategy = st.binary(min_size=0, max_size=5).map(lambda b: bytes(x % 3 + 0x61 if x > 2 else x for x in b))
+
+
+def decoded_search(keys, seq_kinds, values, key, read_seq):
+    """The reference: bisect the decoded keys, then walk the key's versions."""
+    j = bisect.bisect_left(keys, key)
+    while j < len(keys):
+        if keys[j] != key:
+            return None
+        if seq_kinds[j] >> 8 <= read_seq:
+            return seq_kinds[j] & 0xFF, values[j]
+        j += 1
+    return CONTINUE
+
+
+@st.composite
+def blocks(draw):
+    """Entries in internal order: keys ascending, each with 1-3 versions, newest first."""
+    keys = sorted(set(draw(st.lists(keys_strategy, max_size=40))))
+    entries = []
+    for key in keys:
+        seqs = sorted(draw(st.lists(st.integers(0, 50), min_size=1, max_size=3, unique=True)), reverse=True)
+        for seq in seqs:
+            entries.append((key, seq << 8 | draw(st.sampled_from([0, 1])), draw(st.binary(max_size=12))))
+    return entries
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks(), st.lists(keys_strategy, max_size=6), st.integers(0, 60))
+def test_raw_search_agrees_with_a_decoded_search(entries, probes, read_seq):
+    keys = [k for k, _, _ in entries]
+    sks = [s for _, s, _ in entries]
+    values = [v for _, _, v in entries]
+    raw = encode_block(keys, sks, values)
+    check_block(raw)
+    block = decode_block(raw)
+    assert block.keys == keys and block.values() == values and block.seq_kinds == sks
+    # First and last keys, every key, absent keys before, between and beyond.
+    candidates = set(keys) | set(probes) | {b"", b"\xff" * 6}
+    for k in keys:
+        candidates |= {k + b"\x00", k[:-1]}
+    for key in sorted(candidates):
+        for seq in (read_seq, 0, 1 << 56):
+            assert search_block(raw, key, seq) == decoded_search(keys, sks, values, key, seq), (key, seq)
+
+
+def _table(path, entries, block_size):
+    f = DEFAULT_FS.create(str(path))
+    builder = TableBuilder(f, block_size=block_size, compression=None)
+    for key, sk, value in entries:
+        builder.add(key, sk >> 8, sk & 0xFF, value)
+    builder.finish()
+    f.close()
+
+
+@st.composite
+def tables(draw):
+    """Entries of a table with small blocks, so that a key's versions often
+    run from one block into the next."""
+    keys = sorted(set(draw(st.lists(keys_strategy, min_size=1, max_size=60))))
+    entries = []
+    for key in keys:
+        n = draw(st.integers(1, 6))
+        seqs = sorted(draw(st.lists(st.integers(1, 200), min_size=n, max_size=n, unique=True)), reverse=True)
+        for seq in seqs:
+            entries.append((key, seq << 8 | draw(st.sampled_from([0, 1])), draw(st.binary(max_size=8))))
+    return entries
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables(), st.lists(keys_strategy, max_size=8), st.integers(0, 210),
+       st.sampled_from(["none", "raw", "promoted"]))
+def test_table_lookups_agree_with_its_entries_whichever_way_blocks_are_held(tmp_path_factory, entries, probes,
+                                                                              read_seq, held):
+    path = tmp_path_factory.mktemp("search") / "000007.sst"
+    _table(path, entries, block_size=64)
+    cache = None if held == "none" else BlockCache(1 << 20)
+    reader = TableReader(DEFAULT_FS, str(path), 7, cache)
+    try:
+        keys = sorted({k for k, _, _ in entries} | set(probes))
+        rounds = 1 if held != "promoted" else PROMOTE_AFTER + 1
+        for _ in range(rounds):
+            for key in keys:
+                expect = None
+                for k, sk, v in entries:
+                    if k == key and sk >> 8 <= read_seq:
+                        expect = (sk & 0xFF, v)
+                        break
+                assert reader._search(key, read_seq) == expect, key
+        if held == "promoted":
+            assert cache.promoted > 0 and reader.key_slots
+            for key in keys:  # through the key index now, where a key's block is promoted
+                expect = next(((sk & 0xFF, v) for k, sk, v in entries if k == key and sk >> 8 <= read_seq), None)
+                assert reader.get(key, None, read_seq) == expect
+    finally:
+        reader.close()

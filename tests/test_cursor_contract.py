@@ -1,0 +1,174 @@
+"""One cursor contract for both engines (db.iterator(), snapshot.iterator()):
+random writes spread over memtable, level 0 and deeper levels (lsmkv) or
+many pages (btree), then random sequences of every cursor move, with and
+without bounds and snapshots, checked against a sorted-list model; writes
+made after a cursor was created are never seen by it."""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import btree
+import lsmkv
+
+ENGINES = {
+    "lsm": lambda path: lsmkv.open(path, write_buffer_size=1024, block_size=128, l0_compaction_trigger=3,
+                                   compaction_executor="thread", level1_max_bytes=8192, target_file_size=2048),
+    "btree": lambda path: btree.open(path, page_size=512, cache_size=8 * 512),
+}
+
+keys = st.integers(0, 400).map(lambda i: b"k%03d" % i) | st.binary(max_size=3)
+writes = st.lists(st.tuples(st.sampled_from(["put", "delete", "flush", "compact"]), keys,
+                            st.binary(max_size=30)), min_size=1, max_size=300)
+moves = st.lists(st.tuples(st.sampled_from(["seek", "seek_for_prev", "first", "last", "next", "prev",
+                                            "next", "prev", "next", "prev"]), keys), min_size=1, max_size=60)
+bounds = st.tuples(st.none() | keys, st.none() | keys)
+
+
+class Model:
+    """Where a cursor over a sorted list of pairs must be after each move."""
+
+    def __init__(self, items, lower, upper):
+        self.items = [(k, v) for k, v in items if (lower is None or k >= lower) and (upper is None or k < upper)]
+        self.keys = [k for k, _ in self.items]
+        self.lower, self.upper = lower, upper
+        self.pos = None
+
+    def move(self, op, key):
+        n = len(self.keys)
+        if op == "seek":
+            i = bisect.bisect_left(self.keys, key)
+            self.pos = i if i < n else None
+        elif op == "seek_for_prev":
+            i = bisect.bisect_right(self.keys, key) - 1
+            self.pos = i if i >= 0 else None
+        elif op == "first":
+            self.pos = 0 if n else None
+        elif op == "last":
+            self.pos = n - 1 if n else None
+        elif op == "next":
+            self.pos = self.pos + 1 if self.pos + 1 < n else None
+        elif op == "prev":
+            self.pos = self.pos - 1 if self.pos > 0 else None
+
+
+def apply_writes(db, engine, ops, model):
+    for op, key, value in ops:
+        if op == "put":
+            db.put(key, value)
+            model[key] = value
+        elif op == "delete":
+            db.delete(key)
+            model.pop(key, None)
+        elif op == "flush":
+            db.flush()
+        elif op == "compact" and engine == "lsm":
+            db.compact_range()
+
+
+def exercise(cursor, model, move_list):
+    for op, key in move_list:
+        if op in ("next", "prev") and model.pos is None:
+            assert not cursor.valid()
+            with pytest.raises(ValueError):
+                getattr(cursor, op)()
+            continue
+        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
+         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
+         "prev": cursor.prev}[op]()
+        model.move(op, key)
+        if model.pos is None:
+            assert not cursor.valid(), (op, key, cursor.key() if cursor.valid() else None)
+        else:
+            assert cursor.valid(), (op, key)
+            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_cursor_moves_agree_with_a_sorted_list(engine, data):
+    path = tempfile.mkdtemp(prefix=f"lsmkv-cursor-{engine}-")
+    try:
+        db = ENGINES[engine](path + "/db")
+        try:
+            contents: dict[bytes, bytes] = {}
+            apply_writes(db, engine, data.draw(writes), contents)
+            lower, upper = data.draw(bounds)
+            use_snapshot = data.draw(st.booleans())
+            snap = db.snapshot() if use_snapshot else None
+            frozen = dict(contents)
+            if use_snapshot:  # writes between the snapshot and the cursor: the cursor sees the snapshot
+                apply_writes(db, engine, data.draw(writes), contents)
+            source = snap if snap is not None else db
+            with source.iterator(lower_bound=lower, upper_bound=upper) as cursor:
+                # Writes after the cursor was made: never seen by it.
+                apply_writes(db, engine, data.draw(writes), contents)
+                model = Model(sorted(frozen.items()), lower, upper)
+                assert not cursor.valid()
+                exercise(cursor, model, data.draw(moves))
+                # Iterating from where it stands, then whole.
+                cursor.seek_to_first()
+                assert list(cursor) == model.items
+            if snap is not None:
+                snap.close()
+            with db.iterator() as fresh:  # a new cursor sees everything written
+                assert list(fresh) == sorted(contents.items())
+        finally:
+            db.close()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_closed_cursor_or_database_is_an_error(tmp_path, engine):
+    db = ENGINES[engine](str(tmp_path / "db"))
+    db.put(b"a", b"1")
+    cursor = db.iterator()
+    cursor.seek_to_first()
+    assert cursor.key() == b"a"
+    cursor.close()
+    with pytest.raises(lsmkv.ClosedError):
+        cursor.valid()
+    cursor = db.iterator()
+    cursor.seek_to_first()
+    db.close()
+    with pytest.raises(lsmkv.ClosedError):
+        cursor.key()
+    with pytest.raises(TypeError, match="lower_bound"):
+        ENGINES[engine](str(tmp_path / "db2")).iterator(lower_bound="text")
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_deleted_keys_are_never_seen_in_either_direction(tmp_path, engine):
+    db = ENGINES[engine](str(tmp_path / "db"))
+    try:
+        for i in range(300):
+            db.put(b"k%03d" % i, b"v")
+        db.flush()
+        if engine == "lsm":
+            db.compact_range()
+        for i in range(0, 300, 2):
+            db.delete(b"k%03d" % i)  # tombstones above the data (lsmkv: in the memtable)
+        expected = [b"k%03d" % i for i in range(1, 300, 2)]
+        with db.iterator() as cursor:
+            assert [k for k, _ in cursor] == expected
+            cursor.seek_to_last()
+            backward = []
+            while cursor.valid():
+                backward.append(cursor.key())
+                cursor.prev()
+            assert backward == expected[::-1]
+            cursor.seek(b"k100")
+            assert cursor.key() == b"k101"
+            cursor.seek_for_prev(b"k100")
+            assert cursor.key() == b"k099"
+            cursor.next()  # a direction change
+            assert cursor.key() == b"k101"
+    finally:
+        db.close()
