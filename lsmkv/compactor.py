@@ -9,7 +9,13 @@ scan, say) still references them.
 
 One compaction runs at a time (``_lock``): the background loop and
 ``compact_range`` take turns. Compaction never blocks reads; writers are
-only slowed or stopped by the level-0 triggers (db.py).
+only slowed or stopped by the level-0 triggers (db.py). When no score asks
+for a compaction, a table whose values with a ttl have begun to expire is
+compacted (compaction.pick_expired).
+
+It sees its database only through a :class:`CompactionHost`, built by the
+database with exactly what compaction needs; it must never import or reach
+into db.py.
 """
 
 from __future__ import annotations
