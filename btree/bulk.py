@@ -19,7 +19,7 @@ from typing import Iterable
 
 from lsmkv.fs import FileSystem
 
-from .node import HEADER_SIZE, Node, Overflow, encode_node, encode_overflow
+from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
 from .pager import Meta, encode_meta
 from .tree import _INT_FIXED, _LEAF_FIXED, limits, shortest_separator
 
@@ -63,12 +63,12 @@ def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable
     max_cell, _ = limits(page_size)
     out = _PageWriter(fs, path, page_size)
     try:
-        leaves, count = _write_leaves(out, entries, page_size, max_cell, epoch)
+        leaves, count, ttl_count = _write_leaves(out, entries, page_size, max_cell, epoch)
         root, height = _write_internal_levels(out, leaves, page_size, epoch)
         out.flush()
         page_count = out.next_page
-        meta = Meta(epoch, page_size, root, page_count, 0, 0, ckpt_lsn, count, height)
-        previous = Meta(epoch - 1, page_size, root, page_count, 0, 0, ckpt_lsn, count, height)
+        meta = Meta(epoch, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count)
+        previous = Meta(epoch - 1, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count)
         for m in (meta, previous):  # epoch e lives in meta page e % 2
             out.file.write_at((m.epoch % 2) * page_size, bytes(encode_meta(m)))
         out.file.sync()
@@ -77,21 +77,29 @@ def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable
     return meta
 
 
-def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, bytes]], page_size: int, max_cell: int,
-                  epoch: int) -> tuple[list[tuple[int, bytes, bytes]], int]:
+def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, "bytes | Expiring"]], page_size: int,
+                  max_cell: int, epoch: int) -> tuple[list[tuple[int, bytes, bytes]], int, int]:
     """Write the leaves (and overflow chains); returns ([(page, first key,
-    last key)], entries)."""
+    last key)], entries, entries with a ttl). A value may be an Expiring
+    (its deadline goes in the cell)."""
     leaves: list[tuple[int, bytes, bytes]] = []
     node = Node(out.allocate(), True)
-    count = 0
+    count = ttl_count = 0
     ovf_cap = page_size - HEADER_SIZE
     for key, value in entries:
-        if _LEAF_FIXED + len(key) + len(value) > max_cell:
-            val: bytes | Overflow = _write_overflow(out, value, ovf_cap, page_size, epoch)
-            size = _LEAF_FIXED + len(key) + 4
+        deadline = None
+        if type(value) is Expiring:
+            deadline, value = value.deadline, value.value
+            ttl_count += 1
+        extra = 0 if deadline is None else DEADLINE_SIZE
+        if _LEAF_FIXED + extra + len(key) + len(value) > max_cell:
+            val: bytes | Overflow | Expiring = _write_overflow(out, value, ovf_cap, page_size, epoch)
+            size = _LEAF_FIXED + extra + len(key) + 4
         else:
             val = value
-            size = _LEAF_FIXED + len(key) + len(value)
+            size = _LEAF_FIXED + extra + len(key) + len(value)
+        if deadline is not None:
+            val = Expiring(deadline, val)
         if node.keys and node.used + size > page_size:
             nxt = out.allocate()
             node.next = nxt
@@ -103,10 +111,11 @@ def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, bytes]], page
         node.keys.append(key)
         node.vals.append(val)
         node.used += size
+        node.ovf = node.ovf or type(val) is not bytes
         count += 1
     leaves.append((node.pgno, node.keys[0] if node.keys else b"", node.keys[-1] if node.keys else b""))
     out.put(node.pgno, encode_node(node, page_size, epoch))
-    return leaves, count
+    return leaves, count, ttl_count
 
 
 def _write_overflow(out: _PageWriter, value: bytes, cap: int, page_size: int, epoch: int) -> Overflow:

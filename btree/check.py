@@ -27,7 +27,7 @@ from lsmkv.errors import CorruptionError, LockError
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.dbdir import prepare_directory
 
-from .node import Node, Overflow, decode_node, decode_overflow
+from .node import DEADLINE_SIZE, Expiring, Node, Overflow, decode_node, decode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Pager, StaleView, decode_meta
 from .wal import parse_log
 
@@ -36,15 +36,17 @@ _MAX_REPORTED = 50
 
 def verify_structure(*, root: int, height: int, page_count: int, free: set[int], entries: int,
                      node: Callable[[int, bool], Node], overflow: Callable[[Overflow], list[int]],
-                     max_key: int, page_size: int, reserved: set[int] | None = None) -> tuple[list[str], dict]:
+                     max_key: int, page_size: int, reserved: set[int] | None = None,
+                     ttl_entries: int | None = None) -> tuple[list[str], dict]:
     """Check the tree rooted at ``root``. ``node(pg, leaf)`` returns a decoded
     node (raising CorruptionError if it cannot); ``overflow(ref)`` the pages of
     a chain. ``free`` is the set of free pages, ``reserved`` pages used
-    otherwise (free-list chain). Returns (problems, counts)."""
+    otherwise (free-list chain); ``ttl_entries``, if given, the number of
+    values with a ttl the database records. Returns (problems, counts)."""
     problems: list[str] = []
     owner: dict[int, str] = {}
     leaves: list[Node] = []
-    counts = {"internal_pages": 0, "leaf_pages": 0, "overflow_pages": 0, "entries": 0}
+    counts = {"internal_pages": 0, "leaf_pages": 0, "overflow_pages": 0, "entries": 0, "ttl_entries": 0}
 
     def problem(text: str) -> None:
         if len(problems) < _MAX_REPORTED:
@@ -89,7 +91,13 @@ def verify_structure(*, root: int, height: int, page_count: int, free: set[int],
             if any(len(k) > max_key for k in keys):
                 problem(f"page {pg}: key longer than the {max_key}-byte limit")
             leaves.append(n)
-            for v in n.vals:
+            for k, v in zip(keys, n.vals):
+                if type(v) is Expiring:
+                    counts["ttl_entries"] += 1
+                    if len(k) > max_key - DEADLINE_SIZE:
+                        problem(f"page {pg}: key of {len(k)} bytes with a ttl, above the "
+                                f"{max_key - DEADLINE_SIZE}-byte limit for those")
+                    v = v.value
                 if type(v) is not bytes:
                     try:
                         chain = overflow(v)
@@ -119,6 +127,8 @@ def verify_structure(*, root: int, height: int, page_count: int, free: set[int],
             problem(f"page {leaf.pgno}: next link is {leaf.next}, expected {want_next}")
     if counts["entries"] != entries:
         problem(f"the tree holds {counts['entries']} entries, the database records {entries}")
+    if ttl_entries is not None and counts["ttl_entries"] != ttl_entries:
+        problem(f"the tree holds {counts['ttl_entries']} values with a ttl, the database records {ttl_entries}")
     for pg in sorted(free & owner.keys())[:10]:
         problem(f"page {pg} is both free and in use as {owner[pg]}")
     reserved = reserved or set()
@@ -227,7 +237,8 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
 
         from .tree import limits
         found, counts = verify_structure(root=meta.root, height=meta.height, page_count=meta.page_count,
-                                         free=listed, reserved=chain, entries=meta.entries, node=node,
+                                         free=listed, reserved=chain, entries=meta.entries,
+                                         ttl_entries=meta.ttl_entries, node=node,
                                          overflow=overflow, max_key=limits(ps)[1], page_size=ps)
         problems.extend(found)
         details.update(counts)

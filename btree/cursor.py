@@ -33,7 +33,7 @@ def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
 
     def read(fn, *args) -> list:
         with db._lock:
-            snap._check()
+            db._check_snapshot(snap)
             items, _ = db._read(fn, *args, snap._view, snap=snap)
             db._trim_after_read()
         return items

@@ -4,8 +4,12 @@ checkpoints and statistics.
 This module owns the protocol that ties the pieces together (docs/btree.md
 describes it at length):
 
-* a write logs its batch (one record, one ``write`` to the OS; fsynced first
-  when ``sync=True``) and then applies it to the tree in the buffer pool;
+* a write goes through the write queue (lsmkv/write_queue.py): the log
+  writer of the moment appends the records of every write queued (one
+  record per batch, one ``write`` to the OS for the group) and applies them
+  to the tree in the buffer pool; a ``sync=True`` writer then waits until
+  the log syncer (lsmkv/log_syncer.py) has fsynced the log past its record
+  -- one fsync for everyone waiting -- or ``sync_timeout`` passes;
 * a checkpoint (``flush()``, log size, dirty-page pressure, ``close()``)
   fsyncs the log, writes every dirty page atomically through the pager's
   journal, records the log position in the meta page and starts a new log;
@@ -14,6 +18,8 @@ describes it at length):
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
+Writers first take the log writer's role (the write queue's lock), then
+this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
 pre-images before writers change them (see btree.tree).
 Another process that opens the directory for writing gets a LockError;
@@ -28,7 +34,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
@@ -36,15 +42,19 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.cursor import Iterator as Iterator_
+from lsmkv.log_syncer import LogSyncer, check_sync_options
 from lsmkv.mapping import KeyValueMapping
+from lsmkv.timer import Timer, TimerHandle
+from lsmkv.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
 from .cursor import snapshot_source
-from .node import HEADER_SIZE, Node, check_header, encode_node, encode_overflow
+from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, check_header, encode_node, encode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, parse_log
+from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, encode_put_ttl, parse_log
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +68,15 @@ DIRTY_RATIO = 0.75
 #: Largest total of key and value bytes in one write batch.
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
-OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index")
+OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
+           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval")
+DEFAULT_TTL_SWEEP_INTERVAL = 60.0
+#: Entries a sweep chunk looks at while holding the writers off.
+SWEEP_CHUNK = 4096
 
 
-def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index) -> None:
+def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                   sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval) -> None:
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
     if type(cache_size) is not int or cache_size < 0:
@@ -74,31 +89,54 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
         raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
     if type(hash_index) is not bool:
         raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
+    if type(group_commit) is not bool:
+        raise OptionError(f"group_commit must be True or False, not {group_commit!r}")
+    check_sync_options(sync_timeout, commit_delay)
+    if not callable(ttl_clock):
+        raise OptionError(f"ttl_clock must be a callable returning seconds since the epoch, not "
+                          f"{type(ttl_clock).__name__}")
+    if (isinstance(ttl_sweep_interval, bool) or not isinstance(ttl_sweep_interval, (int, float))
+            or not 0 < ttl_sweep_interval <= 86400):
+        raise OptionError(f"ttl_sweep_interval must be a number of seconds from 0 (excluded) to 86400, "
+                          f"not {ttl_sweep_interval!r}")
 
 
 class WriteBatch:
     """Puts and deletes applied atomically when the ``with`` block ends
-    (discarded if it ends with an exception)."""
+    (discarded if it ends with an exception). It knows nothing of the
+    database: ``commit(batch, sync)`` is what its block calls at the end
+    (the batch itself travels through the write queue to the log writer)."""
 
-    __slots__ = ("_db", "_ops", "_sync", "_bytes", "_done")
+    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done", "_clock")
 
-    def __init__(self, db: "DB", sync: bool) -> None:
-        self._db = db
-        self._ops: list[tuple[bytes, bytes | None]] = []
+    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._commit = commit
+        self._max_key = max_key
+        self._ops: list[tuple[bytes, "bytes | Expiring | None"]] = []
         self._sync = sync
         self._bytes = 0
         self._done = False
+        self._clock = clock
 
-    def put(self, key, value) -> None:
-        key = as_key(key, self._db._max_key)
-        value = as_value(value)
-        self._add(key, value, len(key) + len(value))
+    def put(self, key, value, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
+        that long after this call (lsmkv/ttl.py)."""
+        if ttl is None:
+            key = as_key(key, self._max_key)
+            value = as_value(value)
+            self._add(key, value, len(key) + len(value))
+        else:
+            key = as_key(key, self._max_key - DEADLINE_SIZE)
+            value = as_value(value)
+            ttl = check_ttl(ttl)
+            self._add(key, Expiring(deadline_ms(self._clock(), ttl), value), len(key) + len(value))
 
     def delete(self, key) -> None:
         key = as_key(key)
         self._add(key, None, len(key))
 
-    def _add(self, key: bytes, value: bytes | None, size: int) -> None:
+    def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
         if self._done:
             raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
         if self._bytes + size > MAX_BATCH_BYTES:
@@ -117,8 +155,41 @@ class WriteBatch:
             return
         self._done = True
         if exc_type is None:
-            self._db._commit(self._ops, self._sync)
+            self._commit(self, self._sync)
         self._ops = []
+
+    @property
+    def ops(self) -> list[tuple[bytes, "bytes | Expiring | None"]]:
+        """(key, value) in order: bytes, an Expiring (a put with a ttl) or None (a delete)."""
+        return self._ops
+
+
+class _Queued:
+    """A write as the write queue carries it: its operations, its log record
+    (encoded by the writer's own thread, before it queues), what kind of
+    call it came from, the user bytes it counts, and the WriteBatch it came
+    from, if any (whatever a batch carries reaches the log writer)."""
+
+    __slots__ = ("kind", "ops", "record", "user_bytes", "batch")
+
+    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int,
+                 batch: "WriteBatch | None" = None) -> None:
+        self.kind = kind
+        self.ops = ops
+        self.record = record
+        self.user_bytes = user_bytes
+        self.batch = batch
+
+
+def _raised_again(error: BaseException) -> BaseException:
+    """The error a queued writer raises when its group failed: a fresh one
+    of the same kind for the errors the write path raises (each thread gets
+    its own traceback), else the very one."""
+    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
+        again = type(error)(*error.args)
+        again.__cause__ = error.__cause__
+        return again
+    return error
 
 
 class DB(KeyValueMapping):
@@ -126,8 +197,19 @@ class DB(KeyValueMapping):
 
     def __init__(self, path: str | bytes | os.PathLike, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
-                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True) -> None:
-        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index)
+                 checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
+                 group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
+                 ttl_clock: Callable[[], float] = time.time,
+                 ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL) -> None:
+        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                       sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
+        self._ttl_clock = ttl_clock
+        self._ttl_sweep_interval = ttl_sweep_interval
+        #: The next sweep of expired keys on the timing wheel, and keys swept so far.
+        self._sweep: TimerHandle | None = None
+        self._ttl_swept = 0
+        #: Set when close() begins: no timer is made or used after it.
+        self._closing = False
         self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
@@ -140,6 +222,18 @@ class DB(KeyValueMapping):
         #: Log bytes appended since the last checkpoint.
         self._log_pending = 0
         self._lock = threading.RLock()
+        #: Writers queue here; the one holding its lock is the log writer,
+        #: which then takes ``_lock`` to append and apply its group.
+        self._writes = WriteQueue(self._commit_group)
+        self._group_commit = group_commit
+        self._sync_timeout = sync_timeout
+        self._commit_delay = commit_delay
+        #: Held while the log is synced or replaced (the log syncer never
+        #: syncs a log a checkpoint is closing).
+        self._log_sync_lock = threading.Lock()
+        self._syncer: LogSyncer | None = None
+        self._timer: Timer | None = None
+        self._timer_lock = threading.Lock()
         self._closed = True
         #: The failure that stopped writes (None while writable); see resume().
         self._failed: BaseException | None = None
@@ -197,9 +291,14 @@ class DB(KeyValueMapping):
                 self._load_view()
             else:
                 self._load_state()
+            if not read_only:
+                self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=self._log.end_lsn,
+                                         commit_delay=commit_delay, timer=self._get_timer,
+                                         on_failure=self._sync_failed, name=self.path)
             self._closed = False
             self._usable = True
             self._writable = not read_only
+            self._schedule_sweep()
         except BaseException:
             self._release()
             raise
@@ -226,7 +325,9 @@ class DB(KeyValueMapping):
         capacity = max(self._cache_size // pager.page_size, MIN_CACHE_PAGES)
         self._pool = pool = BufferPool(pager, capacity)
         self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
-        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index)
+        clock = self._ttl_clock
+        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
+                                 meta.ttl_entries, lambda: now_ms(clock()))
         self._ahi_get = tree.ahi.get if tree.ahi is not None else None
         self._ahi_page = tree.ahi_page
         self._pages = pool.pages
@@ -315,6 +416,7 @@ class DB(KeyValueMapping):
         self._fill_cache = None
 
     def _release(self) -> None:
+        self._stop_syncer()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -413,7 +515,9 @@ class DB(KeyValueMapping):
                 self._pager.prepare_retry()
                 end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
                 self._write_checkpoint(end)
-                self._log = LogWriter.create(self._fs, wal.file.path, end, self.path)
+                new_log = LogWriter.create(self._fs, wal.file.path, end, self.path)
+                with self._log_sync_lock:
+                    self._log = new_log
             except BaseException as exc:
                 log.error("btree %s: resume failed, writes stay stopped: %r", self.path, exc)
                 self._failed = exc
@@ -430,6 +534,8 @@ class DB(KeyValueMapping):
             self._writable = True
             self._log_pending = 0
             self._resumes += 1
+            # The checkpoint holds every write the tree holds.
+            self._syncer.reset(end)
             log.info("btree %s: resumed writes", self.path)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
@@ -450,7 +556,7 @@ class DB(KeyValueMapping):
                 time.sleep(0.01)
             self._refresh()
             if snap is not None:
-                snap._check()
+                self._check_snapshot(snap)
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
 
@@ -464,101 +570,238 @@ class DB(KeyValueMapping):
             else:
                 tree.put(key, value)
 
-    def put(self, key, value, sync: bool = False) -> None:
+    def put(self, key, value, sync: bool = False, ttl: float | None = None) -> None:
         """Store ``value`` under ``key``. With ``sync=True`` the write is
-        durable (log fsynced) before this returns."""
+        durable (log fsynced) before this returns (or SyncTimeoutError is
+        raised after ``sync_timeout``). With ``ttl`` (seconds), the key
+        expires that long after this call (lsmkv/ttl.py); its key may then
+        be 8 bytes shorter than the page size's limit (the deadline shares
+        the cell)."""
+        if ttl is not None:
+            self._put_with_ttl(key, value, sync, ttl)
+            return
         if type(key) is not bytes or len(key) > self._max_key:
             key = as_key(key, self._max_key)
         if type(value) is not bytes or len(value) > MAX_VALUE_SIZE:
             value = as_value(value)
         rec = encode_put(key, value)
-        with self._lock:
-            if not self._writable:
-                self._check_writable()
-            wal = self._log
+        writes = self._writes
+        if sync and self._group_commit:
+            self._write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
+        elif writes.try_lead():
+            # Nobody else is writing: commit it here, a group of one.
             try:
-                wal.append(rec)
-                if sync:
-                    wal.sync()
-            except BaseException as exc:
-                raise self._fail("writing the log", exc) from exc
-            try:
-                self._tree.put(key, value)
-            except BaseException as exc:
-                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-            self._puts += 1
-            self._user_bytes += len(key) + len(value)
-            pending = self._log_pending = self._log_pending + len(rec)
-            pool = self._pool
-            if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
-                    or pending >= self._ckpt_log_bytes or pool.raw_dirty):
-                self._after_write()
+                with self._lock:
+                    if not self._writable:
+                        self._check_writable()
+                    wal = self._log
+                    try:
+                        wal.append(rec)
+                        if sync and not self._group_commit:
+                            wal.sync()
+                    except BaseException as exc:
+                        raise self._fail("writing the log", exc) from exc
+                    try:
+                        self._tree.put(key, value)
+                    except BaseException as exc:
+                        raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
+                    end = wal.end_lsn
+                    self._puts += 1
+                    self._user_bytes += len(key) + len(value)
+                    pending = self._log_pending = self._log_pending + len(rec)
+                    pool = self._pool
+                    if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
+                            or pending >= self._ckpt_log_bytes or pool.raw_dirty):
+                        self._after_write()
+            finally:
+                writes.release()
+        else:
+            self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
+
+    def _put_with_ttl(self, key, value, sync: bool, ttl) -> None:
+        key = as_key(key, self._max_key - DEADLINE_SIZE)
+        value = as_value(value)
+        ttl = check_ttl(ttl)
+        expiring = Expiring(deadline_ms(self._ttl_clock(), ttl), value)
+        self._write_queued(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
+                           sync)
 
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
         key = as_key(key)
-        with self._lock:
-            self._check_writable()
-            self._delete_locked(key, sync)
-
-    def _delete_locked(self, key: bytes, sync: bool) -> None:
-        self._user_bytes += len(key)
-        self._deletes += 1
-        wal = self._log
         if len(key) > self._max_key:
-            if sync:
-                try:
-                    wal.sync()
-                except BaseException as exc:
-                    raise self._fail("syncing the log", exc) from exc
-            return  # longer than any stored key: nothing to delete
-        rec = encode_delete(key)
-        try:
-            wal.append(rec)
-            if sync:
-                wal.sync()
-        except BaseException as exc:
-            raise self._fail("writing the log", exc) from exc
-        try:
-            self._tree.delete(key)
-        except BaseException as exc:
-            raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-        self._log_pending += len(rec)
-        self._version += 1
-        self._after_write()
+            # Longer than any stored key: nothing to delete or log.
+            queued = _Queued("delete", [], b"", len(key))
+        else:
+            queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
+        self._write_queued(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill inside a ``with`` block; committed atomically at its end."""
         if type(sync) is not bool:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._check_writable()
-        return WriteBatch(self, sync)
+        return WriteBatch(self._commit, self._max_key, sync, self._ttl_clock)
 
-    def _commit(self, ops: list[tuple[bytes, bytes | None]], sync: bool) -> None:
-        with self._lock:
+    def _commit(self, batch: WriteBatch, sync: bool) -> None:
+        """Write a batch (the end of a WriteBatch's block)."""
+        ops = batch.ops
+        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value)) for k, v in ops)
+        ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
+        self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
+
+    def _write_queued(self, queued: "_Queued", sync: bool) -> None:
+        """Hand a write to the write queue (with group commit, a sync write
+        to the log syncer); return once it is in the log and the tree (and,
+        for a sync write, durable)."""
+        if sync and self._group_commit:
+            self._write_synced(queued)
+            return
+        writer = self._writes.write(Writer(queued, sync))
+        if writer.error is not None:
+            raise _raised_again(writer.error)
+
+    def _write_synced(self, queued: "_Queued") -> None:
+        if self._syncer is None:
             self._check_writable()
-            self._batches += 1
-            self._user_bytes += sum(len(k) + (0 if v is None else len(v)) for k, v in ops)
-            ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
-            wal = self._log
-            rec = encode_batch(ops) if ops else b""
+        try:
+            self._syncer.write(Writer(queued, True), self._sync_timeout)
+        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
+            raise _raised_again(exc)  # the group's error may be another thread's too
+
+    def _commit_group(self, group: list[Writer]) -> None:
+        """The log writer's work (lsmkv/write_queue.py): the group's records go
+        to the log in one append, then into the tree, in order. Without group
+        commit, each is appended (and fsynced if it asked) on its own."""
+        with self._lock:
+            if not self._writable:
+                self._check_writable()
+            if self._group_commit:
+                self._append_and_apply(group, False)
+            else:
+                for writer in group:
+                    self._append_and_apply([writer], writer.sync)
+
+    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        wal = self._log
+        records = [w.batch.record for w in group]
+        data = records[0] if len(records) == 1 else b"".join(records)
+        lsn = wal.end_lsn
+        try:
+            if data:
+                wal.append(data)
+            if sync_now:
+                wal.sync()
+        except BaseException as exc:
+            raise self._fail("writing the log", exc) from exc
+        changed = False
+        for writer in group:
+            queued = writer.batch
             try:
-                if ops:
-                    wal.append(rec)
-                if sync:
-                    wal.sync()
+                self._apply(queued.ops)
             except BaseException as exc:
-                raise self._fail("writing the log", exc) from exc
-            try:
-                if ops:
-                    self._apply(ops)
-            except BaseException as exc:
-                raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-            if not ops:
-                return
-            self._log_pending += len(rec)
+                raise self._fail("changing the tree", exc, replay_until=lsn) from exc
+            lsn += len(queued.record)
+            writer.position = lsn
+            writer.committed = True
+            self._user_bytes += queued.user_bytes
+            if queued.kind == "put":
+                self._puts += 1
+            elif queued.kind == "delete":
+                self._deletes += 1
+            elif queued.kind == "batch":
+                self._batches += 1
+            changed = changed or bool(queued.ops)
+        if changed:
+            self._log_pending += len(data)
             self._version += 1
             self._after_write()
+            if self._sweep is None and self._tree.ttl_entries:
+                self._schedule_sweep()
+
+    def _sync_log(self) -> int:
+        """The log syncer's work: fsync the log; returns the LSN everything
+        before which is now durable."""
+        with self._log_sync_lock:
+            wal = self._log
+            if wal is None:
+                raise ClosedError(f"the btree database {self.path} is closed")
+            return wal.sync()
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        """The log syncer could not sync: the log's tail is not known to be
+        durable, so writes stop as after a failed append."""
+        # Not under _lock: close() holds it while it waits for the syncer.
+        try:
+            self._fail("syncing the log", exc, applied=True)
+        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
+            pass
+
+    def _get_timer(self) -> Timer:
+        """The timing wheel of this database (sync timeouts, sweeps of
+        expired keys), made on first use."""
+        with self._timer_lock:
+            if self._closing:
+                raise ClosedError(f"the btree database {self.path} is closed")
+            if self._timer is None:
+                self._timer = Timer(executor_threads=2, name=f"btree-timer:{self.path}")
+            return self._timer
+
+    def _stop_timer(self) -> None:
+        """No more sweeps or timeouts: the timer stops (waiting for a sweep
+        chunk that is running: call without holding _lock)."""
+        with self._timer_lock:
+            self._closing = True
+            timer, self._timer = self._timer, None
+            self._sweep = None
+        if timer is not None:
+            timer.close()
+
+    def _stop_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer.close()
+        self._stop_timer()
+
+    # ---- sweeping expired keys ----------------------------------------------------------
+
+    def _schedule_sweep(self) -> None:
+        """Sweep expired keys ``ttl_sweep_interval`` seconds from now, on the
+        timing wheel, while the tree holds values with a ttl."""
+        if self._read_only or self._sweep is not None or not self._tree.ttl_entries:
+            return
+        try:
+            timer = self._get_timer()
+        except ClosedError:
+            return
+        with self._timer_lock:
+            if self._sweep is None and not self._closing:
+                self._sweep = timer.schedule(self._ttl_sweep_interval, self._run_sweep)
+
+    def _run_sweep(self) -> None:
+        """Delete every key whose ttl has expired (their pages go back to the
+        free list), a chunk at a time: each chunk holds writers off while it
+        finds expired keys and logs and applies their deletes, as one batch
+        (so recovery replays it like any write). Runs on the timer's executor."""
+        cursor = None
+        while True:
+            with self._writes.exclusive():
+                with self._lock:
+                    if self._closing or not self._writable:
+                        return
+                    keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
+                    if keys:
+                        ops = [(k, None) for k in keys]
+                        writer = Writer(_Queued("sweep", ops, encode_batch(ops), 0), False)
+                        try:
+                            self._append_and_apply([writer], False)
+                        except LsmkvError:
+                            return  # writes are stopped; the error is logged and reported by stats()
+                        self._ttl_swept += len(keys)
+            if cursor is None:
+                break
+        with self._timer_lock:
+            self._sweep = None
+        self._schedule_sweep()
 
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
@@ -585,13 +828,16 @@ class DB(KeyValueMapping):
     def _checkpoint(self) -> None:
         wal = self._log
         try:
-            wal.sync()
-            lsn = wal.end_lsn
+            lsn = wal.sync()
+            if self._syncer is not None:
+                self._syncer.mark_durable(lsn)
             pool, pager = self._pool, self._pager
             if not pool.dirty and not pool.raw_dirty and not pager.free_changed and lsn == pager.meta.ckpt_lsn:
                 return
             self._write_checkpoint(lsn)
-            self._log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            new_log = LogWriter.create(self._fs, wal.file.path, lsn, self.path)
+            with self._log_sync_lock:
+                self._log = new_log
             self._log_pending = 0
             self._log_bytes_done += wal.bytes_written
             wal.close()
@@ -614,7 +860,7 @@ class DB(KeyValueMapping):
         else:
             head = pager.meta.freelist_head
         meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
-                    tree.entries, tree.height)
+                    tree.entries, tree.height, tree.ttl_entries)
         pager.commit(images, meta)
         pool.mark_all_clean()
         pager.free_changed = False
@@ -665,11 +911,13 @@ class DB(KeyValueMapping):
         """Like delete(), but a missing key raises KeyError (as for a dict);
         the check and the delete are one step under the lock."""
         key = as_key(key)
-        with self._lock:
-            self._check_writable()
-            if self._tree.get(key) is None:
-                raise KeyError(key)
-            self._delete_locked(key, False)
+        with self._writes.exclusive():
+            with self._lock:
+                self._check_writable()
+                if self._tree.get(key) is None:
+                    raise KeyError(key)
+                writer = Writer(_Queued("delete", [(key, None)], encode_delete(key), len(key)), False)
+                self._append_and_apply([writer], False)
 
     def _live_count(self) -> int:
         """len(db): the tree's entry count, kept in the meta page (O(1))."""
@@ -705,7 +953,7 @@ class DB(KeyValueMapping):
                 if snap is None:
                     self._check_open()
                 else:
-                    snap._check()
+                    self._check_snapshot(snap)
                     view = snap._view
                 if reverse:
                     items, more = self._read(Tree.chunk_backward, hi, lo, limit, view, snap=snap)
@@ -724,7 +972,7 @@ class DB(KeyValueMapping):
             if self._closed:
                 self._check_open()
             if snap is not None and snap._closed:
-                snap._check()
+                self._check_snapshot(snap)
             if not more:
                 return
             if reverse:
@@ -758,8 +1006,8 @@ class DB(KeyValueMapping):
         not seen (it reads through a snapshot of its own, closed with it)."""
         snap = self.snapshot()
         try:
-            return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound, check=snap._check,
-                             pinned=snap, on_close=snap.close)
+            return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
+                             check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
         except BaseException:
             snap.close()
             raise
@@ -776,14 +1024,60 @@ class DB(KeyValueMapping):
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
-            snap = Snapshot(self, sid, (tree.root, tree.height, overlay), self._view_gen)
+            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
+                            scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=self._end_snapshot)
             self._live_snaps[sid] = snap
             return snap
+
+    # ---- what a Snapshot does (it is handed these, and nothing else) ---------------------------
+
+    def _check_snapshot(self, snap: "Snapshot") -> None:
+        if snap._closed:
+            raise ClosedError("the snapshot is closed")
+        self._check_open()
+        if self._view_gen != snap._gen:
+            snap._closed = True
+            raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
+                             "writer in another process checkpointed, a writer after a failed write); take a new "
+                             "snapshot")
+
+    def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
+        with self._lock:
+            self._check_snapshot(snap)
+            value = self._read(Tree.get_in, snap._view, key, snap=snap)
+            self._trim_after_read()
+        return value
+
+    def _snapshot_scan(self, snap: "Snapshot", lo: bytes | None, hi: bytes | None,
+                       reverse: bool) -> Iterator[tuple[bytes, bytes]]:
+        with self._lock:
+            self._check_snapshot(snap)
+        return self._scan(lo, hi, reverse, snap)
+
+    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Iterator_:
+        with self._lock:
+            self._check_snapshot(snap)
+        return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
+                         check=lambda: self._check_snapshot(snap))
+
+    def _end_snapshot(self, snap: "Snapshot") -> None:
+        with self._lock:
+            if snap._closed:
+                return
+            snap._closed = True
+            for chunk, owner in self._chunks.values():
+                if owner is snap:
+                    chunk.clear()  # stops this snapshot's iterators
+            if self._live_snaps.pop(snap._id, None) is not None:
+                self._tree.end_snapshot(snap._id)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 
     def close(self) -> None:
         """Checkpoint (writers) and release everything. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._stop_timer()  # a sweep chunk under way ends first (it needs _lock)
         with self._lock:
             if self._closed:
                 return
@@ -808,6 +1102,7 @@ class DB(KeyValueMapping):
 
     def _simulate_crash(self) -> None:
         """Tests: drop the handle as a killed process would (no checkpoint)."""
+        self._stop_timer()
         with self._lock:
             self._closed = True
             self._usable = self._writable = False
@@ -911,6 +1206,20 @@ class DB(KeyValueMapping):
                 "background_error": None if self._failed is None else repr(self._failed),
                 "writes_stopped": self._failed is not None,
                 "resumes": self._resumes,
+                # Group commit (as lsmkv's stats): groups and the writes in
+                # them, the largest; log syncer fsyncs, the sync writes it
+                # committed, those waiting for it now, and those that timed out.
+                "write_groups": self._writes.groups,
+                "grouped_writes": self._writes.grouped_writes,
+                "largest_write_group": self._writes.largest_group,
+                "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
+                "synced_writes": self._syncer.writes if self._syncer is not None else 0,
+                "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
+                "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
+                # Keys whose value has a ttl (expired ones included until a
+                # sweep deletes them), and keys the sweeps deleted so far.
+                "ttl_entries": tree.ttl_entries,
+                "ttl_swept": self._ttl_swept,
             }
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------
@@ -925,7 +1234,8 @@ class DB(KeyValueMapping):
             pager = self._pager
             problems = self._read(lambda tree: verify_structure(
                 root=tree.root, height=tree.height, page_count=pager.page_count,
-                free=set(pager.free) | set(tree.deferred), entries=tree.entries, node=tree.node,
+                free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
+                node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
                 max_key=tree.max_key, page_size=pager.page_size)[0])
             problems += self._check_hash_index()

@@ -40,15 +40,22 @@ PAGE_FREELIST = 5
 PAGE_TYPE_NAMES = {PAGE_META: "meta", PAGE_INTERNAL: "internal", PAGE_LEAF: "leaf",
                    PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list"}
 
-#: Leaf cell header: key length u16, kind u8 (0 inline, 1 overflow), value length u32.
+#: Leaf cell header: key length u16, kind u8 (0 inline, 1 overflow; +2 with a
+#: deadline), value length u32.
 LEAF_CELL = struct.Struct("<HBI")
 LEAF_CELL_SIZE = LEAF_CELL.size  # 7
+#: The deadline of a value with a ttl (kinds 2 and 3): u64 ms since the epoch,
+#: right after the cell header.
+DEADLINE = struct.Struct("<Q")
+DEADLINE_SIZE = DEADLINE.size  # 8
 #: Internal cell header: key length u16, child page u32 (the child right of the key).
 INTERNAL_CELL = struct.Struct("<HI")
 INTERNAL_CELL_SIZE = INTERNAL_CELL.size  # 6
 SLOT_SIZE = 2
 KIND_INLINE = 0
 KIND_OVERFLOW = 1
+#: Added to the kind of a value with a ttl (format version 2).
+KIND_EXPIRING = 2
 
 MIN_PAGE_SIZE = 512
 MAX_PAGE_SIZE = 32768
@@ -64,6 +71,7 @@ def _slots(count: int) -> struct.Struct:
 
 
 _NONE: tuple = ()
+_PLAIN = frozenset((bytes,))
 
 
 class Overflow:
@@ -79,10 +87,44 @@ class Overflow:
         return f"Overflow(page={self.page}, length={self.length})"
 
 
+class Expiring:
+    """A value with a ttl: its deadline (ms since the epoch; from then on
+    the key reads as absent) and the value -- bytes, or in a leaf also an
+    :class:`Overflow` reference. Operation lists (log records, batches)
+    carry values with a ttl in this form too."""
+
+    __slots__ = ("deadline", "value")
+
+    def __init__(self, deadline: int, value) -> None:
+        self.deadline = deadline
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Expiring and other.deadline == self.deadline and other.value == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Expiring(deadline={self.deadline}, value={self.value!r})"
+
+
+def value_size(val) -> int:
+    """Bytes a leaf value takes in its cell after the header and key: the
+    value (or a 4-byte overflow page number), plus 8 for a deadline."""
+    t = type(val)
+    if t is bytes:
+        return len(val)
+    if t is Expiring:
+        inner = val.value
+        return DEADLINE_SIZE + (len(inner) if type(inner) is bytes else 4)
+    return 4
+
+
 class Node:
     """A decoded leaf or internal node, as held by the buffer pool.
 
-    Leaves: ``keys[i]`` maps to ``vals[i]`` (bytes, or an :class:`Overflow`);
+    Leaves: ``keys[i]`` maps to ``vals[i]`` (bytes, an :class:`Overflow`, or
+    an :class:`Expiring` wrapping either);
     ``prev``/``next`` are the neighbouring leaves' page numbers (0 = none).
     Internal nodes: ``kids`` has ``len(keys) + 1`` child page numbers;
     ``kids[i]`` holds keys < ``keys[i]`` and ``kids[i + 1]`` keys >= it.
@@ -108,8 +150,9 @@ class Node:
         #: Id of the newest snapshot that already has this node's pre-image
         #: (see Tree.preserve); 0 = none.
         self.saved = 0
-        #: False only if no value of this leaf is an Overflow (scans then
-        #: skip looking); may stay True after such values are gone.
+        #: False only if every value of this leaf is plain bytes (no
+        #: Overflow, no Expiring: scans then skip looking at them); may stay
+        #: True after such values are gone.
         self.ovf = False
 
     def clone(self) -> "Node":
@@ -131,9 +174,7 @@ class Node:
 
 def leaf_cell_size(key: bytes, val) -> int:
     """Bytes one leaf entry takes in its page, slot included."""
-    if type(val) is bytes:
-        return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + len(val)
-    return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + 4
+    return SLOT_SIZE + LEAF_CELL_SIZE + len(key) + value_size(val)
 
 
 def internal_cell_size(key: bytes) -> int:
@@ -163,7 +204,7 @@ def encode_node(node: Node, page_size: int, epoch: int) -> bytes:
         vals = node.vals
         a, b, ptype = node.prev, node.next, PAGE_LEAF
         klens = list(map(len, keys))
-        if Overflow not in set(map(type, vals)):
+        if set(map(type, vals)) <= _PLAIN:
             # The common case, done with C-level map/zip/accumulate: headers,
             # then key and value interleaved, offsets as running sums.
             vlens = list(map(len, vals))
@@ -174,13 +215,25 @@ def encode_node(node: Node, page_size: int, epoch: int) -> bytes:
             parts: list = []
             sizes_list = []
             pack = LEAF_CELL.pack
+            pack_deadline = DEADLINE.pack
             for key, val in zip(keys, vals):
-                if type(val) is bytes:
+                t = type(val)
+                if t is bytes:
                     parts += (pack(len(key), KIND_INLINE, len(val)), key, val)
                     sizes_list.append(LEAF_CELL_SIZE + len(key) + len(val))
-                else:
+                elif t is Overflow:
                     parts += (pack(len(key), KIND_OVERFLOW, val.length), key, _U32.pack(val.page))
                     sizes_list.append(LEAF_CELL_SIZE + len(key) + 4)
+                else:
+                    inner = val.value
+                    if type(inner) is bytes:
+                        parts += (pack(len(key), KIND_EXPIRING | KIND_INLINE, len(inner)),
+                                  pack_deadline(val.deadline), key, inner)
+                        sizes_list.append(LEAF_CELL_SIZE + DEADLINE_SIZE + len(key) + len(inner))
+                    else:
+                        parts += (pack(len(key), KIND_EXPIRING | KIND_OVERFLOW, inner.length),
+                                  pack_deadline(val.deadline), key, _U32.pack(inner.page))
+                        sizes_list.append(LEAF_CELL_SIZE + DEADLINE_SIZE + len(key) + 4)
             body = b"".join(parts)
             sizes = sizes_list
     else:
@@ -259,20 +312,27 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
             for off in offsets:
                 klen, kind, vlen = unpack(buf, off)
                 ks = off + LEAF_CELL_SIZE
+                deadline = None
+                if kind & KIND_EXPIRING:
+                    deadline = DEADLINE.unpack_from(buf, ks)[0]
+                    ks += DEADLINE_SIZE
+                    used += DEADLINE_SIZE
+                    node.ovf = True
                 ke = ks + klen
                 keys.append(buf[ks:ke])
-                if kind == KIND_INLINE:
+                if kind & ~KIND_EXPIRING == KIND_INLINE and kind <= KIND_EXPIRING | KIND_OVERFLOW:
                     ve = ke + vlen
                     if ve > page_size:
                         raise IndexError
-                    vals.append(buf[ke:ve])
+                    val = buf[ke:ve]
                     used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
-                elif kind == KIND_OVERFLOW:
-                    vals.append(Overflow(_U32.unpack_from(buf, ke)[0], vlen))
+                elif kind & ~KIND_EXPIRING == KIND_OVERFLOW and kind <= KIND_EXPIRING | KIND_OVERFLOW:
+                    val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
                     node.ovf = True
                     used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
                 else:
                     raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
+                vals.append(val if deadline is None else Expiring(deadline, val))
                 if ke > page_size:
                     raise IndexError
             node.prev = a

@@ -39,10 +39,13 @@ JOURNAL_FILE = "btree.journal"
 LOG_FILE = "btree.log"
 
 META_MAGIC = b"BTREEDB\x00"
-FORMAT_VERSION = 1
+#: 2: leaf values may carry a deadline (values with a ttl); the meta page
+#: counts them. Version 1 (whose count reads as 0) is still read.
+FORMAT_VERSION = 2
 #: magic 8s, format version u32, page size u32, root u32, page count u32,
-#: free-list head u32, free page count u32, checkpoint LSN u64, entries u64, height u32
-META_BODY = struct.Struct("<8sIIIIIIQQI")
+#: free-list head u32, free page count u32, checkpoint LSN u64, entries u64, height u32,
+#: entries with a ttl u64
+META_BODY = struct.Struct("<8sIIIIIIQQIQ")
 
 JOURNAL_MAGIC = b"BTJOURNL"
 #: magic 8s, version u32, page size u32, epoch u64, page images u32, crc32 of the first 28 bytes u32
@@ -59,10 +62,10 @@ class Meta:
     """The contents of a meta page: where the checkpointed tree is."""
 
     __slots__ = ("epoch", "page_size", "root", "page_count", "freelist_head", "free_count",
-                 "ckpt_lsn", "entries", "height")
+                 "ckpt_lsn", "entries", "height", "ttl_entries")
 
     def __init__(self, epoch: int, page_size: int, root: int, page_count: int, freelist_head: int,
-                 free_count: int, ckpt_lsn: int, entries: int, height: int) -> None:
+                 free_count: int, ckpt_lsn: int, entries: int, height: int, ttl_entries: int = 0) -> None:
         self.epoch = epoch
         self.page_size = page_size
         self.root = root
@@ -72,6 +75,8 @@ class Meta:
         self.ckpt_lsn = ckpt_lsn
         self.entries = entries
         self.height = height
+        #: Entries whose value has a ttl (0 in a version-1 page file).
+        self.ttl_entries = ttl_entries
 
 
 def encode_meta(meta: Meta) -> bytearray:
@@ -79,7 +84,7 @@ def encode_meta(meta: Meta) -> bytearray:
     page = bytearray(meta.page_size)
     META_BODY.pack_into(page, HEADER_SIZE, META_MAGIC, FORMAT_VERSION, meta.page_size, meta.root,
                         meta.page_count, meta.freelist_head, meta.free_count, meta.ckpt_lsn,
-                        meta.entries, meta.height)
+                        meta.entries, meta.height, meta.ttl_entries)
     return seal(page, slot, PAGE_META, 0, 0, meta.epoch, 0, 0)
 
 
@@ -87,7 +92,8 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     hdr = check_header(buf, slot, page_size, path)
     if hdr[2] != PAGE_META:
         raise CorruptionError(f"page {slot} is not a meta page", path=path, page=slot)
-    magic, version, psize, root, count, head, nfree, lsn, entries, height = META_BODY.unpack_from(buf, HEADER_SIZE)
+    magic, version, psize, root, count, head, nfree, lsn, entries, height, ttl_entries = \
+        META_BODY.unpack_from(buf, HEADER_SIZE)
     if magic != META_MAGIC:
         raise CorruptionError("meta page has a wrong magic number", path=path, page=slot)
     if version > FORMAT_VERSION:
@@ -98,7 +104,9 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     if not (2 <= root < count) or height < 1:
         raise CorruptionError(f"meta page has an impossible root {root} / page count {count} / height {height}",
                               path=path, page=slot)
-    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height)
+    if ttl_entries > entries:
+        raise CorruptionError(f"meta page counts {ttl_entries} entries with a ttl of {entries}", path=path, page=slot)
+    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries)
 
 
 def encode_journal(page_size: int, epoch: int, images: list[bytes | bytearray]) -> bytes:

@@ -52,7 +52,7 @@ from lsmkv.repair_report import Loss, RepairReport
 from lsmkv.set_aside import copy_aside, new_set_aside_dir
 
 from .bulk import build_page_file
-from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_LEAF, Node, Overflow, check_header,
+from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_LEAF, Expiring, Node, Overflow, check_header,
                    decode_freelist, decode_node, decode_overflow)
 from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta
 from .wal import LOG_HEADER_SIZE, LogWriter, parse_log
@@ -479,7 +479,14 @@ class _Repair:
                         count += 1
                         yield key, value
                     continue
-                if type(val) is not bytes:
+                if type(val) is Expiring:
+                    inner = val.value
+                    if type(inner) is not bytes:
+                        inner = self._overflow(key, inner)
+                        if inner is None:
+                            continue
+                    val = Expiring(val.deadline, inner)
+                elif type(val) is not bytes:
                     val = self._overflow(key, val)
                     if val is None:
                         continue

@@ -1,7 +1,10 @@
 """Snapshots: point-in-time, read-only views of a database.
 
-This module owns the :class:`Snapshot` object handed out by
-``DB.snapshot()``. The mechanism lives in the tree (:meth:`Tree.preserve`
+This module owns the :class:`Snapshot` handle given out by
+``DB.snapshot()``: its identity, its view (root, height and overlay of
+pre-images) and whether it is still open. It knows nothing of the database:
+the things it does -- read a key, scan, make a cursor, end -- are
+callables the database passes in. The mechanism lives in the tree (:meth:`Tree.preserve`
 saves a node's pre-image into every live snapshot's overlay before a writer
 changes it); a snapshot reads through its overlay first, then the buffer
 pool or the page file. See docs/btree.md.
@@ -9,15 +12,9 @@ pool or the page file. See docs/btree.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Callable, Iterator
 
-from lsmkv.errors import ClosedError, LsmkvError
 from lsmkv.keys import MAX_KEY_SIZE, as_key, scan_bounds
-
-from .tree import Tree
-
-if TYPE_CHECKING:
-    from .db import DB
 
 
 class Snapshot:
@@ -25,35 +22,29 @@ class Snapshot:
     manager. It keeps the pre-images of the pages writers change after it
     was taken (in memory), so close it when done."""
 
-    __slots__ = ("_db", "_id", "_view", "_gen", "_closed")
+    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_iterator", "_end")
 
-    def __init__(self, db: DB, sid: int, view: tuple, gen: int) -> None:
-        self._db = db
+    def __init__(self, sid: int, view: tuple, gen: int, *,
+                 get: "Callable[[Snapshot, bytes], bytes | None]",
+                 scan: "Callable[[Snapshot, bytes | None, bytes | None, bool], Iterator[tuple[bytes, bytes]]]",
+                 iterator: "Callable[[Snapshot, object, object], object]",
+                 end: "Callable[[Snapshot], None]") -> None:
         self._id = sid
+        #: (root page, height, overlay of pre-images by page number).
         self._view = view
+        #: The database's view generation when it was taken (a reload ends it).
         self._gen = gen
         self._closed = False
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError("the snapshot is closed")
-        db = self._db
-        db._check_open()
-        if db._view_gen != self._gen:
-            self._closed = True
-            raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
-                             "writer in another process checkpointed, a writer after a failed write); take a new "
-                             "snapshot")
+        self._get = get
+        self._scan = scan
+        self._iterator = iterator
+        self._end = end
 
     def get(self, key, default=None):
         """The value ``key`` had when the snapshot was taken, or ``default``."""
         if type(key) is not bytes:
             key = as_key(key, MAX_KEY_SIZE)
-        db = self._db
-        with db._lock:
-            self._check()
-            value = db._read(Tree.get_in, self._view, key, snap=self)
-            db._trim_after_read()
+        value = self._get(self, key)
         return default if value is None else value
 
     def __getitem__(self, key) -> bytes:
@@ -68,30 +59,14 @@ class Snapshot:
     def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
         """Like DB.scan, over the snapshot's contents."""
         lo, hi = scan_bounds(start, end, prefix)
-        with self._db._lock:
-            self._check()
-        return self._db._scan(lo, hi, bool(reverse), self)
+        return self._scan(self, lo, hi, bool(reverse))
 
     def iterator(self, lower_bound=None, upper_bound=None):
         """A cursor (btree/cursor.py) over the snapshot's contents."""
-        from lsmkv.cursor import Iterator
-
-        from .cursor import snapshot_source
-        with self._db._lock:
-            self._check()
-        return Iterator([snapshot_source(self._db, self)], lower_bound, upper_bound, check=self._check)
+        return self._iterator(self, lower_bound, upper_bound)
 
     def close(self) -> None:
-        db = self._db
-        with db._lock:
-            if self._closed:
-                return
-            self._closed = True
-            for chunk, owner in db._chunks.values():
-                if owner is self:
-                    chunk.clear()  # stops this snapshot's iterators
-            if db._live_snaps.pop(self._id, None) is not None:
-                db._tree.end_snapshot(self._id)
+        self._end(self)
 
     def __enter__(self) -> "Snapshot":
         return self
@@ -102,7 +77,7 @@ class Snapshot:
     def __del__(self) -> None:
         # A forgotten snapshot must not pin pre-images for ever.
         try:
-            if not self._closed and not self._db._closed:
+            if not self._closed:
                 self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
+        except Exception:  # pragma: no cover - interpreter shutdown, or a closed database
             pass

@@ -27,8 +27,8 @@ from bisect import bisect_left, bisect_right
 from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
-from .node import (HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Node, Overflow,
-                   decode_overflow)
+from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, Node,
+                   Overflow, decode_overflow, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
@@ -52,8 +52,18 @@ def shortest_separator(a: bytes, b: bytes) -> bytes:
 def _leaf_used(node: Node) -> int:
     used = HEADER_SIZE + _LEAF_FIXED * len(node.keys) + sum(map(len, node.keys))
     for v in node.vals:
-        used += len(v) if type(v) is bytes else 4
+        used += len(v) if type(v) is bytes else value_size(v)
     return used
+
+
+def _overflow_of(v) -> Overflow | None:
+    """The overflow reference inside a leaf value, if it has one."""
+    t = type(v)
+    if t is Overflow:
+        return v
+    if t is Expiring and type(v.value) is Overflow:
+        return v.value
+    return None
 
 
 def _internal_used(node: Node) -> int:
@@ -78,8 +88,13 @@ def _balanced_point(sizes: list[int], lo: int, hi: int) -> int:
 class Tree:
     """The tree of one database. Not thread-safe by itself: the DB's lock guards it."""
 
-    def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True) -> None:
+    def __init__(self, pool: BufferPool, root: int, height: int, entries: int, hash_index: bool = True,
+                 ttl_entries: int = 0, now_ms=None) -> None:
         self.pool = pool
+        #: Values with a ttl in the tree (kept exact by put and delete), and
+        #: the clock that says which have expired (ms since the epoch).
+        self.ttl_entries = ttl_entries
+        self.now_ms = now_ms or (lambda: 0)
         #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
         #: value and ``ahi_page`` key -> its leaf's page number, for keys that
         #: gets have looked up and whose leaf is in the buffer pool; a get that
@@ -177,8 +192,19 @@ class Tree:
                     self.ahi[key] = v
                     self.ahi_page[key] = pg
                 return v
-            return self.read_overflow(v)
+            return self._value(v)  # (the hash index holds only plain values)
         return None
+
+    def _value(self, v):
+        """The value a read returns for a leaf value that is not plain bytes:
+        an overflow chain read, or None for a value whose ttl has expired."""
+        if type(v) is Expiring:
+            if v.deadline <= self.now_ms():
+                return None
+            v = v.value
+            if type(v) is bytes:
+                return v
+        return self.read_overflow(v)
 
     def _path(self, key: bytes) -> list[tuple[Node, int]]:
         """The internal nodes above ``key``'s leaf with the child index taken
@@ -192,7 +218,8 @@ class Tree:
             pg = node.kids[i]
         return path
 
-    def put(self, key: bytes, value: bytes) -> None:
+    def put(self, key: bytes, value) -> None:
+        """Store ``value`` (bytes, or an Expiring holding bytes) under ``key``."""
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
@@ -202,13 +229,24 @@ class Tree:
             pg = node.kids[bisect_right(node.keys, key)]
         leaf = pages.get(pg) or self._load(pg, True)
         leaf.ref = True
-        if _LEAF_FIXED + len(key) + len(value) > self.max_cell:
-            v = self.write_overflow(value)
-            vsize = 4
+        if type(value) is bytes:
+            if _LEAF_FIXED + len(key) + len(value) > self.max_cell:
+                v = self.write_overflow(value)
+                vsize = 4
+                leaf.ovf = True
+            else:
+                v = value
+                vsize = len(value)
+        else:  # an Expiring: the deadline goes in the cell too
+            raw = value.value
+            if _LEAF_FIXED + DEADLINE_SIZE + len(key) + len(raw) > self.max_cell:
+                v = Expiring(value.deadline, self.write_overflow(raw))
+                vsize = DEADLINE_SIZE + 4
+            else:
+                v = Expiring(value.deadline, raw)
+                vsize = DEADLINE_SIZE + len(raw)
             leaf.ovf = True
-        else:
-            v = value
-            vsize = len(value)
+            self.ttl_entries += 1
         if leaf.saved < self.snap_seq:
             self.preserve(leaf)
         keys = leaf.keys
@@ -219,8 +257,8 @@ class Tree:
             if type(old) is bytes:
                 leaf.used += vsize - len(old)
             else:
-                leaf.used += vsize - 4
-                self.free_overflow(old)
+                leaf.used += vsize - value_size(old)
+                self._drop_value(old)
         else:
             keys.insert(i, key)
             leaf.vals.insert(i, v)
@@ -261,8 +299,8 @@ class Tree:
         if type(old) is bytes:
             leaf.used -= _LEAF_FIXED + len(key) + len(old)
         else:
-            leaf.used -= _LEAF_FIXED + len(key) + 4
-            self.free_overflow(old)
+            leaf.used -= _LEAF_FIXED + len(key) + value_size(old)
+            self._drop_value(old)
         self.entries -= 1
         self.touch(leaf)
         if self.ahi is not None:
@@ -271,6 +309,42 @@ class Tree:
         if leaf.used < self.min_fill and self.height > 1:
             self._rebalance(leaf, self._path(key))
         return True
+
+    def _drop_value(self, old) -> None:
+        """A leaf value that is not plain bytes leaves the tree: free its
+        overflow chain, count its ttl out."""
+        if type(old) is Expiring:
+            self.ttl_entries -= 1
+        ref = _overflow_of(old)
+        if ref is not None:
+            self.free_overflow(ref)
+
+    def expired_keys(self, lo: bytes | None, limit: int) -> tuple[list[bytes], bytes | None]:
+        """Keys from ``lo`` upward whose ttl has expired, looking at about
+        ``limit`` entries; and where to go on from (None: the end). For the
+        sweep that reclaims their space (the caller deletes them)."""
+        now = self.now_ms()
+        pg = self.root
+        for _ in self.inner:
+            n = self.node(pg, False)
+            pg = n.kids[0 if lo is None else bisect_right(n.keys, lo)]
+        leaf = self.node(pg, True)
+        i = 0 if lo is None else bisect_left(leaf.keys, lo)
+        found: list[bytes] = []
+        seen = 0
+        while True:
+            if leaf.ovf:
+                for key, v in zip(leaf.keys[i:], leaf.vals[i:]):
+                    if type(v) is Expiring and v.deadline <= now:
+                        found.append(key)
+            seen += len(leaf.keys) - i
+            if not leaf.next:
+                return found, None
+            leaf = self.node(leaf.next, True)
+            self.pool.lookups += 1
+            i = 0
+            if seen >= limit and leaf.keys:
+                return found, leaf.keys[0]
 
     # ---- overflow values ---------------------------------------------------------------
 
@@ -327,7 +401,7 @@ class Tree:
         elif i == 0 and leaf.prev == 0:
             m = 1
         else:
-            sizes = [_LEAF_FIXED + len(k) + (len(v) if type(v) is bytes else 4) for k, v in zip(keys, vals)]
+            sizes = [_LEAF_FIXED + len(k) + (len(v) if type(v) is bytes else value_size(v)) for k, v in zip(keys, vals)]
             m = _balanced_point(sizes, 1, n - 1)
         right = self.pool.new_node(True)
         right.keys = keys[m:]
@@ -469,13 +543,29 @@ class Tree:
 
     # ---- range reads ----------------------------------------------------------------------------
 
-    def _resolve(self, vals: list) -> tuple[list, int]:
-        """``vals`` with overflow references replaced by their values, and the
-        number of overflow bytes read (chunks stop early after a few MiB)."""
-        if Overflow in set(map(type, vals)):
-            out = [v if type(v) is bytes else self.read_overflow(v) for v in vals]
-            return out, sum(map(len, out))
-        return vals, 0
+    def _resolve(self, keys: list[bytes], vals: list) -> tuple[list, int]:
+        """(key, value) items of a leaf's ``keys`` and ``vals`` as a read
+        returns them -- overflow chains read, values whose ttl has expired
+        left out -- and the number of overflow bytes read (chunks stop early
+        after a few MiB)."""
+        types = set(map(type, vals))
+        if types <= {bytes}:
+            return list(zip(keys, vals)), 0
+        now = self.now_ms() if Expiring in types else 0
+        out = []
+        nbytes = 0
+        for key, v in zip(keys, vals):
+            t = type(v)
+            if t is not bytes:
+                if t is Expiring:
+                    if v.deadline <= now:
+                        continue
+                    v = v.value
+                if type(v) is not bytes:
+                    v = self.read_overflow(v)
+                    nbytes += len(v)
+            out.append((key, v))
+        return out, nbytes
 
     def _view(self, view):
         """(root, height, node accessor) of the current tree or of a snapshot
@@ -523,7 +613,7 @@ class Tree:
         i = bisect_left(n.keys, key)
         if i < len(n.keys) and n.keys[i] == key:
             v = n.vals[i]
-            return v if type(v) is bytes else self.read_overflow(v)
+            return v if type(v) is bytes else self._value(v)
         return None
 
     def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
@@ -550,8 +640,8 @@ class Tree:
             j = n if hi is None or not n or keys[-1] < hi else bisect_left(keys, hi)
             if i < j:
                 if leaf.ovf:
-                    vals, big = self._resolve(leaf.vals[i:j])
-                    items += zip(keys[i:j], vals)
+                    pairs, big = self._resolve(keys[i:j], leaf.vals[i:j])
+                    items += pairs
                     nbytes += big
                 elif i == 0 and j == n:
                     items += zip(keys, leaf.vals)
@@ -583,8 +673,9 @@ class Tree:
             i = 0 if lo is None or not keys or keys[0] >= lo else bisect_left(keys, lo)
             if i < j:
                 if leaf.ovf:
-                    vals, big = self._resolve(leaf.vals[i:j])
-                    items += zip(reversed(keys[i:j]), reversed(vals))
+                    pairs, big = self._resolve(keys[i:j], leaf.vals[i:j])
+                    pairs.reverse()
+                    items += pairs
                     nbytes += big
                 else:
                     items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))

@@ -21,8 +21,11 @@ from lsmkv.checksum import crc32, single_bit_error
 from lsmkv.errors import CorruptionError
 from lsmkv.fs import FileSystem, WritableFile
 
+from .node import Expiring
+
 LOG_MAGIC = b"BTREELOG"
-LOG_VERSION = 1
+#: 2: operations may be puts with a ttl (op 3). Version 1 logs are still read.
+LOG_VERSION = 2
 #: magic 8s, version u32, reserved u32, base LSN u64, crc32 of the first 24 bytes u32, reserved u32
 LOG_HEADER = struct.Struct("<8sIIQII")
 LOG_HEADER_SIZE = LOG_HEADER.size  # 32
@@ -34,9 +37,12 @@ BATCH_HEAD = struct.Struct("<BI")
 REC_BATCH = 1
 OP_PUT = 1
 OP_DELETE = 2
-#: Operations: op u8, key length u16, value length u32 (puts only).
+OP_PUT_TTL = 3
+#: Operations: op u8, key length u16, value length u32 (puts only), deadline
+#: u64 (puts with a ttl only; ms since the epoch).
 PUT_OP = struct.Struct("<BHI")
 DEL_OP = struct.Struct("<BH")
+PUT_TTL_OP = struct.Struct("<BHIQ")
 #: A one-put batch's payload head, packed in one call on the hot path.
 _SINGLE_PUT = struct.Struct("<BIBHI")
 _SINGLE_DEL = struct.Struct("<BIBH")
@@ -64,14 +70,24 @@ def encode_delete(key: bytes) -> bytes:
     return _frame_pack(crc32(payload), len(payload)) + payload
 
 
-def encode_batch(ops: list[tuple[bytes, bytes | None]]) -> bytes:
-    """The record of a batch: ``ops`` is a list of (key, value or None for delete)."""
+def encode_put_ttl(key: bytes, value: Expiring) -> bytes:
+    """The record of a batch holding one put with a ttl."""
+    return encode_batch([(key, value)])
+
+
+def encode_batch(ops: list[tuple[bytes, "bytes | Expiring | None"]]) -> bytes:
+    """The record of a batch: ``ops`` is a list of (key, value), the value
+    bytes, an Expiring (a put with a ttl) or None (a delete)."""
     parts = [BATCH_HEAD.pack(REC_BATCH, len(ops))]
     append = parts.append
     for key, value in ops:
         if value is None:
             append(DEL_OP.pack(OP_DELETE, len(key)))
             append(key)
+        elif type(value) is Expiring:
+            append(PUT_TTL_OP.pack(OP_PUT_TTL, len(key), len(value.value), value.deadline))
+            append(key)
+            append(value.value)
         else:
             append(PUT_OP.pack(OP_PUT, len(key), len(value)))
             append(key)
@@ -79,7 +95,7 @@ def encode_batch(ops: list[tuple[bytes, bytes | None]]) -> bytes:
     return _frame(b"".join(parts))
 
 
-def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, bytes | None]]:
+def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, "bytes | Expiring | None"]]:
     """The operations of a verified record payload."""
     try:
         rtype, count = BATCH_HEAD.unpack_from(payload, 0)
@@ -99,6 +115,16 @@ def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, by
                 if len(key) != klen or len(value) != vlen:
                     raise IndexError
                 ops.append((key, value))
+            elif op == OP_PUT_TTL:
+                _, klen, vlen, deadline = PUT_TTL_OP.unpack_from(payload, pos)
+                pos += PUT_TTL_OP.size
+                key = payload[pos:pos + klen]
+                pos += klen
+                value = payload[pos:pos + vlen]
+                pos += vlen
+                if len(key) != klen or len(value) != vlen:
+                    raise IndexError
+                ops.append((key, Expiring(deadline, value)))
             elif op == OP_DELETE:
                 _, klen = DEL_OP.unpack_from(payload, pos)
                 pos += DEL_OP.size
@@ -154,11 +180,17 @@ class LogWriter:
     def end_lsn(self) -> int:
         return self.base_lsn + self.file.size - LOG_HEADER_SIZE
 
-    def sync(self) -> None:
+    def sync(self) -> int:
+        """Make every record handed to the OS durable; returns the LSN up to
+        which the log is durable. Safe on another thread than the one
+        appending (the log syncer's): it covers what was appended before it
+        started."""
         end = self.end_lsn
         if self.synced_lsn < end:
             self.file.sync()
-            self.synced_lsn = end
+            if end > self.synced_lsn:
+                self.synced_lsn = end
+        return self.synced_lsn
 
     def close(self) -> None:
         self.file.close()
@@ -195,7 +227,7 @@ def parse_log(data: bytes, path: str, *, salvage: bool = False) -> LogContents |
     problem = None
     if magic != LOG_MAGIC or hcrc != crc32(data[:24]):
         problem = "log header is damaged"
-    elif version != LOG_VERSION:
+    elif not 1 <= version <= LOG_VERSION:
         problem = f"log format version {version} is not supported"
     if problem is not None:
         if not salvage:

@@ -19,6 +19,7 @@ from .fs import DEFAULT_FS, FileSystem
 from .set_aside import LOST_DIR
 from .table.format import FOOTER_SIZE, Footer
 from .table.reader import TableReader
+from .ttl import DEADLINE_SIZE, deadline_of
 from .version import FileMeta, VersionSet
 from .wal import LogReader
 from .write_batch import log_batches
@@ -37,7 +38,8 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
     try:
         prev_key = None
         prev_seq = None
-        entries = tombstones = 0
+        entries = tombstones = ttl_entries = 0
+        max_kind = 2 if reader.format_version >= 3 else 1
         smallest = largest = None
         for i in range(reader.num_blocks):
             try:
@@ -49,8 +51,13 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
             for j, key in enumerate(block.keys):
                 seq = block.seq_kinds[j] >> 8
                 kind = block.seq_kinds[j] & 0xFF
-                if kind > 1:
-                    problems.append(f"{path}: block {i} entry {j} has unknown kind {kind}")
+                if kind > max_kind:
+                    problems.append(f"{path}: block {i} entry {j} has unknown kind {kind} "
+                                    f"(table format version {reader.format_version})")
+                elif kind == 2:
+                    ttl_entries += 1
+                    if len(block.value(j)) < DEADLINE_SIZE:
+                        problems.append(f"{path}: block {i} entry {j} has a ttl but no room for its deadline")
                 if prev_key is not None and (key < prev_key or (key == prev_key and seq >= prev_seq)):
                     problems.append(f"{path}: block {i} entry {j} is out of order (offset {reader.index_offsets[i]})")
                 prev_key, prev_seq = key, seq
@@ -62,9 +69,9 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
                 problems.append(f"{path}: index entry {i} does not match its block's last key")
         counts["entries"] = entries
         props = reader.properties
-        if entries != props.entries or tombstones != props.tombstones:
-            problems.append(f"{path}: properties say {props.entries} entries/{props.tombstones} tombstones, "
-                            f"blocks hold {entries}/{tombstones}")
+        if entries != props.entries or tombstones != props.tombstones or ttl_entries != props.ttl_entries:
+            problems.append(f"{path}: properties say {props.entries} entries/{props.tombstones} tombstones/"
+                            f"{props.ttl_entries} with a ttl, blocks hold {entries}/{tombstones}/{ttl_entries}")
         if meta is not None and not problems:
             if (meta.smallest, meta.largest) != (smallest or b"", largest or b""):
                 problems.append(f"{path}: key range differs from the manifest's")
@@ -75,6 +82,9 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
     finally:
         reader.close()
     return problems, counts
+
+
+_KIND_NAMES = {0: "delete", 1: "put", 2: "put with ttl"}
 
 
 def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
@@ -170,8 +180,12 @@ def dump_table(path: str, fs: FileSystem | None = None, *, entries: bool = True,
             for key, seq_kind, value in reader.entries():
                 if limit is not None and len(rows) >= limit:
                     break
-                rows.append({"key": key, "seq": seq_kind >> 8,
-                             "kind": "put" if seq_kind & 0xFF else "delete", "value": value})
+                kind = seq_kind & 0xFF
+                row = {"key": key, "seq": seq_kind >> 8, "kind": _KIND_NAMES.get(kind, str(kind)), "value": value}
+                if kind == 2 and len(value) >= DEADLINE_SIZE:
+                    row["deadline_ms"] = deadline_of(value)
+                    row["value"] = value[DEADLINE_SIZE:]
+                rows.append(row)
             out["entries"] = rows
         return out
     finally:

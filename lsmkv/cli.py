@@ -241,8 +241,8 @@ def _print_crashtest_figures(fig, options: dict) -> None:
     row("crashes survived", f"{fig.cycles:,} (SIGKILL, recovery, every key verified, engine check passed)")
     row("faults injected", f"{fig.faults_injected:,} SIGKILLs, aimed: {counts(fig.kills)}")
     row("killed during open", f"{fig.killed_during_open:,} (before the child reported ready: during recovery)")
-    row("operations verified", f"{fig.acked_writes:,} acknowledged writes ({fig.acked_synced:,} synced), "
-        f"{fig.acked_maintenance:,} maintenance calls")
+    row("operations verified", f"{fig.acked_writes:,} acknowledged writes ({fig.acked_synced:,} synced, "
+        f"{fig.acked_ttl:,} puts with a ttl), {fig.acked_maintenance:,} maintenance calls")
     row("keys compared", f"{fig.keys_checked:,} (the whole key space after every crash)")
     in_flight = sum(fig.in_flight.values())
     row("in flight at the kills", f"{in_flight:,} writes: {counts(fig.in_flight)}")
@@ -272,7 +272,8 @@ def _cmd_crashtest(args) -> int:
             config = CrashTestConfig(engine=name, workdir=os.path.join(workdir, name), cycles=args.cycles,
                                      duration=args.duration, seed=args.seed, threads=args.threads, keys=args.keys,
                                      options=_crashtest_options(args.option, name), max_delay=args.max_delay,
-                                     keep_logs=args.keep_logs, sabotage=args.sabotage)
+                                     keep_logs=args.keep_logs, sabotage=args.sabotage,
+                                     sync_threads=args.sync_threads)
             config.validate()
         except ValueError as exc:
             raise LsmkvError(str(exc)) from None
@@ -371,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, help="seconds per engine (stops at --cycles too if given)")
     p.add_argument("--seed", type=int, default=0, help="seed of kill moments and operations (default 0)")
     p.add_argument("--threads", type=int, default=4, help="writer threads in the child (default 4)")
+    p.add_argument("--sync-threads", type=int, default=None,
+                   help="of those, threads that write with sync=True nearly always, meeting in group commit "
+                        "(default: half of them)")
     p.add_argument("--keys", type=int, default=2000, help="size of the key space (default 2000)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="[ENGINE.]NAME=VALUE",
                    help="engine option over the crash-test defaults, e.g. -o lsm.write_buffer_size=65536")

@@ -25,6 +25,11 @@ Picking (LevelDB's design, with RocksDB's choice of table in levels >= 1):
 * one input table with nothing overlapping below and few grandparent bytes
   is moved by a manifest edit alone (a *trivial move*).
 
+When no score asks for a compaction, a table holding a value whose ttl has
+expired (its earliest deadline has passed) is compacted anyway
+(``pick_expired``): merged into the next level, or rewritten in place where
+nothing lies below it, so the space of expired values comes back.
+
 This module decides; compaction_job.py merges; db.py runs and installs.
 """
 
@@ -192,6 +197,34 @@ def pick_compaction(version: Version, limits: CompactionLimits) -> Compaction | 
         if picked is not None:
             return picked
     return None
+
+
+def pick_expired(version: Version, now_ms: int) -> Compaction | None:
+    """A compaction for a table holding a value whose ttl has expired by
+    ``now_ms`` (its earliest deadline has passed), so that the space comes
+    back even where nothing else would rewrite the table: merged into the
+    next level, or rewritten in place when no deeper level overlaps it."""
+    for level in range(NUM_LEVELS):
+        for f in version.levels[level]:
+            if not f.earliest_deadline or f.earliest_deadline > now_ms or f.being_compacted:
+                continue
+            below = any(version.overlapping(deeper, f.smallest, f.largest) for deeper in range(level + 1, NUM_LEVELS))
+            if not below:
+                inputs = _level0_closure(version, [f]) if level == 0 else [f]
+                picked = _with_next_level(version, level, inputs, level, "ttl", 0.0)
+            elif level == 0:
+                picked = _with_next_level(version, 0, _level0_closure(version, [f]), 1, "ttl", 0.0)
+            else:
+                picked = _with_next_level(version, level, [f], level + 1, "ttl", 0.0)
+            if picked is not None:
+                return picked
+    return None
+
+
+def earliest_deadline(version: Version) -> int:
+    """The earliest deadline of a value with a ttl in any table (0: none)."""
+    deadlines = [f.earliest_deadline for files in version.levels for f in files if f.earliest_deadline]
+    return min(deadlines, default=0)
 
 
 def pick_manual(version: Version, level: int, start: bytes | None, end: bytes | None,

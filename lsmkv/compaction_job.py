@@ -6,7 +6,9 @@ it does not compete with the DB's writers for the GIL). It reads the input
 tables, merges them, keeps per user key only the versions some reader can
 see (retention.py), drops tombstones where nothing older can exist below the
 output (the *bottommost* data for that key), and writes outputs under
-temporary names, fsynced. It never touches the manifest: the DB renames the
+temporary names, fsynced. A value whose ttl has expired by the job's
+``now_ms`` becomes a tombstone first (and then goes as tombstones go). It
+never touches the manifest: the DB renames the
 outputs to their table numbers and records the change in one edit.
 
 Merge order: sources are given newest first (each level-0 table is a
@@ -41,7 +43,8 @@ from .retention import retained
 from .table.builder import TableBuilder
 from .table.columns import Columns
 from .table.reader import TableReader
-from .write_batch import TOMBSTONE
+from .ttl import DEADLINE_SIZE
+from .write_batch import TOMBSTONE, VALUE_TTL
 
 
 @dataclass
@@ -72,6 +75,9 @@ class CompactionJob:
     target_file_size: int
     max_grandparent_overlap_bytes: int
     table: TableOptions
+    #: Wall-clock time of the job, in ms since the epoch: values with a ttl
+    #: whose deadline is at or before it become tombstones (0: none do).
+    now_ms: int = 0
 
 
 @dataclass
@@ -84,6 +90,8 @@ class CompactionOutput:
     largest_seq: int
     entries: int
     tombstones: int
+    ttl_entries: int = 0
+    earliest_deadline: int = 0
 
 
 @dataclass
@@ -95,6 +103,8 @@ class CompactionResult:
     versions_dropped: int = 0
     #: Tombstones dropped at the bottommost data.
     tombstones_dropped: int = 0
+    #: Values with a ttl found expired (turned into tombstones).
+    ttl_expired: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -179,6 +189,29 @@ def _merge(sources: list[list[Columns]]) -> Columns:
     if len(sources) <= 1:
         return run  # one source's runs follow each other in key order
     return run.take(run.stable_order())
+
+
+def _expire(run: Columns, now_ms: int, result: CompactionResult) -> Columns:
+    """Turn every value with a ttl whose deadline is at or before ``now_ms``
+    into a tombstone of the same sequence: no reader can see it any more,
+    and it must still hide the older versions of its key until those are
+    gone (then _resolve drops it, as any tombstone)."""
+    if not now_ms or not len(run):
+        return run
+    ttl = np.flatnonzero(((run.seq_kinds & np.uint64(0xFF)) == VALUE_TTL) & (run.vlen >= DEADLINE_SIZE))
+    if not len(ttl):
+        return run
+    buf = np.frombuffer(run.data, dtype=np.uint8)
+    deadlines = buf[run.voff[ttl][:, None] + np.arange(DEADLINE_SIZE)].copy().view("<u8").ravel()
+    expired = ttl[deadlines <= np.uint64(now_ms)]
+    if not len(expired):
+        return run
+    result.ttl_expired += len(expired)
+    seq_kinds = run.seq_kinds.copy()
+    seq_kinds[expired] &= ~np.uint64(0xFF)
+    vlen = run.vlen.copy()
+    vlen[expired] = 0
+    return Columns(run.data, run.koff, run.klen, run.voff, vlen, seq_kinds, run._padded)
 
 
 def _resolve(run: Columns, snapshots: list[int], bottommost: _BottommostTest,
@@ -354,7 +387,7 @@ class _OutputWriter:
         f.close()
         self.outputs.append(CompactionOutput(self.path, size, props.smallest_key, props.largest_key,
                                              props.smallest_seq, props.largest_seq, props.entries,
-                                             props.tombstones))
+                                             props.tombstones, props.ttl_entries, props.earliest_deadline))
 
     def abort(self) -> None:
         paths = [o.tmp_path for o in self.outputs]
@@ -394,6 +427,7 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
             run = _merge([source.take_below(hi) for source in sources])
             result.entries_read += len(run)
             if len(run):
+                run = _expire(run, job.now_ms, result)
                 run, same = _resolve(run, job.snapshots, bottommost, result)
                 if at_bottom and len(run):
                     run = _zero_sequences(run, same, job.snapshots)

@@ -9,7 +9,13 @@ scan, say) still references them.
 
 One compaction runs at a time (``_lock``): the background loop and
 ``compact_range`` take turns. Compaction never blocks reads; writers are
-only slowed or stopped by the level-0 triggers (db.py).
+only slowed or stopped by the level-0 triggers (db.py). When no score asks
+for a compaction, a table whose values with a ttl have begun to expire is
+compacted (compaction.pick_expired).
+
+It sees its database only through a :class:`CompactionHost`, built by the
+database with exactly what compaction needs; it must never import or reach
+into db.py.
 """
 
 from __future__ import annotations
@@ -21,20 +27,50 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Callable
 
-from .compaction import Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_manual
+from .compaction import (Compaction, CompactionLimits, deepest_level_with_data, pick_compaction, pick_expired,
+                         pick_manual)
 from .compaction_job import (CompactionJob, CompactionResult, TableOptions, receive_message, run_compaction,
                              send_message)
 from .errors import BackgroundError
 from .filenames import table_name
-from .fs import DEFAULT_FS
-from .version import NUM_LEVELS, FileMeta, VersionEdit
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .db import DB
+from .fs import DEFAULT_FS, FileSystem
+from .options import Options
+from .ttl import now_ms
+from .version import NUM_LEVELS, FileMeta, Version, VersionEdit
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompactionHost:
+    """Everything a Compactor needs from the database it compacts -- and
+    all it gets (the database builds one; the compactor never sees the DB).
+
+    ``cond`` is the database's background condition: the compaction thread
+    waits on it, and ``stopped()`` (writes stopped after a failure) and
+    ``shutting_down()`` are read under it. ``install(edit)`` records an
+    edit in the manifest and makes the new Version the one readers see;
+    ``pending_outputs`` holds numbers of tables written but not yet
+    installed (obsolete-file sweeps leave them alone)."""
+
+    path: str
+    fs: FileSystem
+    options: Options
+    cond: threading.Condition
+    stopped: Callable[[], bool]
+    shutting_down: Callable[[], bool]
+    current_version: Callable[[], Version]
+    live_snapshots: Callable[[], list[int]]
+    new_file_number: Callable[[], int]
+    pending_outputs: set[int]
+    install: Callable[[VersionEdit], object]
+    delete_obsolete_files: Callable[[], None]
+    failed: Callable[[str, BaseException], None]
+    #: Seconds since the Unix epoch, for expiring values with a TTL.
+    wall_clock: Callable[[], float] = time.time
 
 
 class CompactionStats:
@@ -43,7 +79,7 @@ class CompactionStats:
     bytes moved in by trivial moves, as RocksDB's per-level compaction stats."""
 
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "seconds", "cpu_seconds",
+                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "seconds", "cpu_seconds",
                  "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
@@ -58,6 +94,7 @@ class CompactionStats:
         self.entries_written += result.entries_written
         self.versions_dropped += result.versions_dropped
         self.tombstones_dropped += result.tombstones_dropped
+        self.ttl_expired += result.ttl_expired
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
         self.compactions_into[output_level] += 1
@@ -126,9 +163,11 @@ class CompactionWorker:
 
 
 class Compactor:
-    def __init__(self, db: "DB") -> None:
-        self.db = db
-        opts = db.options
+    """Leveled compaction for one database, through its CompactionHost."""
+
+    def __init__(self, host: CompactionHost) -> None:
+        self.host = host
+        opts = host.options
         self.limits = self.limits_for(opts)
         self.table_options = TableOptions(opts.block_size, opts.compression, opts.compression_level,
                                           opts.upper_level, opts.bloom_bits_per_key)
@@ -155,34 +194,39 @@ class Compactor:
     # -- background loop ----------------------------------------------------
 
     def start(self) -> None:
-        if self.db.options.disable_auto_compactions:
+        if self.host.options.disable_auto_compactions:
             return
-        self._thread = threading.Thread(target=self._loop, name=f"lsmkv-compact:{self.db.path}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"lsmkv-compact:{self.host.path}", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         """The compaction thread. It idles while writes are stopped after a
         failure (the DB's resume() wakes it) and exits at close."""
-        db = self.db
+        host = self.host
+        cond, stopped, shutting_down = host.cond, host.stopped, host.shutting_down
         seen = -1
         while True:
-            with db._bg_cond:
-                while (self.changes == seen or db._bg_error is not None) and not db._shutting_down:
-                    db._bg_cond.wait()
-                if db._shutting_down:
+            with cond:
+                while (self.changes == seen or stopped()) and not shutting_down():
+                    cond.wait()
+                if shutting_down():
                     return
                 seen = self.changes
             try:
-                while not db._shutting_down and db._bg_error is None and self._run_one_scored():
+                while not shutting_down() and not stopped() and self._run_one_scored():
                     pass
             except BaseException as exc:  # noqa: BLE001 - any failure stops writes
-                db._background_failed("compaction", exc)
+                host.failed("compaction", exc)
 
     def _run_one_scored(self) -> bool:
-        """Run the compaction the scores ask for; False if there is none."""
+        """Run the compaction the scores ask for, else one for a table with
+        expired values; False if there is none."""
         with self._lock:
-            db = self.db
-            compaction = pick_compaction(db._state.version, self.limits)
+            version = self.host.current_version()
+            compaction = pick_compaction(version, self.limits)
+            if compaction is None:
+                compaction = pick_expired(version, now_ms(self.host.wall_clock()))
+            version = None  # (held across the compaction, it would pin its files)
             if compaction is None:
                 return False
             self._run(compaction)
@@ -200,23 +244,26 @@ class Compactor:
         """Compact every table overlapping [start, end] down to the deepest
         level holding data in that range, dropping overwritten versions and
         tombstones there."""
-        db = self.db
+        current = self.host.current_version
         with self._lock:
             # (No Version is kept in a local across compactions: it would
             # keep the files it names from being deleted.)
-            last = max(1, deepest_level_with_data(db._state.version, start, end))
+            last = max(1, deepest_level_with_data(current(), start, end))
             for level in range(last):
-                compaction = pick_manual(db._state.version, level, start, end)
+                compaction = pick_manual(current(), level, start, end)
                 if compaction is not None:
                     self._run(compaction)
             # Tables already in the last level can still hold tombstones (a
-            # level-0 table moved down whole, say): rewrite those in place.
-            if any(f.tombstones for f in db._state.version.overlapping(last, start, end)):
-                compaction = pick_manual(db._state.version, last, start, end, bottommost=True)
+            # level-0 table moved down whole, say) or expired values: rewrite
+            # those in place.
+            now = now_ms(self.host.wall_clock())
+            if any(f.tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
+                   for f in current().overlapping(last, start, end)):
+                compaction = pick_manual(current(), last, start, end, bottommost=True)
                 if compaction is not None:
                     self._run(compaction)
             compaction = None
-        db._delete_obsolete_files()
+        self.host.delete_obsolete_files()
 
     # -- running and installing -----------------------------------------------
 
@@ -234,8 +281,8 @@ class Compactor:
                 f.being_compacted = False
 
     def _job(self, c: Compaction) -> CompactionJob:
-        db = self.db
-        path = db.path
+        host = self.host
+        path = host.path
 
         def source(files: list[FileMeta]) -> list[tuple[str, int]]:
             return [(os.path.join(path, table_name(f.number)), f.number) for f in files]
@@ -247,39 +294,40 @@ class Compactor:
         if c.next_inputs:
             sources.append(source(c.next_inputs))
         lo, hi = c.key_range()
-        version = db._state.version
+        version = host.current_version()
         lower = [[(f.smallest, f.largest) for f in version.overlapping(level, lo, hi)]
                  for level in range(c.output_level + 1, NUM_LEVELS)]
         self._job_ids += 1
         return CompactionJob(
             dbpath=path, job_id=f"{os.getpid()}-{self._job_ids}", sources=sources, output_level=c.output_level,
-            snapshots=db._live_snapshots(), lower_ranges=lower,
+            snapshots=host.live_snapshots(), lower_ranges=lower,
             grandparents=[(f.largest, f.size) for f in c.grandparents],
             target_file_size=self.limits.target_file_size,
             max_grandparent_overlap_bytes=self.limits.max_grandparent_overlap_bytes,
-            table=self.table_options)
+            table=self.table_options, now_ms=now_ms(host.wall_clock()))
 
     def _merge(self, c: Compaction) -> CompactionResult:
         job = self._job(c)
         if self._worker is not None:
             return self._worker.run(job)
-        return run_compaction(job, self.db._fs)
+        return run_compaction(job, self.host.fs)
 
     def _install_trivial_move(self, c: Compaction) -> None:
         meta = c.inputs[0]
         edit = VersionEdit()
         edit.delete_file(c.level, meta.number)
         moved = FileMeta(meta.number, meta.size, meta.smallest, meta.largest, meta.smallest_seq,
-                         meta.largest_seq, meta.entries, meta.tombstones)
+                         meta.largest_seq, meta.entries, meta.tombstones, meta.ttl_entries,
+                         meta.earliest_deadline)
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
-        self.db._apply_edit(edit)
+        self.host.install(edit)
         self.stats.add_trivial_move(meta.size, c.output_level)
-        log.debug("%s: moved table %d from level %d to %d", self.db.path, meta.number, c.level, c.output_level)
+        log.debug("%s: moved table %d from level %d to %d", self.host.path, meta.number, c.level, c.output_level)
 
     def _install(self, c: Compaction, result: CompactionResult) -> None:
-        db = self.db
-        fs = db._fs
+        host = self.host
+        fs = host.fs
         edit = VersionEdit()
         for f in c.inputs:
             edit.delete_file(c.level, f.number)
@@ -288,15 +336,15 @@ class Compactor:
         renamed = []
         try:
             for out in result.outputs:
-                number = db._versions.new_file_number()
-                db._pending_outputs.add(number)
+                number = host.new_file_number()
+                host.pending_outputs.add(number)
                 renamed.append(number)
-                fs.rename(out.tmp_path, os.path.join(db.path, table_name(number)))
+                fs.rename(out.tmp_path, os.path.join(host.path, table_name(number)))
                 edit.add_file(c.output_level, FileMeta(number, out.size, out.smallest, out.largest,
                                                        out.smallest_seq, out.largest_seq, out.entries,
-                                                       out.tombstones))
-            fs.sync_dir(db.path)
-            db._apply_edit(edit)
+                                                       out.tombstones, out.ttl_entries, out.earliest_deadline))
+            fs.sync_dir(host.path)
+            host.install(edit)
         except BaseException:
             for out in result.outputs:
                 try:
@@ -306,12 +354,12 @@ class Compactor:
             raise
         finally:
             for number in renamed:
-                db._pending_outputs.discard(number)
+                host.pending_outputs.discard(number)
         self.stats.add(result, c.output_level)
-        log.debug("%s: compacted %d+%d tables of level %d into %d tables of level %d (%.2fs)", db.path,
+        log.debug("%s: compacted %d+%d tables of level %d into %d tables of level %d (%.2fs)", host.path,
                   len(c.inputs), len(c.next_inputs), c.level, len(result.outputs), c.output_level,
                   result.seconds)
-        db._delete_obsolete_files()
+        host.delete_obsolete_files()
 
     def stop(self) -> None:
         """Wait for the running compaction (if any) and release the worker."""
@@ -325,11 +373,11 @@ class Compactor:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no compaction is due (scores below 1) or the timeout passes."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        db = self.db
+        host = self.host
         while True:
             with self._lock:
-                due = pick_compaction(db._state.version, self.limits)
-            if due is None or db._bg_error is not None:
+                due = pick_compaction(host.current_version(), self.limits)
+            if due is None or host.stopped():
                 return due is None
             if deadline is not None and time.monotonic() > deadline:
                 return False

@@ -23,7 +23,9 @@ source's version wins; tombstones are stepped over. A change of direction
 re-seeks each source once around the current key: a few binary searches,
 not a re-scan. Bounds (lower inclusive, upper exclusive) hold in both
 directions: a seek below the lower bound lands on the first key in range
-and nothing outside is ever shown.
+and nothing outside is ever shown. Values with a ttl are resolved per
+source as chunks arrive (``expiring``): by the time the merge looks, a kind
+is only a value or a tombstone.
 
 This module reads sources through small functions handed to it; it never
 touches the DB object.
@@ -40,7 +42,8 @@ from typing import Callable, Iterator as TypingIterator
 
 from .errors import ClosedError, CorruptionError
 from .keys import as_key, as_optional_key
-from .write_batch import TOMBSTONE
+from .ttl import live_value
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL
 
 #: A chunk: keys ascending, with the kind and value of each one's visible version.
 Chunk = tuple[list[bytes], list[int], list[bytes]]
@@ -178,6 +181,31 @@ def memtable_source(mem, read_seq: int) -> SourceCursor:
         return _EMPTY
 
     return SourceCursor(after, before)
+
+
+def expiring(source: SourceCursor, now_ms: int) -> SourceCursor:
+    """``source`` with its values that have a ttl resolved at ``now_ms``
+    (ms since the epoch): a live one reads as a plain value, an expired one
+    as a tombstone -- it hides older sources' versions of its key, as a
+    delete does (ttl.py)."""
+    after, before = source.after, source.before
+
+    def resolve(chunk: Chunk) -> Chunk:
+        kinds = chunk[1]
+        if VALUE_TTL not in kinds:
+            return chunk
+        kinds, values = list(kinds), list(chunk[2])
+        for i, kind in enumerate(kinds):
+            if kind == VALUE_TTL:
+                value = live_value(values[i], now_ms)
+                if value is None:
+                    kinds[i], values[i] = TOMBSTONE, b""
+                else:
+                    kinds[i], values[i] = VALUE, value
+        return chunk[0], kinds, values
+
+    return SourceCursor(lambda key, inclusive: resolve(after(key, inclusive)),
+                        lambda key, inclusive: resolve(before(key, inclusive)))
 
 
 def table_source(reader, read_seq: int) -> SourceCursor:

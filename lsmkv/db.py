@@ -1,18 +1,26 @@
 """DB: the LSM engine's orchestrator, the only place that knows every part.
 
-Write path: a write batch gets consecutive sequence numbers, is appended to
-the write-ahead log (fsynced first when ``sync=True``), applied to the
-memtable, and only then published (``_last_seq``). A full memtable becomes
-immutable; a background thread writes it to a level-0 table, records the
-table in the manifest, and then the log it came from is deleted.
+Write path (batch -> write queue -> log -> memtable): a writer hands its
+batch to the write queue (write_queue.py); the log writer of the moment
+takes every batch queued, gives them consecutive sequence numbers, appends
+them to the write-ahead log in one write, applies them to the memtable and
+only then publishes them (``_last_seq``). A ``sync=True`` writer then waits
+until the log syncer (log_syncer.py) has made the log durable past its
+sequence -- one fsync for everyone waiting -- or ``sync_timeout`` passes. A
+full memtable becomes immutable; a background thread writes it to a level-0
+table, records the table in the manifest, and then the log it came from is
+deleted.
 
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
-by key range and bloom filter. Scans merge all sources (iterators.py).
+by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
 
 Concurrency (docs/architecture.md has the full picture):
-* ``_write_lock`` serializes writers: sequence assignment, log append,
-  memtable insert, memtable switch.
+* the write queue's lock (``_writes``) is held by the log writer:
+  sequence assignment, log append, memtable insert, memtable switch; also
+  by flush(), resume() and close() to hold writers off (``exclusive()``).
+* ``_log_sync_lock`` is held while the log is fsynced or replaced, so the
+  log syncer's thread never syncs a log that a memtable switch closes.
 * ``_state_lock`` guards replacing ``_state`` (the memtables and Version a
   reader sees) and is the lock of ``_bg_cond``, on which writers stall and the
   background thread waits for work.
@@ -35,27 +43,42 @@ from typing import Iterator as TypingIterator
 from sortedcontainers import SortedList
 
 from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
-from .compaction import level_scores
-from .compactor import Compactor
-from .cursor import Iterator, level_source, memtable_source, table_source
+from .compaction import earliest_deadline, level_scores
+from .compactor import CompactionHost, Compactor
+from .cursor import Iterator, expiring, level_source, memtable_source, table_source
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import write_table
 from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from .log_syncer import LogSyncer
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
+from .timer import Timer
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
-from .write_batch import TOMBSTONE, VALUE, WriteBatch, encode_batch, encode_single, log_batches
+from .ttl import check_ttl, deadline_ms, live_value, now_ms, with_deadline
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single, log_batches
 from .write_controller import WriteController
+from .write_queue import WriteQueue, Writer
 
 log = logging.getLogger(__name__)
+
+
+def _raised_again(error: BaseException) -> BaseException:
+    """The error a queued writer raises when its group failed: a fresh one
+    of the same kind for the errors the write path raises (each thread gets
+    its own traceback), else the very one."""
+    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
+        again = type(error)(*error.args)
+        again.__cause__ = error.__cause__
+        return again
+    return error
 
 
 class _ReadState:
@@ -84,7 +107,23 @@ class DB(KeyValueMapping):
         self._alive = [True]
         self._lock_file = None
         self._log: LogWriter | None = None
-        self._write_lock = threading.Lock()
+        #: Writers queue here; the one holding its lock is the log writer.
+        self._writes = WriteQueue(self._commit_group)
+        self._group_commit = options.group_commit
+        self._ttl_clock = options.ttl_clock
+        self._sync_timeout = options.sync_timeout
+        #: Held while the log is synced, or replaced: the syncer never syncs
+        #: a log a memtable switch is closing.
+        self._log_sync_lock = threading.Lock()
+        #: Sequence of the last write appended to the log (handed to the OS).
+        self._logged_seq = 0
+        self._syncer: LogSyncer | None = None
+        self._timer: Timer | None = None
+        self._timer_lock = threading.Lock()
+        #: The timer that wakes the compactor at the earliest ttl deadline of
+        #: the tables, and that deadline (ms; 0: none).
+        self._ttl_wakeup = None
+        self._ttl_wakeup_deadline = 0
         self._state_lock = threading.Lock()
         self._bg_cond = threading.Condition(self._state_lock)
         self._manifest_lock = threading.Lock()
@@ -249,18 +288,28 @@ class DB(KeyValueMapping):
         self._pending_outputs.clear()
         self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
-        self._last_seq = max_seq
+        self._last_seq = self._logged_seq = max_seq
+        self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=max_seq,
+                                 commit_delay=self.options.commit_delay, timer=self._get_timer,
+                                 on_failure=self._sync_failed, name=self.path)
         self._state = _ReadState(MemTable(new_log), (), versions.current)
         self._delete_obsolete_files(at_open=True)
         self._update_write_pressure(versions.current)
         self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
                                            daemon=True)
         self._bg_thread.start()
-        self._compactor = Compactor(self)
+        self._compactor = Compactor(CompactionHost(
+            path=self.path, fs=self._fs, options=self.options, cond=self._bg_cond,
+            stopped=lambda: self._bg_error is not None, shutting_down=lambda: self._shutting_down,
+            current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
+            new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
+            install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
+            failed=self._background_failed, wall_clock=self._ttl_clock))
         self._compactor.start()
         with self._bg_cond:
             self._compactor.changes += 1  # look at the scores once at open
             self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(versions.current)
 
     # ------------------------------------------------------------------
     # Writes
@@ -272,67 +321,166 @@ class DB(KeyValueMapping):
         capacity = self.options.write_buffer_size + (self.options.write_buffer_size >> 3)
         return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
 
-    def put(self, key: object, value: object, sync: bool = False) -> None:
-        """Set ``key`` to ``value``. With sync=True, returns once the write is fsynced."""
+    def put(self, key: object, value: object, sync: bool = False, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value``. With sync=True, returns once the write is
+        durable (or raises SyncTimeoutError after ``sync_timeout``). With
+        ``ttl`` (seconds), the key expires that long after this call: from
+        then on it reads as absent (ttl.py)."""
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         v = value if type(value) is bytes and len(value) <= MAX_VALUE_SIZE else as_value(value)
-        self._write_one(VALUE, k, v, sync)
+        if ttl is None:
+            self._write_one(VALUE, k, v, sync)
+        else:
+            ttl = check_ttl(ttl)
+            self._write_one(VALUE_TTL, k, with_deadline(deadline_ms(self._ttl_clock(), ttl), v), sync,
+                            len(k) + len(v))
 
     def delete(self, key: object, sync: bool = False) -> None:
         """Remove ``key`` (not an error if it is absent)."""
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         self._write_one(TOMBSTONE, k, b"", sync)
 
-    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool) -> None:
+    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
+        if user_bytes < 0:
+            user_bytes = len(key) + len(value)
         if self._l0_slowdown:
-            self._write_control.delay(len(key) + len(value))
-        with self._write_lock:
-            if self._log is None or self._bg_error is not None:
-                self._raise_not_writable()
-            mem = self._state.mem
-            if mem.size >= self.options.write_buffer_size:
-                self._switch_memtable()
-                mem = self._state.mem
-            seq = self._last_seq + 1
+            self._write_control.delay(user_bytes)
+        writes = self._writes
+        if sync and self._group_commit:
+            batch = WriteBatch()
+            batch.ops.append((kind, key, value))
+            batch.user_bytes = user_bytes
+            self._write_synced(batch)
+        elif writes.try_lead():
+            # Nobody else is writing: commit it here, a group of one (the
+            # uncontended put's path, kept free of queue entries).
             try:
-                self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
-                if sync:
-                    self._log.sync()
-            except BaseException as exc:
-                raise self._fail_writes("writing the log", exc) from exc
-            mem.add(seq, kind, key, value)
-            self._last_seq = seq
-            self._user_bytes_written += len(key) + len(value)
+                if self._log is None or self._bg_error is not None:
+                    self._raise_not_writable()
+                mem = self._state.mem
+                if mem.size >= self.options.write_buffer_size:
+                    self._switch_memtable()
+                    mem = self._state.mem
+                seq = self._last_seq + 1
+                try:
+                    self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
+                    if sync and not self._group_commit:
+                        self._log.sync()
+                except BaseException as exc:
+                    raise self._fail_writes("writing the log", exc) from exc
+                self._logged_seq = seq
+                mem.add(seq, kind, key, value)
+                self._last_seq = seq
+                self._user_bytes_written += user_bytes
+            finally:
+                writes.release()
+        else:
+            batch = WriteBatch()
+            batch.ops.append((kind, key, value))
+            batch.user_bytes = user_bytes
+            self._write_queued(batch, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
         self._check_open()
-        return WriteBatch(self, sync)
+        return WriteBatch(self.write, sync, self._ttl_clock)
 
     def write(self, batch: WriteBatch, sync: bool = False) -> None:
-        """Apply ``batch`` atomically."""
-        ops = batch.ops
-        if not ops:
+        """Apply ``batch`` atomically. With sync=True, returns once it is
+        durable (or raises SyncTimeoutError after ``sync_timeout``)."""
+        if not batch.ops:
             return
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
-        with self._write_lock:
-            if self._log is None or self._bg_error is not None:
-                self._raise_not_writable()
+        if sync and self._group_commit:
+            self._write_synced(batch)
+        else:
+            self._write_queued(batch, sync)
+
+    def _write_queued(self, batch: WriteBatch, sync: bool) -> None:
+        """Hand ``batch`` to the write queue; return once it is in the log and
+        the memtable."""
+        writer = self._writes.write(Writer(batch, sync))
+        if writer.error is not None:
+            raise _raised_again(writer.error)
+
+    def _write_synced(self, batch: WriteBatch) -> None:
+        """Hand ``batch`` to the log syncer; return once it is in the log, the
+        memtable, and durable (or raise SyncTimeoutError after sync_timeout)."""
+        if self._syncer is None:
+            self._raise_not_writable()
+        try:
+            self._syncer.write(Writer(batch, True), self._sync_timeout)
+        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
+            raise _raised_again(exc)  # the group's error may be another thread's too
+
+    def _commit_group(self, group: list[Writer]) -> None:
+        """The log writer's work (write_queue.py): the group's batches go to
+        the log in one append, then into the memtable, in order. Without
+        group commit, each batch is appended (and fsynced if it asked) on
+        its own, as if it had come alone."""
+        if self._group_commit:
+            self._append_and_apply(group, False)
+        else:
+            for writer in group:
+                self._append_and_apply([writer], writer.sync)
+
+    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        if self._log is None or self._bg_error is not None:
+            self._raise_not_writable()
+        mem = self._state.mem
+        if mem.size >= self.options.write_buffer_size:
+            self._switch_memtable()
             mem = self._state.mem
-            if mem.size >= self.options.write_buffer_size:
-                self._switch_memtable()
-                mem = self._state.mem
-            seq = self._last_seq + 1
-            try:
-                self._wal_bytes_written += self._log.add_record(encode_batch(seq, ops))
-                if sync:
-                    self._log.sync()
-            except BaseException as exc:
-                raise self._fail_writes("writing the log", exc) from exc
-            mem.add_batch(seq, ops)
-            self._last_seq = seq + len(ops) - 1
-            self._user_bytes_written += batch.user_bytes
+        first = seq = self._last_seq + 1
+        records = []
+        user_bytes = 0
+        for writer in group:
+            batch = writer.batch
+            records.append(encode_batch(seq, batch.ops))
+            seq += len(batch.ops)
+            writer.position = seq - 1
+            user_bytes += batch.user_bytes
+        try:
+            self._wal_bytes_written += self._log.add_records(records)
+            if sync_now:
+                self._log.sync()
+        except BaseException as exc:
+            raise self._fail_writes("writing the log", exc) from exc
+        self._logged_seq = seq - 1
+        for writer in group:
+            ops = writer.batch.ops
+            mem.add_batch(first, ops)
+            first += len(ops)
+            writer.committed = True
+        self._last_seq = seq - 1
+        self._user_bytes_written += user_bytes
+
+    def _sync_log(self) -> int:
+        """The log syncer's work: fsync the log; returns the sequence that
+        everything up to is now durable."""
+        with self._log_sync_lock:
+            log_writer = self._log
+            if log_writer is None:
+                raise ClosedError(f"{self.path}: database is closed")
+            seq = self._logged_seq
+            log_writer.sync()
+            return seq
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        """The log syncer could not sync: the log's tail is not known to be
+        durable, so writes stop as after a failed append."""
+        try:
+            self._fail_writes("syncing the log", exc)
+        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
+            pass
+
+    def _get_timer(self) -> Timer:
+        """The timing wheel of this database (sync timeouts), made on first use."""
+        with self._timer_lock:
+            if self._timer is None:
+                self._timer = Timer(executor_threads=1, name=f"lsmkv-timer:{self.path}")
+            return self._timer
 
     def _update_write_pressure(self, version: Version) -> None:
         if self.options.disable_auto_compactions:
@@ -385,17 +533,20 @@ class DB(KeyValueMapping):
         new_log = None
         try:
             new_log = self._create_log(number)
-            # The old log is synced so that a later synced write in the new log
-            # can never survive a crash that loses earlier writes, and the new
-            # log's name is made durable before a synced write relies on it.
-            self._log.sync()
+            # The new log's name is made durable before a synced write relies
+            # on it, and the old log is synced so that a later synced write in
+            # the new log can never survive a crash that loses earlier writes.
             self._fs.sync_dir(self.path)
+            with self._log_sync_lock:
+                self._log.sync()
+                old_log, self._log = self._log, new_log
         except BaseException as exc:
             if new_log is not None:
                 new_log.abandon()
             raise self._fail_writes("starting a new log", exc) from exc
-        self._log.close()
-        self._log = new_log
+        old_log.close()
+        # Everything written so far was in the old log: durable now.
+        self._syncer.mark_durable(self._logged_seq)
         with self._bg_cond:
             st = self._state
             self._state = _ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
@@ -419,13 +570,19 @@ class DB(KeyValueMapping):
             while version is not None and version[0] > seq:
                 version = version[3]
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         for imm in st.imms:
             version = imm._latest.get(k)
             while version is not None and version[0] > seq:
                 version = version[3]
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         self._gets += 1
         h = None  # the bloom hash: computed by a table only when its key index misses
         found = None
@@ -449,7 +606,15 @@ class DB(KeyValueMapping):
                                 break
         if found is None or found[0] == TOMBSTONE:
             return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
         return found[1]
+
+    def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
+        """The value of a stored expiring value (kind VALUE_TTL), or
+        ``default`` once its deadline has passed."""
+        value = live_value(stored, now_ms(self._ttl_clock()))
+        return default if value is None else value
 
     def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
@@ -460,10 +625,15 @@ class DB(KeyValueMapping):
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
             if version is not None:
-                return version[2] if version[1] else default
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         found = self._get_from_tables(st.version, k, seq)
         if found is None or found[0] == TOMBSTONE:
             return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
         return found[1]
 
     def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
@@ -577,6 +747,10 @@ class DB(KeyValueMapping):
             files = version.overlapping(level, lo, hi)
             if files:
                 sources.append(level_source(files, open_table, seq))
+        # Values with a ttl are judged once, as of the cursor's making (as
+        # the data is): live ones read as values, expired ones as deletes.
+        now = now_ms(self._ttl_clock())
+        sources = [expiring(source, now) for source in sources]
         return Iterator(sources, lo, hi, check=check, pinned=st, alive=self._alive)
 
     def snapshot(self) -> Snapshot:
@@ -586,7 +760,7 @@ class DB(KeyValueMapping):
         with self._snapshot_lock:
             seq = self._last_seq
             self._snapshots.add(seq)
-        return Snapshot(self, seq)
+        return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot)
 
     def _release_snapshot(self, seq: int) -> None:
         with self._snapshot_lock:
@@ -602,7 +776,7 @@ class DB(KeyValueMapping):
 
     def flush(self) -> None:
         """Write the memtable to a table now and wait until it is recorded."""
-        with self._write_lock:
+        with self._writes.exclusive():
             if self._log is None or self._bg_error is not None:
                 self._raise_not_writable()
             if len(self._state.mem):
@@ -684,7 +858,36 @@ class DB(KeyValueMapping):
                 if self._compactor is not None:
                     self._compactor.changes += 1
                 self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(version)
         return version
+
+    def _schedule_ttl_compaction(self, version: Version) -> None:
+        """Wake the compaction thread, on the timing wheel, when the earliest
+        ttl deadline in ``version``'s tables passes (pick_expired then finds
+        the table), so expired values' space comes back without writes."""
+        if self.options.disable_auto_compactions or self._read_only or self._closed:
+            return
+        deadline = earliest_deadline(version)
+        with self._timer_lock:
+            if deadline == self._ttl_wakeup_deadline:
+                return
+            if self._ttl_wakeup is not None:
+                self._ttl_wakeup.cancel()
+                self._ttl_wakeup = None
+            self._ttl_wakeup_deadline = deadline
+        if deadline:
+            delay = max(0.0, deadline / 1000.0 - self._ttl_clock()) + 0.001
+            handle = self._get_timer().schedule(delay, self._ttl_deadline_passed)
+            with self._timer_lock:
+                self._ttl_wakeup = handle
+
+    def _ttl_deadline_passed(self) -> None:
+        with self._timer_lock:
+            self._ttl_wakeup_deadline = 0
+        with self._bg_cond:
+            if self._compactor is not None:
+                self._compactor.changes += 1
+            self._bg_cond.notify_all()
 
     def _background_failed(self, what: str, exc: BaseException) -> None:
         log.error("%s: %s failed; writes are stopped until resume(): %r", self.path, what, exc)
@@ -712,7 +915,7 @@ class DB(KeyValueMapping):
         self._check_open()
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; there is nothing to resume")
-        with self._write_lock:
+        with self._writes.exclusive():
             self._check_open()
             if self._bg_error is None:
                 return
@@ -735,6 +938,8 @@ class DB(KeyValueMapping):
                     self._resumes += 1
                     self._compactor.changes += 1
                     self._bg_cond.notify_all()
+                # Every acknowledged write is in a table of the new manifest.
+                self._syncer.reset(self._last_seq)
         log.info("%s: resumed writes", self.path)
 
     def _restart_writes(self) -> None:
@@ -766,7 +971,9 @@ class DB(KeyValueMapping):
             # Tables a failed attempt wrote stay on disk (the manifest CURRENT
             # names may hold them); sweeps after the next success remove them.
             self._pending_outputs.difference_update(written)
-        old_log, self._log = self._log, new_log
+        with self._log_sync_lock:
+            old_log, self._log = self._log, new_log
+        self._logged_seq = self._last_seq
         with self._bg_cond:
             self._state = _ReadState(MemTable(number), (), versions.current)
             self._update_write_pressure(versions.current)
@@ -781,7 +988,7 @@ class DB(KeyValueMapping):
         finishing queued flushes or writing anything more (cut the fault
         file system's power first, so work in flight stops too; then its
         power_loss() or power_on() decides what the disk keeps)."""
-        with self._write_lock:
+        with self._writes.exclusive():
             with self._bg_cond:
                 self._closed = True
                 self._alive[0] = False
@@ -793,6 +1000,7 @@ class DB(KeyValueMapping):
             self._bg_thread.join()
         if self._compactor is not None:
             self._compactor.stop()
+        self._stop_syncer()
         if self._log is not None:
             self._log.abandon()
             self._log = None
@@ -915,6 +1123,9 @@ class DB(KeyValueMapping):
             "compaction_entries_written": compaction["entries_written"],
             "entries_dropped": compaction["versions_dropped"],
             "tombstones_dropped": compaction["tombstones_dropped"],
+            # Values with a ttl that compactions found expired and turned
+            # into tombstones (their space is then reclaimed as tombstones' is).
+            "ttl_expired": compaction["ttl_expired"],
             "manifest_bytes_written": self._versions.manifest_bytes_written,
             "bytes_written": written,
             "write_amp": written / user if user else 0.0,
@@ -925,6 +1136,17 @@ class DB(KeyValueMapping):
             # Blocks read from table files per get (0 when the cache holds them).
             "read_amp": self._io.get_block_reads / gets if gets else 0.0,
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
+            # Group commit: groups the write queue committed (a write that
+            # found nobody else writing is not counted), the writes in them,
+            # the largest; fsyncs the log syncer did, the sync writes it
+            # committed, those waiting for it now, and those that timed out.
+            "write_groups": self._writes.groups,
+            "grouped_writes": self._writes.grouped_writes,
+            "largest_write_group": self._writes.largest_group,
+            "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
+            "synced_writes": self._syncer.writes if self._syncer is not None else 0,
+            "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
+            "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
             "slowdown_count": self._write_control.slowdowns,
@@ -975,7 +1197,7 @@ class DB(KeyValueMapping):
         """Finish queued flushes, sync the log and release the directory."""
         if self._closed:
             return
-        with self._write_lock:
+        with self._writes.exclusive():
             self._closed = True
             self._alive[0] = False
             with self._bg_cond:
@@ -999,16 +1221,30 @@ class DB(KeyValueMapping):
             if self._log is not None:
                 try:
                     if self._bg_error is None:
-                        self._log.sync()
+                        with self._log_sync_lock:
+                            self._log.sync()
+                        self._syncer.mark_durable(self._logged_seq)
                 finally:
+                    self._stop_syncer()
                     self._log.close()
                     self._log = None
         finally:
+            self._stop_syncer()
             self._versions.close()
             self._tables.close()
             if self._lock_file is not None:
                 self._lock_file.release()
                 self._lock_file = None
+
+    def _stop_syncer(self) -> None:
+        """Stop the log syncer (its waiters, if any are left, get ClosedError)
+        and the timer."""
+        if self._syncer is not None:
+            self._syncer.close()
+        with self._timer_lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
 
     def __enter__(self) -> "DB":
         return self

@@ -71,6 +71,29 @@ class BackgroundError(LsmkvError):
         return None
 
 
+class SyncTimeoutError(LsmkvError, TimeoutError):
+    """A ``sync=True`` write was not confirmed durable within ``sync_timeout``.
+
+    What is promised about that write (docs/reliability.md) depends on
+    ``applied``. True: it was applied (readers see it, later writes are
+    ordered after it) and handed to the OS, so a crash of the process does
+    not lose it; it is not known to be on disk, so a power loss or an OS
+    crash before the log's next successful sync may lose it. It is never
+    rolled back: the next sync that succeeds (another ``sync=True`` write,
+    ``flush()``, ``close()``) makes it durable with everything before it.
+    False: it was still waiting for its turn (the log syncer was busy with
+    an earlier group, on a slow or stalled disk) and was dropped: nothing of
+    it is applied or written, so it can simply be retried. ``position`` is
+    the log position (the LSM's sequence number, the B+tree's LSN) an
+    applied write needed durable.
+    """
+
+    def __init__(self, message: str, position: int | None = None, *, applied: bool = True) -> None:
+        super().__init__(message)
+        self.position = position
+        self.applied = applied
+
+
 class InvalidDatabaseError(LsmkvError):
     """The path is not a database of the engine asked for (a file, another
     engine's directory, an unrelated non-empty directory, or a format version
@@ -83,3 +106,8 @@ class SizeLimitError(LsmkvError, ValueError):
 
 class OptionError(LsmkvError, ValueError):
     """An option has an invalid value or is unknown."""
+
+
+class InvalidArgumentError(LsmkvError, ValueError):
+    """An argument of the right type has a value the call does not accept
+    (a ``ttl`` that is not a positive number of seconds, say)."""

@@ -9,6 +9,9 @@ It wraps the real file system (every byte still goes to real files) and can:
 * tear a write: only a prefix of it lands, then EIO;
 * flip a bit in data read back (``flip_bits(...)``; each flip is recorded
   in ``flips`` with the file and offset it hit);
+* stall a call (``stall(...)``): matching calls block before they reach
+  the disk, for ``seconds`` or until ``release()`` -- a disk that stops
+  answering (a slow fsync, say) -- then go ahead;
 * cut the power at the Nth file-system call (``cut_power(...)``): that call
   fails (a write may land a prefix) and so does every call after it, so the
   database objects stop where a crash would stop them;
@@ -85,6 +88,44 @@ class BitFlip:
     read_length: int = 0
 
 
+class Stall:
+    """Matching calls block (before reaching the disk) until ``release()``,
+    or for ``seconds`` each if that was given; then they proceed."""
+
+    def __init__(self, operation: str, seconds: float | None, path_contains: str) -> None:
+        self.operation = operation
+        self.seconds = seconds
+        self.path_contains = path_contains
+        self._released = threading.Event()
+        self._cond = threading.Condition()
+        #: Calls that reached the stall, and those blocked in it now.
+        self.entered = 0
+        self.waiting = 0
+
+    def matches(self, operation: str, path: str) -> bool:
+        return operation == self.operation and self.path_contains in path and not self._released.is_set()
+
+    def block(self) -> None:
+        with self._cond:
+            self.entered += 1
+            self.waiting += 1
+            self._cond.notify_all()
+        try:
+            self._released.wait(self.seconds)
+        finally:
+            with self._cond:
+                self.waiting -= 1
+
+    def wait_entered(self, calls: int = 1, timeout: float = 30.0) -> bool:
+        """Wait until ``calls`` calls have reached the stall (False on timeout)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.entered >= calls, timeout)
+
+    def release(self) -> None:
+        """Let every blocked call (and every later one) through."""
+        self._released.set()
+
+
 class PowerOff(OSError):
     """Raised by every call after the power was cut (an EIO)."""
 
@@ -128,7 +169,8 @@ class FaultInjectionFS(FileSystem):
         self._cut_in: int | None = None
         self._cut_torn: int | None = None
         self._off = False
-        #: Nothing to inject (no rule, no power cut planned or done): the fast path.
+        self._stalls: list[Stall] = []
+        #: Nothing to inject (no rule, no stall, no power cut planned or done): the fast path.
         self._quiet = True
 
     # -- configuring ----------------------------------------------------------
@@ -156,9 +198,24 @@ class FaultInjectionFS(FileSystem):
             self.matching_reads = 0
             self._flip_nth = nth
 
-    def clear(self) -> None:
-        """Remove every rule and stop flipping bits (a full disk got space again)."""
+    def stall(self, operation: str, *, seconds: float | None = None, path_contains: str = "") -> Stall:
+        """Make matching calls block before they reach the disk: for
+        ``seconds`` each, or (None) until the returned stall's ``release()``."""
+        if operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {operation!r}; one of {OPERATIONS}")
+        stall = Stall(operation, seconds, path_contains)
         with self._lock:
+            self._stalls.append(stall)
+            self._update_quiet()
+        return stall
+
+    def clear(self) -> None:
+        """Remove every rule, release every stall and stop flipping bits (a
+        full disk got space again, a stalled one answers again)."""
+        with self._lock:
+            for stall in self._stalls:
+                stall.release()
+            self._stalls.clear()
             self.rules.clear()
             self._flip_probability = 0.0
             self._flip_nth = None
@@ -183,7 +240,7 @@ class FaultInjectionFS(FileSystem):
     # -- the injection point --------------------------------------------------
 
     def _update_quiet(self) -> None:
-        self._quiet = not self.rules and self._cut_in is None and not self._off
+        self._quiet = not self.rules and not self._stalls and self._cut_in is None and not self._off
 
     def _power_check(self, path: str) -> None:
         if self._off:
@@ -200,6 +257,10 @@ class FaultInjectionFS(FileSystem):
         if self._quiet:
             self.counters.calls[operation] += 1  # nothing to inject: no lock on the common path
             return None
+        if self._stalls:
+            for stall in list(self._stalls):
+                if stall.matches(operation, path):
+                    stall.block()  # never under the lock: other calls go on meanwhile
         with self._lock:
             self._power_check(path)
             self.counters.calls[operation] += 1

@@ -55,4 +55,5 @@ def write_table(fs: FileSystem, dbpath: str, number: int,
             pass
         raise
     return FileMeta(number, size, props.smallest_key, props.largest_key, props.smallest_seq,
-                    props.largest_seq, props.entries, props.tombstones)
+                    props.largest_seq, props.entries, props.tombstones, props.ttl_entries,
+                    props.earliest_deadline)

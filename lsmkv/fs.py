@@ -20,6 +20,7 @@ import errno
 import fcntl
 import mmap
 import os
+import threading
 
 from .errors import LockError
 
@@ -73,12 +74,14 @@ class MappedAppendFile(WritableFile):
     MAP_SHARED; ``append`` is a memory copy into the OS page cache. That hands
     the bytes to the OS exactly as ``write(2)`` does (they survive the
     process being killed) without a system call per append. ``sync``
-    writes the pages back and fdatasyncs. The unwritten rest of the file
+    writes the pages back and fdatasyncs; it may run on another thread
+    while appends go on (the log syncer's), and never while an append is
+    moving the mapping to grow it. The unwritten rest of the file
     reads as zeros, which the log reader takes as the log's end; ``close``
     trims the file to the bytes appended.
     """
 
-    __slots__ = ("_map", "_capacity")
+    __slots__ = ("_map", "_capacity", "_remap")
 
     def __init__(self, path: str, fd: int, capacity: int) -> None:
         super().__init__(path, fd, 0)
@@ -86,6 +89,9 @@ class MappedAppendFile(WritableFile):
         os.posix_fallocate(fd, 0, capacity)
         self._map = mmap.mmap(fd, capacity)
         self._capacity = capacity
+        #: Held while the mapping is flushed or moved: a sync on the log
+        #: syncer's thread never flushes a mapping an append is resizing.
+        self._remap = threading.Lock()
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         start = self.size
@@ -103,18 +109,21 @@ class MappedAppendFile(WritableFile):
     def _grow(self, needed: int) -> None:
         capacity = max(needed, 2 * self._capacity)
         capacity = -(-capacity // mmap.PAGESIZE) * mmap.PAGESIZE
-        os.posix_fallocate(self._fd, self._capacity, capacity - self._capacity)
-        self._map.resize(capacity)
-        self._capacity = capacity
+        with self._remap:
+            os.posix_fallocate(self._fd, self._capacity, capacity - self._capacity)
+            self._map.resize(capacity)
+            self._capacity = capacity
 
     def sync(self) -> None:
-        self._map.flush()
+        with self._remap:
+            self._map.flush()
         _fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
             try:
-                self._map.close()
+                with self._remap:
+                    self._map.close()
                 os.ftruncate(self._fd, self.size)
             finally:
                 super().close()
@@ -122,7 +131,8 @@ class MappedAppendFile(WritableFile):
     def abandon(self) -> None:
         if self._fd >= 0:
             try:
-                self._map.close()
+                with self._remap:
+                    self._map.close()
             finally:
                 WritableFile.close(self)
 

@@ -7,11 +7,13 @@ anything on disk is touched.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 from .errors import OptionError
 from .fs import DEFAULT_FS, FileSystem
+from .log_syncer import check_sync_options
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -98,8 +100,26 @@ class Options:
     #: every intact batch, and reports what was dropped in stats()["recovery"].
     wal_recovery_mode: str = "strict"
 
+    #: Group commit (write_queue.py, log_syncer.py): concurrent writers
+    #: share one log append, and ``sync=True`` writers one fsync, done by
+    #: the log syncer thread while they wait (at most ``sync_timeout``).
+    #: False: each sync=True write fsyncs the log itself while holding off
+    #: every other writer (one fsync per write; sync_timeout does not apply).
+    group_commit: bool = True
+    #: Longest wait, in seconds, of a ``sync=True`` write for the log to be
+    #: durable; then it raises SyncTimeoutError (the write stays applied; see
+    #: docs/reliability.md for what is and is not promised). None: no limit.
+    sync_timeout: float | None = 30.0
+    #: Seconds the log syncer lingers before each fsync so that more sync
+    #: writers share it (like a Kafka producer's linger.ms): raises sync
+    #: latency by up to this much, lowers fsyncs per write under load.
+    commit_delay: float = 0.0
+
     #: The file-system layer (swap for fault injection in tests).
     fs: FileSystem = field(default=DEFAULT_FS, repr=False)
+    #: The wall clock that dates puts with a ttl and judges expiry: seconds
+    #: since the Unix epoch (tests pass a clock they control).
+    ttl_clock: Callable[[], float] = field(default=time.time, repr=False)
 
     @property
     def upper_level(self) -> int:
@@ -122,7 +142,8 @@ class Options:
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise OptionError(f"option {name} must be an integer >= {minimum}, got {value!r}")
 
-        for name in ("create_if_missing", "error_if_exists", "read_only", "disable_auto_compactions"):
+        for name in ("create_if_missing", "error_if_exists", "read_only", "disable_auto_compactions",
+                     "group_commit"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(f"option {name} must be True or False, got {getattr(self, name)!r}")
         positive_int("write_buffer_size", 1)
@@ -162,6 +183,10 @@ class Options:
                                   f"modes), got {level!r}")
         if self.wal_recovery_mode not in ("strict", "salvage"):
             raise OptionError(f"option wal_recovery_mode must be 'strict' or 'salvage', got {self.wal_recovery_mode!r}")
+        check_sync_options(self.sync_timeout, self.commit_delay)
+        if not callable(self.ttl_clock):
+            raise OptionError(f"option ttl_clock must be a callable returning seconds since the epoch, "
+                              f"got {type(self.ttl_clock).__name__}")
         if not isinstance(self.fs, FileSystem):
             raise OptionError(f"option fs must be a lsmkv.fs.FileSystem, got {type(self.fs).__name__}")
 

@@ -32,13 +32,14 @@ from .timer import Timer, TimerHandle
 
 class DelayedOperation:
     """An operation that completes when ``condition()`` holds, or expires
-    after ``timeout`` seconds. Subclass and override ``condition`` (or pass
-    one), and ``on_complete`` for work to do when it completes either way."""
+    after ``timeout`` seconds (None: never). Subclass and override
+    ``condition`` (or pass one), and ``on_complete`` for work to do when it
+    completes either way."""
 
     __slots__ = ("timeout", "_condition", "_completed", "expired", "error", "_watches", "_timer",
                  "_done", "_purgatory")
 
-    def __init__(self, timeout: float, condition: Callable[[], bool] | None = None) -> None:
+    def __init__(self, timeout: float | None, condition: Callable[[], bool] | None = None) -> None:
         self.timeout = timeout
         self._condition = condition
         self._completed = False
@@ -136,6 +137,8 @@ class Purgatory:
             self._pending += 1
         if op.condition():
             return self._complete(op, expired=False)
+        if op.timeout is None:
+            return False  # waits for its condition however long it takes
         handle = self._timer.schedule(op.timeout, lambda: self._complete(op, expired=True))
         op._timer = handle
         if op._completed:
@@ -150,38 +153,54 @@ class Purgatory:
             if not watch_list:
                 return 0
             candidates = list(watch_list)
-        done = 0
-        for op in candidates:
-            if not op._completed and op.condition() and self._complete(op, expired=False):
-                done += 1
-        return done
+        ready = [op for op in candidates if not op._completed and op.condition()]
+        if not ready:
+            return 0
+        # One pass under the lock for all of them (a group commit completes
+        # a whole group of sync writers at once), then their hooks.
+        with self._lock:
+            ready = [op for op in ready if self._mark_completed(op, False, None, True)]
+        for op in ready:
+            handle = op._timer
+            if handle is not None:
+                handle.cancel()
+            op._finish()
+        return len(ready)
 
     def _complete(self, op: DelayedOperation, *, expired: bool, error: BaseException | None = None,
                   watched: bool = True) -> bool:
         """Complete ``op`` once: unlink it from every watch list, cancel its
         timer, run its hook. False if something else completed it first."""
         with self._lock:
-            if op._completed:
+            if not self._mark_completed(op, expired, error, watched):
                 return False
-            op._completed = True
-            op.expired = expired
-            op.error = error
-            watchers = self._watchers
-            for watch_list, key in op._watches:
-                del watch_list[op]
-                if not watch_list and watchers.get(key) is watch_list:
-                    del watchers[key]
-            op._watches = []
-            if watched:
-                self._pending -= 1
-            if expired:
-                self.expired += 1
-            else:
-                self.completed += 1
         handle = op._timer
         if handle is not None and not expired:
             handle.cancel()
         op._finish()
+        return True
+
+    def _mark_completed(self, op: DelayedOperation, expired: bool, error: BaseException | None,
+                        watched: bool) -> bool:
+        """Under the lock: mark ``op`` completed and unlink it from every
+        watch list; False if it was completed already."""
+        if op._completed:
+            return False
+        op._completed = True
+        op.expired = expired
+        op.error = error
+        watchers = self._watchers
+        for watch_list, key in op._watches:
+            del watch_list[op]
+            if not watch_list and watchers.get(key) is watch_list:
+                del watchers[key]
+        op._watches = []
+        if watched:
+            self._pending -= 1
+        if expired:
+            self.expired += 1
+        else:
+            self.completed += 1
         return True
 
     def cancel_key(self, key: Hashable, error: BaseException | None = None) -> int:

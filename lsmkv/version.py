@@ -23,6 +23,8 @@ VersionEdit encoding: a sequence of tagged fields::
                    largest key (u32 length + bytes) |
     6 compact pointer: level u8, key (u32 length + bytes) (from earlier versions; no longer written) |
     7 format version u32 (first field of every manifest's first record)
+    8 table ttl: number u64, ttl entries u64, earliest deadline u64 (ms), right
+      after the added table it describes (only for tables with ttl entries)
 """
 
 from __future__ import annotations
@@ -61,19 +63,26 @@ TAG_DELETED = 4
 TAG_ADDED = 5
 TAG_COMPACT_POINTER = 6
 TAG_FORMAT_VERSION = 7
+#: The ttl summary of the table added just before it (format version 2).
+TAG_TABLE_TTL = 8
+_TABLE_TTL = struct.Struct("<QQQ")
 
-#: Version of the database layout this code writes (recorded in each manifest).
-DB_FORMAT_VERSION = 1
+#: Version of the database layout this code writes (recorded in each
+#: manifest). 2: write-ahead logs and tables may hold kind-2 entries (values
+#: with a ttl, docs/formats.md); code that knows only version 1 refuses the
+#: database cleanly instead of misreading them. Version 1 is still read.
+DB_FORMAT_VERSION = 2
 
 
 class FileMeta:
     """A table file as the manifest records it."""
 
     __slots__ = ("number", "size", "smallest", "largest", "smallest_seq", "largest_seq", "entries",
-                 "tombstones", "reader", "being_compacted")
+                 "tombstones", "ttl_entries", "earliest_deadline", "reader", "being_compacted")
 
     def __init__(self, number: int, size: int, smallest: bytes, largest: bytes, smallest_seq: int,
-                 largest_seq: int, entries: int = 0, tombstones: int = 0) -> None:
+                 largest_seq: int, entries: int = 0, tombstones: int = 0, ttl_entries: int = 0,
+                 earliest_deadline: int = 0) -> None:
         self.number = number
         self.size = size
         self.smallest = smallest
@@ -82,6 +91,10 @@ class FileMeta:
         self.largest_seq = largest_seq
         self.entries = entries
         self.tombstones = tombstones
+        #: Values with a ttl in the table, and their earliest deadline (ms
+        #: since the epoch; 0 if none): when a compaction should look at it.
+        self.ttl_entries = ttl_entries
+        self.earliest_deadline = earliest_deadline
         #: The open TableReader, managed by the DB's table cache (None when closed).
         self.reader = None
         #: Set while a compaction has this table as input.
@@ -127,6 +140,9 @@ class VersionEdit:
             parts.append(_U8.pack(TAG_ADDED) + _ADDED.pack(level, f.number, f.size, f.smallest_seq,
                                                             f.largest_seq, f.entries, f.tombstones)
                          + _U32.pack(len(f.smallest)) + f.smallest + _U32.pack(len(f.largest)) + f.largest)
+            if f.ttl_entries:
+                parts.append(_U8.pack(TAG_TABLE_TTL) + _TABLE_TTL.pack(f.number, f.ttl_entries,
+                                                                       f.earliest_deadline))
         for level, key in self.compact_pointers:
             parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
         return b"".join(parts)
@@ -182,6 +198,16 @@ class VersionEdit:
                                           path=path, offset=offset)
                 edit.added.append((level, FileMeta(number, fsize, smallest, largest, sseq, lseq, entries,
                                                    tombstones)))
+            elif tag == TAG_TABLE_TTL:
+                need(_TABLE_TTL.size)
+                number, ttl_entries, earliest = _TABLE_TTL.unpack_from(data, pos)
+                pos += _TABLE_TTL.size
+                if not edit.added or edit.added[-1][1].number != number or not ttl_entries \
+                        or ttl_entries > edit.added[-1][1].entries:
+                    raise CorruptionError(f"manifest ttl record for table {number} does not follow that table's "
+                                          "entry or is inconsistent", path=path, offset=offset)
+                edit.added[-1][1].ttl_entries = ttl_entries
+                edit.added[-1][1].earliest_deadline = earliest
             elif tag == TAG_FORMAT_VERSION:
                 need(4)
                 (edit.format_version,) = _U32.unpack_from(data, pos)

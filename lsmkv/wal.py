@@ -56,7 +56,9 @@ _LAST_HEADER_START = BLOCK_SIZE - HEADER_SIZE
 
 
 class LogWriter:
-    """Appends records to a log file. Not thread-safe: the DB serializes writers."""
+    """Appends records to a log file. Not thread-safe: the DB serializes
+    writers (one log writer at a time); ``sync`` may run on another thread
+    meanwhile (the file allows it)."""
 
     __slots__ = ("file", "_block_offset", "_append")
 
@@ -80,8 +82,37 @@ class LogWriter:
             return HEADER_SIZE + n
         return self._add_fragmented(payload)
 
+    def add_records(self, payloads: list[bytes]) -> int:
+        """Append several records (a group commit's batches) in one append;
+        returns the bytes appended. Each stays a record of its own, so a
+        crash in the middle of the append keeps the whole records before
+        the cut and drops the rest as a torn tail."""
+        if len(payloads) == 1:
+            return self.add_record(payloads[0])
+        parts: list[bytes] = []
+        for payload in payloads:
+            n = len(payload)
+            end = self._block_offset + HEADER_SIZE + n
+            if end <= _LAST_HEADER_START:
+                self._block_offset = end
+                parts.append(_pack_header(crc32(payload, _FULL_SEED), n, FULL))
+                parts.append(payload)
+            else:
+                self._fragment(payload, parts)
+        data = b"".join(parts)
+        self._append(data)
+        return len(data)
+
     def _add_fragmented(self, payload: bytes) -> int:
         parts: list[bytes] = []
+        self._fragment(payload, parts)
+        data = b"".join(parts)
+        self.file.append(data)
+        return len(data)
+
+    def _fragment(self, payload: bytes, parts: list[bytes]) -> None:
+        """Add ``payload``'s fragments (and any block padding) to ``parts``
+        and move the block offset past them."""
         view = memoryview(payload)
         pos = 0
         n = len(payload)
@@ -114,10 +145,7 @@ class LogWriter:
         if BLOCK_SIZE - offset < HEADER_SIZE:
             parts.append(_PAD[: BLOCK_SIZE - offset])
             offset = 0
-        data = b"".join(parts)
-        self.file.append(data)
         self._block_offset = offset % BLOCK_SIZE
-        return len(data)
 
     def sync(self) -> None:
         self.file.sync()

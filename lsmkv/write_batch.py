@@ -6,23 +6,26 @@ as a whole, and gets consecutive sequence numbers starting at its first.
 Encoding (one log record):
     first_sequence u64 | count u32 | count x op
     op = kind u8 | key_length u32 | value_length u32 | key | value
-kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0).
+kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0),
+kind 2 = put with a time to live (value = deadline u64 | user value, so
+value_length is at least 8; see ttl.py).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Iterator
+import time
+from typing import Callable, Iterator
 
 from .errors import ClosedError, CorruptionError, SizeLimitError
 from .keys import as_key, as_value
+from .ttl import DEADLINE_SIZE, check_ttl, deadline_ms, with_deadline
 from .wal import LogReader
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .db import DB
 
 TOMBSTONE = 0
 VALUE = 1
+#: A value with a deadline in front of it (ttl.py).
+VALUE_TTL = 2
 
 BATCH_HEADER = struct.Struct("<QI")
 OP_HEADER = struct.Struct("<BII")
@@ -66,7 +69,8 @@ def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tupl
         kind, klen, vlen = unpack(payload, pos)
         pos += hsize
         end = pos + klen + vlen
-        if kind not in (TOMBSTONE, VALUE) or end > size or (kind == TOMBSTONE and vlen):
+        if (kind > VALUE_TTL or end > size or (kind == TOMBSTONE and vlen)
+                or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)):
             raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
         ops.append((kind, payload[pos: pos + klen], payload[pos + klen: end]))
         pos = end
@@ -81,22 +85,41 @@ class WriteBatch:
     Used as ``with db.write_batch(sync=False) as batch: ...``: the batch is
     written when the block exits normally and discarded if it raises. It can
     also be built standalone and passed to ``db.write(batch)``.
+
+    It knows nothing of the database: ``commit`` (``db.write``, for a batch
+    from ``db.write_batch()``) is what its ``with`` block calls at the end,
+    and ``clock`` (the database's ttl_clock) dates puts with a ttl.
     """
 
-    __slots__ = ("ops", "user_bytes", "_db", "_sync", "_done")
+    __slots__ = ("ops", "user_bytes", "_commit", "_sync", "_done", "_clock")
 
-    def __init__(self, db: "DB | None" = None, sync: bool = False) -> None:
+    def __init__(self, commit: "Callable[[WriteBatch, bool], None] | None" = None, sync: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
         self.ops: list[tuple[int, bytes, bytes]] = []
         self.user_bytes = 0
-        self._db = db
+        self._commit = commit
         self._sync = sync
         self._done = False
+        self._clock = clock
 
-    def put(self, key: object, value: object) -> None:
+    def put(self, key: object, value: object, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
+        that long after this call (ttl.py)."""
+        if ttl is not None:
+            self._put_with_ttl(key, value, ttl)
+            return
         k = as_key(key)
         v = as_value(value)
         self._check_size(len(k) + len(v))
         self.ops.append((VALUE, k, v))
+        self.user_bytes += len(k) + len(v)
+
+    def _put_with_ttl(self, key: object, value: object, ttl: object) -> None:
+        k = as_key(key)
+        v = as_value(value)
+        ttl = check_ttl(ttl)
+        self._check_size(len(k) + len(v) + DEADLINE_SIZE)
+        self.ops.append((VALUE_TTL, k, with_deadline(deadline_ms(self._clock(), ttl), v)))
         self.user_bytes += len(k) + len(v)
 
     def delete(self, key: object) -> None:
@@ -125,8 +148,8 @@ class WriteBatch:
         if self._done:
             return
         self._done = True
-        if exc_type is None and self._db is not None and self.ops:
-            self._db.write(self, sync=self._sync)
+        if exc_type is None and self._commit is not None and self.ops:
+            self._commit(self, self._sync)
 
 
 def log_batches(reader: LogReader) -> Iterator[tuple[int, list[tuple[int, bytes, bytes]]]]:

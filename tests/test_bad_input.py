@@ -19,8 +19,8 @@ from btree.node import HEADER_SIZE
 from btree.pager import META_BODY, PAGES_FILE
 from lsmkv.checksum import crc32
 from lsmkv.cli import main
-from lsmkv.errors import (ClosedError, InvalidDatabaseError, LockError, OptionError, ReadOnlyError,
-                          SizeLimitError)
+from lsmkv.errors import (ClosedError, InvalidArgumentError, InvalidDatabaseError, LockError, OptionError,
+                          ReadOnlyError, SizeLimitError)
 from btree.repair import repair_db as btree_repair
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from lsmkv.repair import repair_db as lsm_repair
@@ -108,6 +108,14 @@ OPEN_CASES = [
      f"the limit is {MAX_VALUE_SIZE}"),
     ("batch-too-big", lambda db, e: _batch(db, _oversized_batch(e))(), SizeLimitError,
      r"write batch would (hold \d+ bytes; the limit is|exceed) \d+"),
+    ("ttl-zero", lambda db, e: db.put(b"ok", b"v", ttl=0), InvalidArgumentError,
+     "ttl must be a positive number of seconds"),
+    ("ttl-nan", lambda db, e: db.put(b"ok", b"v", ttl=float("nan")), InvalidArgumentError,
+     "ttl must be a positive number of seconds"),
+    ("ttl-str", lambda db, e: db.put(b"ok", b"v", ttl="60"), TypeError, "ttl must be a number of seconds, not str"),
+    ("batch-ttl-negative", lambda db, e: _batch(db, [lambda b: b.put(b"ok", b"1"),
+                                                    lambda b: b.put(b"ok2", b"2", ttl=-1)])(),
+     InvalidArgumentError, "ttl must be a positive number"),
 ]
 
 
@@ -267,15 +275,19 @@ def test_unknown_or_bad_option_is_refused_before_anything_is_created(engine, tmp
     assert not path.exists()
 
 
+#: A format version newer than either engine writes (both write 2: values with a ttl).
+NEWER_VERSION = 3
+
+
 def _bump_lsm_format_version(path: str) -> None:
-    """Rewrite the manifest's first record with format version 2 (valid framing and checksums)."""
+    """Rewrite the manifest's first record with format version 3 (valid framing and checksums)."""
     with open(os.path.join(path, "CURRENT")) as f:
         manifest = os.path.join(path, f.read().strip())
     with open(manifest, "rb") as f:
         records = [payload for _, payload in LogReader(f.read(), manifest).records()]
     first = bytearray(records[0])
     assert first[0] == 7  # the format-version tag leads the first record
-    struct.pack_into("<I", first, 1, 2)
+    struct.pack_into("<I", first, 1, NEWER_VERSION)
     records[0] = bytes(first)
     writer = LogWriter(lsmkv.fs.DEFAULT_FS.create(manifest))
     for payload in records:
@@ -284,15 +296,15 @@ def _bump_lsm_format_version(path: str) -> None:
 
 
 def _bump_btree_format_version(path: str) -> None:
-    """Set format version 2 in both meta pages (checksums recomputed)."""
+    """Set format version 3 in both meta pages (checksums recomputed)."""
     with open(os.path.join(path, PAGES_FILE), "r+b") as f:
         data = bytearray(f.read())
         ps = struct.unpack_from("<I", data, HEADER_SIZE + 12)[0]
         for slot in (0, 1):
             page = memoryview(data)[slot * ps:(slot + 1) * ps]
-            struct.pack_into("<I", page, HEADER_SIZE + 8, 2)
+            struct.pack_into("<I", page, HEADER_SIZE + 8, NEWER_VERSION)
             struct.pack_into("<I", page, 0, crc32(bytes(page[4:])))
-        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == 2
+        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == NEWER_VERSION
         f.seek(0)
         f.write(data)
 
@@ -301,10 +313,10 @@ def test_newer_format_version(engine, dbpath):
     (_bump_lsm_format_version if engine == "lsm" else _bump_btree_format_version)(dbpath)
     before = files(dbpath)
     for read_only in (False, True):
-        raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)",
+        raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)",
                     lambda: ENGINES[engine](dbpath, read_only=read_only))
     repair = lsm_repair if engine == "lsm" else btree_repair
-    raises_once(InvalidDatabaseError, "version 2.*(newer|understands up to)", lambda: repair(dbpath))
+    raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)", lambda: repair(dbpath))
     assert files(dbpath) == before
 
 

@@ -53,6 +53,7 @@ from lsmkv.table.reader import PROMOTE_AFTER, TableReader
 from lsmkv.version import VersionEdit, VersionSet
 from lsmkv.wal import LogReader, LogWriter
 from lsmkv.write_batch import decode_batch, encode_batch
+from lsmkv.ttl import with_deadline
 
 #: Seconds one case may take (generous: the machine may be busy).
 TIME_LIMIT = 20.0
@@ -189,6 +190,7 @@ class Samples:
         self.manifest = self._read_manifest(self.lsm_dir)
         self.log = self._lsm_log(os.path.join(root, "log"))
         self.batches = [encode_batch(7, [(1, b"key", b"value"), (0, b"gone", b"")]),
+                        encode_batch(9, [(2, b"expiring", with_deadline(1 << 41, b"value")), (2, b"k", bytes(8))]),
                         encode_batch(1 << 40, [(1, b"k%d" % i, b"v" * i) for i in range(20)]),
                         encode_batch(3, [])]
         # btree: a database with internal, leaf, overflow and free-list pages, and a log.
@@ -202,7 +204,8 @@ class Samples:
         with lsmkv.open(path, compression=compression, block_size=256, write_buffer_size=1 << 20,
                         disable_auto_compactions=True) as db:
             for i in range(300):
-                db.put(b"key%05d" % i, b"value-%d" % i * (i % 5))
+                # Every third with a ttl: a version-2 table with kind-2 entries.
+                db.put(b"key%05d" % i, b"value-%d" % i * (i % 5), ttl=1e6 if i % 3 == 0 else None)
             for i in range(0, 300, 7):
                 db.delete(b"key%05d" % i)
             db.flush()
@@ -226,6 +229,7 @@ class Samples:
         writer.add_record(encode_batch(1, [(1, b"a", b"1")]))
         writer.add_record(encode_batch(2, [(1, b"b" * 40000, b"2" * 10)]))  # fragmented over blocks
         writer.add_record(encode_batch(3, [(0, b"a", b"")]))
+        writer.add_record(encode_batch(4, [(2, b"c", with_deadline(1 << 41, b"3"))]))
         writer.close()
         with open(log_path, "rb") as f:
             return f.read()
@@ -236,14 +240,18 @@ class Samples:
     def _btree(path: str) -> tuple[bytes, bytes]:
         with btree.open(path, page_size=512) as db:
             for i in range(400):
-                db.put(b"key%05d" % i, b"v%d" % i * (i % 7))
+                # Every fifth with a ttl: leaf cells with deadlines (format version 2).
+                db.put(b"key%05d" % i, b"v%d" % i * (i % 7), ttl=1e6 if i % 5 == 0 else None)
             db.put(b"big", b"B" * 3000)  # an overflow chain
+            db.put(b"big-ttl", b"T" * 3000, ttl=1e6)  # an overflow chain behind a deadline
             for i in range(100, 300):
                 db.delete(b"key%05d" % i)  # merges: free pages and a free-list chain
             db.flush()
             db.put(b"logged", b"1")
+            db.put(b"logged-ttl", b"2", ttl=1e6)
             with db.write_batch() as b:
                 b.put(b"x", b"y")
+                b.put(b"x-ttl", b"z", ttl=1e6)
                 b.delete(b"key00001")
             with open(os.path.join(path, LOG_FILE), "rb") as f:
                 log = f.read()

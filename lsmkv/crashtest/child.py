@@ -9,6 +9,11 @@ maintenance operation (flush, compact_range, checkpoint), so the driver can
 aim a kill at it. Each thread logs every operation to its own oracle log
 before and after the call (:class:`~lsmkv.crashtest.oracle.OpLog`).
 
+Threads log the wall-clock time (ms) with each intent and ack: puts with a
+ttl expire a ttl after the call, which lies between the two. The last
+``sync_threads`` threads write with sync=True nearly always, so several
+sync writers meet in group commit all the time.
+
 The child never stops by itself: it runs until SIGKILL. It exits on its own
 only if an operation raises (code 3, traceback on stderr: the driver reports
 it), when its stdin closes (the driver is gone), or after ``lifetime``
@@ -29,12 +34,12 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .engines import engine
 from .keyspace import KeySpace, value
 from .oracle import WRITE_KINDS, Intent, OpLog
-from .workload import ThreadWorkload
+from .workload import Mix, ThreadWorkload
 
 SABOTAGE = ("drop-acked-write", "partial-inflight", "child-error")
 #: The operation of thread 0 that sabotage replaces (its first, so that any kill after it counts).
@@ -53,6 +58,8 @@ class ChildConfig:
     options: dict = field(default_factory=dict)
     sabotage: str | None = None
     lifetime: float = 300.0
+    #: Threads (the last ones) that write with sync=True nearly always.
+    sync_threads: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -70,22 +77,33 @@ def _report(line: str) -> None:
     os.write(1, (line + "\n").encode())
 
 
+def _ttl(item: tuple) -> float | None:
+    """The ttl of a put item in seconds (None: no ttl)."""
+    return item[2] / 1000.0 if len(item) > 2 else None
+
+
 def _write(db, space: KeySpace, intent: Intent) -> None:
     if intent.kind == "put":
-        (index, length), = intent.items
-        db.put(space.key(index), value(intent.op, index, length), sync=intent.sync)
+        item, = intent.items
+        index, length = item[0], item[1]
+        db.put(space.key(index), value(intent.op, index, length), sync=intent.sync, ttl=_ttl(item))
     elif intent.kind == "delete":
         (index, _), = intent.items
         db.delete(space.key(index), sync=intent.sync)
     elif intent.kind == "batch":
         with db.write_batch(sync=intent.sync) as batch:
-            for index, length in intent.items:
+            for item in intent.items:
+                index, length = item[0], item[1]
                 if length is None:
                     batch.delete(space.key(index))
                 else:
-                    batch.put(space.key(index), value(intent.op, index, length))
+                    batch.put(space.key(index), value(intent.op, index, length), ttl=_ttl(item))
     else:
         raise ValueError(f"no way to execute {intent.kind!r}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _sabotage(db, space: KeySpace, work: ThreadWorkload, log: OpLog, how: str, keys: list[int]) -> None:
@@ -105,7 +123,10 @@ def _sabotage(db, space: KeySpace, work: ThreadWorkload, log: OpLog, how: str, k
 
 def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> None:
     log = OpLog(log_path(config.log_dir, thread))
-    work = ThreadWorkload(space, config.cycle, thread, config.seed * 1009 + thread, maintenance=eng.maintenance)
+    # The last ``sync_threads`` threads write with sync=True nearly always.
+    mix = Mix(sync=0.9) if thread >= config.threads - config.sync_threads else Mix()
+    work = ThreadWorkload(space, config.cycle, thread, config.seed * 1009 + thread, maintenance=eng.maintenance,
+                          mix=mix)
     sabotage_keys: list[int] = []
     if config.sabotage and thread == 0:
         sabotage_keys = work.keys[:2]
@@ -117,7 +138,7 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> 
             sabotage_keys = []
             continue
         planned = work.next()
-        intent = planned.intent
+        intent = replace(planned.intent, at_ms=_now_ms())
         log.intent(intent)
         if intent.kind in WRITE_KINDS:
             _write(db, space, intent)
@@ -126,7 +147,7 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> 
             low, high = planned.compact_range
             bounds = sorted(space.key(i) for i in (low, high) if i is not None) or [None, None]
             eng.run_maintenance(db, intent.kind, bounds[0], bounds[1])
-        log.ack(intent.op)
+        log.ack(intent.op, _now_ms() + 1)
 
 
 def _run_thread(*args) -> None:

@@ -80,6 +80,13 @@ class CrashTestConfig:
     keep_logs: bool = False
     #: Deliberately broken child (tests of the check itself; see child.SABOTAGE).
     sabotage: str | None = None
+    #: Threads (the last ones) that write with sync=True nearly always, so
+    #: that sync writers meet in group commit (None: half the threads).
+    sync_threads: int | None = None
+
+    @property
+    def sync_writer_threads(self) -> int:
+        return self.threads // 2 if self.sync_threads is None else self.sync_threads
 
     def validate(self) -> None:
         engine_adapter(self.engine)
@@ -91,6 +98,8 @@ class CrashTestConfig:
             raise ValueError(f"duration must be positive, not {self.duration}")
         if self.max_delay <= 0.002:
             raise ValueError(f"max_delay must be more than 0.002 seconds, not {self.max_delay}")
+        if not 0 <= self.sync_writer_threads <= self.threads:
+            raise ValueError(f"sync_threads must be from 0 to threads ({self.threads}), not {self.sync_threads}")
         KeySpace(self.keys, self.threads)
 
 
@@ -295,7 +304,8 @@ class CrashTest:
         child_seed = self._rng.getrandbits(32)
         child_config = ChildConfig(engine=config.engine, db=self.db_path, log_dir=log_dir, cycle=cycle,
                                    seed=child_seed, threads=config.threads, keys=config.keys,
-                                   options=self.options, sabotage=config.sabotage)
+                                   options=self.options, sabotage=config.sabotage,
+                                   sync_threads=config.sync_writer_threads)
         stderr_path = os.path.join(log_dir, "child.stderr")
         child = _ChildProcess(child_config, stderr_path)
         try:
@@ -332,9 +342,11 @@ class CrashTest:
             db = self.engine.open(self.db_path, self.engine.reopen_options(self.options))
             try:
                 step = "reading the recovered database"
+                read_from = int(time.time() * 1000)
                 scanned = dict(db.scan())
                 looked_up = {self.space.key(i): db.get(self.space.key(i)) for i in range(self.space.size)}
-                verdict = verify(self.space, state, histories, scanned, looked_up)
+                read_until = int(time.time() * 1000) + 1
+                verdict = verify(self.space, state, histories, scanned, looked_up, read_from, read_until)
                 problems, facts = self.engine.inspect_open(db, scanned)
                 step = "closing the recovered database"
             finally:
@@ -369,6 +381,7 @@ class CrashTest:
         figures.cycles += 1
         figures.acked_writes += verdict.acked_writes
         figures.acked_synced += verdict.acked_synced
+        figures.acked_ttl += verdict.acked_ttl
         figures.acked_maintenance += verdict.acked_maintenance
         figures.keys_checked += verdict.keys_checked
         figures.torn_lines += verdict.torn_lines

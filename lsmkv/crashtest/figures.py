@@ -54,6 +54,8 @@ class Figures:
     killed_during_open: int = 0
     acked_writes: int = 0
     acked_synced: int = 0
+    #: Put items with a ttl among the acknowledged writes.
+    acked_ttl: int = 0
     acked_maintenance: int = 0
     #: Keys compared with the oracle (key-space size per cycle).
     keys_checked: int = 0

@@ -30,13 +30,20 @@ operation's items or none, in order, a later item winning); ``flush``,
 ``compact`` and ``checkpoint`` change no key and are logged so that a kill
 during them is known. A new atomic write kind (an SST ingest, say) needs only
 its name in :data:`WRITE_KINDS`: its items are applied like a batch's.
+
+Values with a ttl: an item may carry a ttl (ms). The engine dates it when
+the call runs, so the oracle knows its deadline only within a window: from
+the intent's wall-clock time plus the ttl to the ack's (or, for a write in
+flight, the verification's) plus the ttl. A key whose window lies before
+the verification must be absent, one whose window lies after it must hold
+its value, and one whose window the verification overlaps may be either.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .keyspace import KeySpace, describe, value
 
@@ -55,15 +62,24 @@ def op_id(cycle: int, thread: int, n: int) -> str:
     return f"c{cycle}.t{thread}.n{n}"
 
 
+#: Slack on each side of a deadline window, in ms (the engines round to ms).
+DEADLINE_SLACK_MS = 2
+
+
 @dataclass(frozen=True)
 class Intent:
     """One logged operation: ``items`` are (key number, value length or None
-    for a delete); maintenance operations have none."""
+    for a delete), or (key number, value length, ttl in ms) for a put with a
+    ttl; maintenance operations have none. ``at_ms`` is the wall-clock time
+    just before the call, ``acked_ms`` just after it returned (None while in
+    flight)."""
 
     op: str
     kind: str
-    items: tuple[tuple[int, int | None], ...] = ()
+    items: tuple[tuple, ...] = ()
     sync: bool = False
+    at_ms: int = 0
+    acked_ms: int | None = None
 
 
 class OpLog:
@@ -73,13 +89,13 @@ class OpLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def intent(self, intent: Intent) -> None:
-        line = {"op": intent.op, "kind": intent.kind, "sync": intent.sync}
+        line = {"op": intent.op, "kind": intent.kind, "sync": intent.sync, "t": intent.at_ms}
         if intent.items:
             line["items"] = [list(item) for item in intent.items]
         self._write(line)
 
-    def ack(self, op: str) -> None:
-        self._write({"ack": op})
+    def ack(self, op: str, at_ms: int = 0) -> None:
+        self._write({"ack": op, "t": at_ms})
 
     def _write(self, line: dict) -> None:
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
@@ -124,21 +140,23 @@ def read_op_log(path: str, thread: int) -> ThreadHistory:
         if "ack" in line:
             if pending is None or line["ack"] != pending.op:
                 raise OracleError(f"{path}: ack of {line['ack']} does not follow its intent")
-            history.acked.append(pending)
+            history.acked.append(replace(pending, acked_ms=int(line.get("t", 0))))
             pending = None
         else:
             if pending is not None:
                 raise OracleError(f"{path}: {line['op']} started before {pending.op} was acknowledged")
-            pending = Intent(line["op"], line["kind"], tuple((i, n) for i, n in line.get("items", ())),
-                             bool(line.get("sync")))
+            pending = Intent(line["op"], line["kind"], tuple(tuple(item) for item in line.get("items", ())),
+                             bool(line.get("sync")), int(line.get("t", 0)))
             if pending.kind not in WRITE_KINDS and pending.kind not in MAINTENANCE_KINDS:
                 raise OracleError(f"{path}: unknown operation kind {pending.kind!r}")
     history.in_flight = pending
     return history
 
 
-#: Per key number: (op id, value length) for a value, (op id, None) after a delete.
-Entry = tuple[str, "int | None"]
+#: Per key number: (op id, value length, deadline window) for a value --
+#: the window (earliest, latest) in ms since the epoch, or None without a
+#: ttl -- and (op id, None, None) after a delete.
+Entry = tuple[str, "int | None", "tuple[int, int] | None"]
 
 
 @dataclass
@@ -148,18 +166,43 @@ class ExpectedState:
     keys: dict[int, Entry] = field(default_factory=dict)
     cycle: int = 0
 
+    def __post_init__(self) -> None:
+        # (op, length) entries, as written before ttls existed, have no window.
+        self.keys = {i: e if len(e) > 2 else (e[0], e[1], None) for i, e in self.keys.items()}
+
     def copy(self) -> "ExpectedState":
         return ExpectedState(dict(self.keys), self.cycle)
 
-    def apply(self, intent: Intent) -> None:
-        for index, length in intent.items:
-            self.keys[index] = (intent.op, length)
+    def apply(self, intent: Intent, done_by_ms: int | None = None) -> None:
+        """The effect of ``intent``, which ran between its ``at_ms`` and
+        ``done_by_ms`` (its ack, by default)."""
+        done_by = intent.acked_ms if done_by_ms is None else done_by_ms
+        for item in intent.items:
+            index, length = item[0], item[1]
+            window = None
+            if len(item) > 2 and length is not None:
+                ttl = item[2]
+                window = (intent.at_ms + ttl - DEADLINE_SLACK_MS, (done_by or intent.at_ms) + ttl + DEADLINE_SLACK_MS)
+            self.keys[index] = (intent.op, length, window)
 
-    def expected_value(self, index: int) -> bytes | None:
+    def candidates(self, index: int, lo_ms: int, hi_ms: int) -> tuple[bytes | None, ...]:
+        """What a read between ``lo_ms`` and ``hi_ms`` may find for ``index``:
+        one value, or, for a value whose deadline window overlaps that time,
+        the value or nothing."""
         entry = self.keys.get(index)
         if entry is None or entry[1] is None:
-            return None
-        return value(entry[0], index, entry[1])
+            return (None,)
+        data = value(entry[0], index, entry[1])
+        window = entry[2]
+        if window is None or hi_ms < window[0]:
+            return (data,)
+        if lo_ms >= window[1]:
+            return (None,)
+        return (data, None)
+
+    def expected_value(self, index: int) -> bytes | None:
+        """What ``index`` holds before any deadline passes."""
+        return self.candidates(index, 0, 0)[0]
 
     def explain(self, index: int) -> str:
         entry = self.keys.get(index)
@@ -167,10 +210,20 @@ class ExpectedState:
             return "absent (never written)"
         if entry[1] is None:
             return f"absent (deleted by {entry[0]})"
-        return f"value of {entry[0]} ({entry[1]} bytes)"
+        text = f"value of {entry[0]} ({entry[1]} bytes)"
+        if entry[2] is not None:
+            text += f", expiring between {entry[2][0]} and {entry[2][1]} ms"
+        return text
 
-    def live_keys(self) -> int:
-        return sum(1 for _, length in self.keys.values() if length is not None)
+    def live_keys(self, now_ms: int | None = None) -> int:
+        return sum(1 for _, length, window in self.keys.values()
+                   if length is not None and (window is None or now_ms is None or window[0] > now_ms))
+
+    def forget_expired(self, now_ms: int) -> None:
+        """Entries whose value is surely gone at ``now_ms`` become absences."""
+        for index, (op, length, window) in list(self.keys.items()):
+            if window is not None and length is not None and window[1] <= now_ms:
+                self.keys[index] = (op, None, None)
 
     def save(self, path: str) -> None:
         """Write atomically (temp file, fsync, rename, fsync the directory)."""
@@ -191,7 +244,8 @@ class ExpectedState:
     def load(cls, path: str) -> "ExpectedState":
         with open(path) as f:
             data = json.load(f)
-        return cls({int(i): (e[0], e[1]) for i, e in data["keys"].items()}, data["cycle"])
+        return cls({int(i): (e[0], e[1], tuple(e[2]) if len(e) > 2 and e[2] else None)
+                    for i, e in data["keys"].items()}, data["cycle"])
 
 
 @dataclass
@@ -228,6 +282,8 @@ class Verdict:
     state: ExpectedState
     acked_writes: int = 0
     acked_synced: int = 0
+    #: Items (puts) with a ttl among the acknowledged writes.
+    acked_ttl: int = 0
     acked_maintenance: int = 0
     keys_checked: int = 0
     torn_lines: int = 0
@@ -238,19 +294,23 @@ class Verdict:
 
 
 def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
-           scanned: dict[bytes, bytes], looked_up: dict[bytes, bytes | None]) -> Verdict:
+           scanned: dict[bytes, bytes], looked_up: dict[bytes, bytes | None],
+           read_from_ms: int = 0, read_until_ms: int = 0) -> Verdict:
     """Check a recovered database against the oracle.
 
     ``base`` is the state before this cycle, ``histories`` the threads' logs
     of this cycle, ``scanned`` everything a full scan returned, ``looked_up``
-    what ``get`` returned for every key of the key space.
+    what ``get`` returned for every key of the key space; the reads ran
+    between ``read_from_ms`` and ``read_until_ms`` (wall clock), which
+    decides what values with a ttl may still be there.
     """
+    lo, hi = read_from_ms, read_until_ms
     expected = base.copy()
     verdict = Verdict([], [], expected)
     for history in histories:
         verdict.torn_lines += history.torn_lines
         for intent in history.acked + ([history.in_flight] if history.in_flight else []):
-            for index, _ in intent.items:
+            for index, *_ in intent.items:
                 if not 0 <= index < space.size or space.owner(index) != history.thread:
                     raise OracleError(f"{intent.op} writes key {index}, which thread {history.thread} does not own")
         for intent in history.acked:
@@ -258,6 +318,7 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
                 expected.apply(intent)
                 verdict.acked_writes += 1
                 verdict.acked_synced += intent.sync
+                verdict.acked_ttl += sum(1 for item in intent.items if len(item) > 2)
             else:
                 verdict.acked_maintenance += 1
 
@@ -268,6 +329,8 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
 
     # Keys an in-flight write touches may hold either of two contents.
     undecided: set[int] = set()
+    #: For those keys, the state had their in-flight write been applied.
+    after_of: dict[int, ExpectedState] = {}
     resolutions: list[Intent] = []
     for history in histories:
         intent = history.in_flight
@@ -277,12 +340,13 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
             verdict.in_flight.append(InFlightOutcome(intent.op, intent.kind, "maintenance"))
             continue
         after = ExpectedState({i: e for i, e in expected.keys.items()})
-        after.apply(intent)
-        touched = sorted({index for index, _ in intent.items})
+        after.apply(intent, done_by_ms=hi)
+        touched = sorted({item[0] for item in intent.items})
         undecided.update(touched)
+        after_of.update((i, after) for i in touched)
         found = {i: scanned.get(space.key(i)) for i in touched}
-        is_before = all(found[i] == expected.expected_value(i) for i in touched)
-        is_after = all(found[i] == after.expected_value(i) for i in touched)
+        is_before = all(found[i] in expected.candidates(i, lo, hi) for i in touched)
+        is_after = all(found[i] in after.candidates(i, lo, hi) for i in touched)
         if is_before and is_after:
             outcome = "no visible effect"
         elif is_after:
@@ -301,19 +365,25 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
     for index in range(space.size):
         key = space.key(index)
         got = scanned.get(key)
+        allowed = expected.candidates(index, lo, hi) if index not in undecided else None
         if key in looked_up and looked_up[key] != got:
-            mismatches.append(Mismatch(key, "get and scan disagree", f"get to return {describe(got, index)} as "
-                                       "the scan did", describe(looked_up[key], index)))
-        if index in undecided:
+            # Only a value whose deadline may fall between the scan and the
+            # get may be found by the one and missed by the other.
+            states = [expected] + ([after_of[index]] if index in after_of else [])
+            if not (looked_up[key] is None and any(
+                    got in c and None in c for c in (st.candidates(index, lo, hi) for st in states))):
+                mismatches.append(Mismatch(key, "get and scan disagree", f"get to return {describe(got, index)} "
+                                           "as the scan did", describe(looked_up[key], index)))
+        if allowed is None or got in allowed:
             continue
-        want = expected.expected_value(index)
-        if got == want:
-            continue
+        want = allowed[0]
         entry = expected.keys.get(index)
         if want is not None and got is None:
             problem = "acknowledged write lost"
         elif want is not None:
             problem = "wrong value"
+        elif entry is not None and entry[1] is not None:
+            problem = "expired key is back"
         elif entry is not None:
             problem = "deleted key is back"
         else:
@@ -322,5 +392,6 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
     verdict.keys_checked = space.size
 
     for intent in resolutions:
-        expected.apply(intent)
+        expected.apply(intent, done_by_ms=hi)
+    expected.forget_expired(lo)
     return verdict

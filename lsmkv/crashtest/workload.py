@@ -2,7 +2,10 @@
 
 Each thread writes only its own keys (:meth:`KeySpace.owned_by`): puts,
 deletes and write batches (small ones, and now and then a large one spanning
-keys of every kind), a share of them with ``sync=True``; a small hot set of
+keys of every kind), a share of them with ``sync=True`` (most of them, on
+the threads that are sync writers: they meet in group commit), and a share
+of the puts with a ttl (short ones that expire during the test, long ones
+that do not); a small hot set of
 its keys takes half of the writes, so keys are overwritten and deleted over
 and over. Between writes a thread sometimes asks for maintenance: ``flush``
 (the B+tree's flush is a checkpoint) and, on engines that have it,
@@ -31,6 +34,13 @@ class Mix:
     batch: float = 0.31
     large_batch: float = 0.02
     sync: float = 0.05
+    #: Share of put items that get a ttl, and of those, the share with a
+    #: short one (up to ``short_ttl_ms``: expiring during the cycle or soon
+    #: after); the others get ``long_ttl_ms`` (never expiring during a run).
+    ttl: float = 0.15
+    short_ttl: float = 0.4
+    short_ttl_ms: int = 3000
+    long_ttl_ms: int = 86_400_000
     #: Maintenance, per operation: flush (LSM), checkpoint (B+tree's flush), compact_range.
     flush: float = 0.003
     checkpoint: float = 0.003
@@ -79,10 +89,15 @@ class ThreadWorkload:
         rng = self._rng
         return rng.choice(self._hot if rng.random() < self._mix.hot_share else self.keys)
 
-    def _item(self, index: int, delete_share: float) -> tuple[int, int | None]:
-        if self._rng.random() < delete_share:
+    def _item(self, index: int, delete_share: float) -> tuple:
+        rng, mix = self._rng, self._mix
+        if rng.random() < delete_share:
             return index, None
-        return index, self._space.value_length(index, self._rng)
+        length = self._space.value_length(index, rng)
+        if rng.random() < mix.ttl:
+            ttl = rng.randint(1, mix.short_ttl_ms) if rng.random() < mix.short_ttl else mix.long_ttl_ms
+            return index, length, ttl
+        return index, length
 
     def next(self) -> Planned:
         rng, mix = self._rng, self._mix

@@ -21,8 +21,9 @@ from ..fs import WritableFile
 from .block import BlockBuilder, encode_block
 from .columns import Columns
 from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
-from .format import Footer, compress_block
+from .format import FORMAT_VERSION, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
 from .properties import TableProperties
+from ..ttl import DEADLINE_SIZE, deadline_of
 
 HANDLE_VALUE = struct.Struct("<QQ")
 _WRITE_BUFFER = 64 * 1024
@@ -81,6 +82,9 @@ class TableBuilder:
         props.entries += 1
         if kind == 0:
             props.tombstones += 1
+        elif kind == 2:
+            props.ttl_entries += 1
+            self._note_deadline(deadline_of(value))
         props.raw_key_bytes += len(key)
         props.raw_value_bytes += len(value)
         if seq < props.smallest_seq:
@@ -113,7 +117,11 @@ class TableBuilder:
         kinds = list(map(and_, seq_kinds, repeat(0xFF)))
         seqs = list(map(rshift, seq_kinds, repeat(8)))
         props.entries += n
-        props.tombstones += n - sum(kinds)
+        props.tombstones += kinds.count(0)
+        ttl = kinds.count(2)
+        if ttl:
+            props.ttl_entries += ttl
+            self._note_deadline(min(deadline_of(v) for k, v in zip(kinds, values) if k == 2))
         key_bytes = list(map(len, keys))
         value_bytes = list(map(len, values))
         props.raw_key_bytes += sum(key_bytes)
@@ -225,13 +233,24 @@ class TableBuilder:
         kinds = cols.seq_kinds & np.uint64(0xFF)
         seqs = cols.seq_kinds >> np.uint64(8)
         props.entries += n
-        props.tombstones += n - int(kinds.sum())
+        props.tombstones += int(np.count_nonzero(kinds == 0))
+        ttl = np.flatnonzero(kinds == 2)
+        if len(ttl):
+            props.ttl_entries += len(ttl)
+            buf = np.frombuffer(cols.data, dtype=np.uint8)
+            deadlines = buf[cols.voff[ttl][:, None] + np.arange(DEADLINE_SIZE)].copy().view("<u8")
+            self._note_deadline(int(deadlines.min()))
         props.raw_key_bytes += int(cols.klen.sum())
         props.raw_value_bytes += int(cols.vlen.sum())
         props.smallest_seq = min(props.smallest_seq, int(seqs.min()))
         props.largest_seq = max(props.largest_seq, int(seqs.max()))
         self._last_key = cols.key(n - 1)
         self._last_seq = int(seqs[-1])
+
+    def _note_deadline(self, deadline: int) -> None:
+        props = self.props
+        if not props.earliest_deadline or deadline < props.earliest_deadline:
+            props.earliest_deadline = deadline
 
     def _finish_data_block(self) -> None:
         block = self._block
@@ -284,7 +303,8 @@ class TableBuilder:
         props.index_bytes = len(index_raw)
         props_handle = self._append(compress_block(props.encode(), None))
         index_handle = self._append(compress_block(index_raw, self._compressor))
-        footer = Footer(index_handle, filter_handle, props_handle).encode()
+        version = FORMAT_VERSION if props.ttl_entries else FORMAT_VERSION_WITHOUT_TTL
+        footer = Footer(index_handle, filter_handle, props_handle, version).encode()
         self._pending.append(footer)
         self._pending_bytes += len(footer)
         self._flush_pending()

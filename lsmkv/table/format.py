@@ -28,7 +28,12 @@ from ..errors import CorruptionError
 TABLE_MAGIC = 0x4C534D4B56544231  # "LSMKVTB1"
 #: Format 2: blocks store end offsets (block.py), so a lookup searches a
 #: block in its raw bytes. Format 1 (length columns) is still read.
-FORMAT_VERSION = 2
+#: Format 3: format 2 whose entries may be of kind 2 (a value with a ttl:
+#: its deadline in front of it). Written only by a table that holds such an
+#: entry; one without any is written as format 2, byte for byte.
+FORMAT_VERSION = 3
+#: The version of a table without kind-2 entries.
+FORMAT_VERSION_WITHOUT_TTL = 2
 OLDEST_FORMAT_VERSION = 1
 
 NO_COMPRESSION = 0

@@ -14,12 +14,18 @@ from ..errors import CorruptionError
 from .block import CODEC_OFFSETS, decode_block, encode_block
 
 _BYTES_FIELDS = {"smallest_key", "largest_key", "compression"}
+#: Properties written only when not zero.
+_OMITTED_WHEN_ZERO = {"ttl_entries", "earliest_deadline"}
 
 
 @dataclass
 class TableProperties:
     entries: int = 0
     tombstones: int = 0
+    #: Entries of kind 2 (values with a ttl), and the earliest of their
+    #: deadlines (ms since the epoch); both 0 (and not written) without ttls.
+    ttl_entries: int = 0
+    earliest_deadline: int = 0
     #: Distinct user keys (the bloom filter's key count).
     distinct_keys: int = 0
     smallest_key: bytes = b""
@@ -39,6 +45,8 @@ class TableProperties:
         items = []
         for f in sorted(fields(self), key=lambda f: f.name):
             value = getattr(self, f.name)
+            if f.name in _OMITTED_WHEN_ZERO and not value:
+                continue  # a table without ttls is written exactly as before they existed
             items.append((f.name.encode(), value if f.name in _BYTES_FIELDS else str(value).encode()))
         return encode_block([k for k, _ in items], [0] * len(items), [v for _, v in items])
 

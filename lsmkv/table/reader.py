@@ -43,7 +43,7 @@ from typing import Iterator
 from ..cache import BlockCache
 from ..errors import CorruptionError
 from ..fs import FileSystem
-from .block import (CODEC_LENGTHS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block, decode_block,
+from .block import (CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block, decode_block,
                     search_block)
 from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
@@ -74,8 +74,8 @@ class IOStats:
 
 
 class TableReader:
-    __slots__ = ("path", "number", "file", "file_size", "codec", "filter", "properties", "index_keys",
-                 "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
+    __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
+                 "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
                  "indexed", "key_slots", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
                  "__weakref__")
 
@@ -93,8 +93,11 @@ class TableReader:
                                       path=path, offset=0)
             footer = Footer.decode(self.file.read_at(self.file_size - FOOTER_SIZE, FOOTER_SIZE), path,
                                    self.file_size)
-            #: The block codec (block.py) is the table's format version.
-            self.codec = footer.version
+            #: 3 when the table may hold values with a ttl (kind 2).
+            self.format_version = footer.version
+            #: The block codec (block.py): format 1's lengths, or the end
+            #: offsets of formats 2 and 3.
+            self.codec = CODEC_LENGTHS if footer.version == 1 else CODEC_OFFSETS
             self.properties = TableProperties.decode(self._read_raw(*footer.properties), path,
                                                      footer.properties[0], self.codec)
             self.filter = BloomFilter(self._read_raw(*footer.filter), path, footer.filter[0])

@@ -1,5 +1,5 @@
 """The timer bench suite (bench/suites/timer.py) and its heapq reference timer:
-what they record, not how fast anything is."""
+what they record (through the real Recorder), not how fast anything is."""
 
 from __future__ import annotations
 
@@ -8,31 +8,9 @@ import importlib
 import threading
 
 from bench.heap_timer import HeapTimer
+from bench.suites import Recorder
 
 suite = importlib.import_module("bench.suites.timer")
-
-
-class RecordingRecorder:
-    """Stands in for bench.suites.Recorder: keeps what the suite hands it."""
-
-    def __init__(self) -> None:
-        self.runs: list[dict] = []
-        self.tables: list[tuple] = []
-
-    def run(self, engine, workload, operations, elapsed_s, *, latency_us=None, **fields):
-        self.runs.append({"engine": engine, "workload": workload, "operations": operations,
-                          "elapsed_s": elapsed_s, "latency_us": latency_us, **fields})
-
-    def latency_us(self, samples_ns):
-        ordered = sorted(samples_ns)
-        pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000  # noqa: E731
-        return {"p50": pick(0.5), "p99": pick(0.99), "max": ordered[-1] / 1000}
-
-    def table(self, title, columns, rows, note=""):
-        self.tables.append((title, columns, rows, note))
-
-    def progress(self, text):
-        pass
 
 
 def test_heap_timer_fires_and_cancels():
@@ -49,12 +27,12 @@ def test_heap_timer_fires_and_cancels():
         timer.close()
 
 
-def test_the_suite_measures_both_timers_and_tabulates_them():
+def test_the_suite_measures_both_timers_and_tabulates_them(tmp_path):
     parser = argparse.ArgumentParser()
     suite.add_arguments(parser)
     args = parser.parse_args(["--timers", "2000", "--fire-timers", "200", "--fire-span", "0.05",
                               "--max-delay", "30"])
-    rec = RecordingRecorder()
+    rec = Recorder(suite.NAME, str(tmp_path))
     suite.run(args, rec)
     runs = {(r["engine"], r["workload"]): r for r in rec.runs}
     assert set(runs) == {(e, w) for e in (suite.WHEEL, suite.HEAP) for w in ("schedule", "cancel", "fire")}
@@ -66,6 +44,6 @@ def test_the_suite_measures_both_timers_and_tabulates_them():
     # The wheel frees cancelled entries at once; the heap keeps them until due.
     assert runs[suite.WHEEL, "cancel"]["entries_left"] == 0
     assert runs[suite.HEAP, "cancel"]["entries_left"] == 2000
-    (title, columns, rows, note), = rec.tables
-    assert columns[1:3] == [suite.WHEEL, suite.HEAP]
-    assert [r[0] for r in rows][:2] == ["schedule (timers/s)", "cancel (timers/s)"]
+    table, = rec.tables
+    assert table.columns[1:3] == [suite.WHEEL, suite.HEAP]
+    assert [r[0] for r in table.rows][:2] == ["schedule (timers/s)", "cancel (timers/s)"]

@@ -5,6 +5,7 @@ on every kind of wrong one, and the state saved between cycles."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -59,24 +60,29 @@ def test_workload_is_a_function_of_its_seed_and_writes_only_its_keys():
     kinds = {p.intent.kind for p in first}
     assert kinds == {"put", "delete", "batch", "flush", "compact"}
     owned = set(SPACE.owned_by(1))
-    assert all(index in owned for p in first for index, _ in p.intent.items)
+    assert all(item[0] in owned for p in first for item in p.intent.items)
     assert any(p.intent.sync for p in first) and not all(p.intent.sync for p in first)
+    # Some puts carry a ttl: short ones and the long one.
+    ttls = [item[2] for p in first for item in p.intent.items if len(item) > 2]
+    assert ttls and min(ttls) <= 3000 and max(ttls) == 86_400_000
+    assert all(item[1] is not None for p in first for item in p.intent.items if len(item) > 2)
     assert [p.intent.op for p in first[:2]] == ["c1.t1.n1", "c1.t1.n2"]
 
 
 def test_op_log_round_trip_and_torn_last_line(tmp_path):
     path = str(tmp_path / "thread-0.log")
     log = OpLog(path)
-    a = Intent(op_id(1, 0, 1), "put", ((0, 10),), True)
-    b = Intent(op_id(1, 0, 2), "batch", ((1, None), (2, 5)))
-    c = Intent(op_id(1, 0, 3), "flush")
+    a = Intent(op_id(1, 0, 1), "put", ((0, 10),), True, at_ms=1000)
+    b = Intent(op_id(1, 0, 2), "batch", ((1, None), (2, 5, 60_000)), at_ms=1002)  # an item with a ttl
+    c = Intent(op_id(1, 0, 3), "flush", at_ms=1010)
     for intent in (a, b):
         log.intent(intent)
-        log.ack(intent.op)
+        log.ack(intent.op, at_ms=intent.at_ms + 3)
     log.intent(c)
     log.close()
     history = read_op_log(path, 0)
-    assert history.acked == [a, b] and history.in_flight == c and history.torn_lines == 0
+    assert history.acked == [replace(a, acked_ms=1003), replace(b, acked_ms=1005)]
+    assert history.in_flight == c and history.torn_lines == 0
     with open(path, "ab") as f:
         f.write(b'{"ack":"c1.t0')  # the kill cut the ack short: the flush stays in flight
     history = read_op_log(path, 0)
@@ -172,3 +178,31 @@ def test_expected_state_saves_atomically_and_loads_back(tmp_path):
     state.save(path)
     assert ExpectedState.load(path) == state and state.live_keys() == 1
     assert os.listdir(tmp_path) == ["state.json"]
+
+
+def test_values_with_a_ttl_are_judged_by_their_deadline_window():
+    """A put with a ttl of 1 s acknowledged between t=1000 and t=1010 ms
+    expires between about 2000 and 2010 ms: before that it must be there,
+    after that it must be gone, in between either is right."""
+    acked = [replace(put("c1.t0.n1", (0, 30, 1000)), at_ms=1000, acked_ms=1010),
+             replace(put("c1.t0.n2", (1, 20)), at_ms=1020, acked_ms=1021)]
+    history = [ThreadHistory(0, acked=acked)]
+    live = {SPACE.key(0): value("c1.t0.n1", 0, 30), SPACE.key(1): value("c1.t0.n2", 1, 20)}
+    gone = {SPACE.key(1): value("c1.t0.n2", 1, 20)}
+
+    def judge(scanned, lo, hi):
+        return verify(SPACE, ExpectedState(), history, scanned,
+                      {SPACE.key(i): scanned.get(SPACE.key(i)) for i in range(SPACE.size)}, lo, hi)
+
+    assert judge(live, 1500, 1600).ok and not judge(gone, 1500, 1600).ok
+    assert judge(gone, 2100, 2200).ok
+    back = judge(live, 2100, 2200)
+    assert [m.problem for m in back.mismatches] == ["expired key is back"]
+    assert judge(live, 2000, 2005).ok and judge(gone, 2000, 2005).ok
+    # The next cycle no longer expects a key that was gone for good.
+    assert judge(gone, 2100, 2200).state.keys[0][1] is None
+    # get and scan may disagree only about a key whose deadline falls between them.
+    lookups = {SPACE.key(i): live.get(SPACE.key(i)) for i in range(SPACE.size)}
+    lookups[SPACE.key(0)] = None
+    assert verify(SPACE, ExpectedState(), history, live, lookups, 2000, 2005).ok
+    assert not verify(SPACE, ExpectedState(), history, live, lookups, 1500, 1600).ok

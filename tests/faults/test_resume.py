@@ -2,8 +2,10 @@
 
 A failed write stops writes (reads go on) and names its cause; resume()
 brings writes back once the cause is gone and keeps failing while it is
-not; a write that failed never reappears, not even after a later reopen,
-although its record may have landed whole in the log it was written to.
+not; a write that failed before it was applied never reappears, not even
+after a later reopen, although its record may have landed whole in the log
+it was written to. (A sync write whose group's fsync failed was applied
+first: it stays, whole.)
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ def engine(request):
 
 
 @pytest.mark.parametrize("ending", ["close", "power loss"])
-def test_a_failed_sync_write_never_reappears(engine, scratch, ending):
-    """The record reaches the log whole, then its fsync fails: the write
-    was not acknowledged, and after resume() and a reopen (after a clean
-    close, or a power loss) it is gone."""
+def test_a_failed_sync_write_without_group_commit_never_reappears(engine, scratch, ending):
+    """One fsync per write (group_commit=False): the record reaches the log
+    whole, then its fsync fails: the write was not applied, and after
+    resume() and a reopen (after a clean close, or a power loss) it is gone."""
     path = os.path.join(scratch, "db")
     fs = FaultInjectionFS()
-    db = open_db(engine, path, fs)
+    db = open_db(engine, path, fs, group_commit=False)
     db.put(b"kept", b"1", sync=True)
     fs.fail("sync", nth=1)
     with pytest.raises(BackgroundError) as info:
@@ -56,6 +58,34 @@ def test_a_failed_sync_write_never_reappears(engine, scratch, ending):
         fs.power_loss()
     with open_db(engine, path) as db:
         assert dict(db.scan()) == {b"kept": b"1", b"after": b"3"}
+
+
+@pytest.mark.parametrize("ending", ["close", "power loss"])
+def test_a_sync_write_whose_group_fsync_fails_stays_applied_whole(engine, scratch, ending):
+    """Group commit: the write is applied, then the log syncer's fsync
+    fails: the writer gets BackgroundError saying the write was applied
+    but is not known to be durable; it stays applied (whole) through
+    resume() and any reopen, never half."""
+    path = os.path.join(scratch, "db")
+    fs = FaultInjectionFS()
+    db = open_db(engine, path, fs)
+    db.put(b"kept", b"1", sync=True)
+    fs.fail("sync", nth=1)
+    with pytest.raises(BackgroundError) as info:
+        with db.write_batch(sync=True) as batch:
+            batch.put(b"failed", b"2")
+            batch.put(b"failed too", b"2")
+    assert info.value.errno == errno.EIO and "was applied but is not known to be durable" in str(info.value)
+    assert db.get(b"failed") == b"2" and db.get(b"kept") == b"1"
+    db.resume()
+    db.put(b"after", b"3", sync=True)
+    if ending == "close":
+        db.close()
+    else:
+        db._simulate_crash()
+        fs.power_loss()
+    with open_db(engine, path) as db:
+        assert dict(db.scan()) == {b"kept": b"1", b"failed": b"2", b"failed too": b"2", b"after": b"3"}
 
 
 def test_error_state_reads_stats_and_resume_while_the_cause_persists(engine, scratch):

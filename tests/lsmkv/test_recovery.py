@@ -9,7 +9,7 @@ import pytest
 import lsmkv
 from lsmkv import CorruptionError, InvalidDatabaseError
 from lsmkv.check import check_db
-from lsmkv.version import VersionEdit
+from lsmkv.version import DB_FORMAT_VERSION, VersionEdit
 from lsmkv.wal import HEADER_SIZE, LogWriter
 
 
@@ -152,11 +152,11 @@ def test_newer_format_version_is_refused(db_path):
         db.put(b"k", b"v")
     manifest = [n for n in os.listdir(db_path) if n.startswith("MANIFEST-")][0]
     edit = VersionEdit()
-    edit.format_version = 2
+    edit.format_version = DB_FORMAT_VERSION + 1
     f = lsmkv.Options().fs.create(os.path.join(db_path, manifest))
     LogWriter(f).add_record(edit.encode())
     f.close()
-    with pytest.raises(InvalidDatabaseError, match="format version 2 is newer"):
+    with pytest.raises(InvalidDatabaseError, match=f"format version {DB_FORMAT_VERSION + 1} is newer"):
         lsmkv.open(db_path)
 
 
