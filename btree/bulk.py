@@ -20,7 +20,7 @@ from typing import Iterable
 from lsmkv.fs import FileSystem
 
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
-from .pager import Meta, encode_meta
+from .pager import Meta, encode_meta, encode_meta_entries
 from .tree import _INT_FIXED, _LEAF_FIXED, limits, shortest_separator
 
 #: Pages written per call to the file.
@@ -55,9 +55,10 @@ class _PageWriter:
 
 
 def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable[tuple[bytes, bytes]], *,
-                    epoch: int, ckpt_lsn: int) -> Meta:
+                    epoch: int, ckpt_lsn: int, metadata: dict[bytes, bytes] | None = None) -> Meta:
     """Write a page file at ``path`` holding ``entries`` (key ascending,
-    keys within the page size's key limit); fsync it. Returns its meta."""
+    keys within the page size's key limit) and the ``metadata`` entries
+    (batch.set_meta's); fsync it. Returns its meta."""
     if epoch < 1:
         raise ValueError("epoch must be at least 1 (both meta copies are written)")
     max_cell, _ = limits(page_size)
@@ -65,10 +66,14 @@ def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable
     try:
         leaves, count, ttl_count = _write_leaves(out, entries, page_size, max_cell, epoch)
         root, height = _write_internal_levels(out, leaves, page_size, epoch)
+        chain = (_write_overflow(out, encode_meta_entries(metadata), page_size - HEADER_SIZE, page_size, epoch)
+                 if metadata else Overflow(0, 0))
         out.flush()
         page_count = out.next_page
-        meta = Meta(epoch, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count)
-        previous = Meta(epoch - 1, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count)
+        meta = Meta(epoch, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count,
+                    chain.page, chain.length)
+        previous = Meta(epoch - 1, page_size, root, page_count, 0, 0, ckpt_lsn, count, height, ttl_count,
+                        chain.page, chain.length)
         for m in (meta, previous):  # epoch e lives in meta page e % 2
             out.file.write_at((m.epoch % 2) * page_size, bytes(encode_meta(m)))
         out.file.sync()

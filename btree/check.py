@@ -37,12 +37,13 @@ _MAX_REPORTED = 50
 def verify_structure(*, root: int, height: int, page_count: int, free: set[int], entries: int,
                      node: Callable[[int, bool], Node], overflow: Callable[[Overflow], list[int]],
                      max_key: int, page_size: int, reserved: set[int] | None = None,
-                     ttl_entries: int | None = None) -> tuple[list[str], dict]:
+                     ttl_entries: int | None = None, meta_chain: Overflow | None = None) -> tuple[list[str], dict]:
     """Check the tree rooted at ``root``. ``node(pg, leaf)`` returns a decoded
     node (raising CorruptionError if it cannot); ``overflow(ref)`` the pages of
     a chain. ``free`` is the set of free pages, ``reserved`` pages used
     otherwise (free-list chain); ``ttl_entries``, if given, the number of
-    values with a ttl the database records. Returns (problems, counts)."""
+    values with a ttl the database records; ``meta_chain`` the chain holding
+    the metadata entries. Returns (problems, counts)."""
     problems: list[str] = []
     owner: dict[int, str] = {}
     leaves: list[Node] = []
@@ -118,6 +119,13 @@ def verify_structure(*, root: int, height: int, page_count: int, free: set[int],
                 visit(kid, depth + 1, lo if i == 0 else keys[i - 1], hi if i == len(keys) else keys[i])
 
     visit(root, 0, None, None)
+    if meta_chain is not None:
+        try:
+            for pg in overflow(meta_chain):
+                if claim(pg, "metadata"):
+                    counts["overflow_pages"] += 1
+        except CorruptionError as exc:
+            problem(str(exc))
     for i, leaf in enumerate(leaves):
         want_prev = leaves[i - 1].pgno if i else 0
         want_next = leaves[i + 1].pgno if i + 1 < len(leaves) else 0
@@ -239,7 +247,9 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         found, counts = verify_structure(root=meta.root, height=meta.height, page_count=meta.page_count,
                                          free=listed, reserved=chain, entries=meta.entries,
                                          ttl_entries=meta.ttl_entries, node=node,
-                                         overflow=overflow, max_key=limits(ps)[1], page_size=ps)
+                                         overflow=overflow, max_key=limits(ps)[1], page_size=ps,
+                                         meta_chain=Overflow(meta.meta_page, meta.meta_length)
+                                         if meta.meta_page else None)
         problems.extend(found)
         details.update(counts)
         details["pages_verified"] = 2 + counts["internal_pages"] + counts["leaf_pages"] + \

@@ -46,15 +46,18 @@ from lsmkv.log_syncer import LogSyncer, check_sync_options
 from lsmkv.mapping import KeyValueMapping
 from lsmkv.timer import Timer, TimerHandle
 from lsmkv.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.write_batch import MAX_META_NAME, MAX_META_VALUE
 from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
 from .cursor import snapshot_source
-from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, check_header, encode_node, encode_overflow
-from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, valid_page_size
+from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
+from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
+    valid_page_size
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import LOG_HEADER_SIZE, LogWriter, encode_batch, encode_delete, encode_put, encode_put_ttl, parse_log
+from .wal import (LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl,
+                  parse_log)
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +138,20 @@ class WriteBatch:
     def delete(self, key) -> None:
         key = as_key(key)
         self._add(key, None, len(key))
+
+    def set_meta(self, name: str, value) -> None:
+        """Store ``value`` under the metadata entry ``name``, atomically with
+        the rest of the batch (see lsmkv's WriteBatch.set_meta: the same
+        contract). ``db.get_meta(name)`` reads it; gets and scans never see it."""
+        if not isinstance(name, str):
+            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+        n = name.encode("utf-8")
+        if not 0 < len(n) <= MAX_META_NAME:
+            raise ValueError(f"metadata name must be 1 to {MAX_META_NAME} bytes of UTF-8, not {len(n)}")
+        v = as_value(value)
+        if len(v) > MAX_META_VALUE:
+            raise SizeLimitError(f"metadata value of {len(v)} bytes is over the {MAX_META_VALUE}-byte limit")
+        self._add(n, MetaEntry(v), len(n) + len(v))
 
     def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
         if self._done:
@@ -332,6 +349,10 @@ class DB(KeyValueMapping):
         self._ahi_page = tree.ahi_page
         self._pages = pool.pages
         self._max_key = tree.max_key
+        self._meta_chain = Overflow(meta.meta_page, meta.meta_length) if meta.meta_page else None
+        self._meta = ({} if self._meta_chain is None else
+                      decode_meta_entries(tree.read_overflow(self._meta_chain), pager.path, meta.meta_page))
+        self._meta_dirty = False
         log_path = os.path.join(self.path, LOG_FILE)
         contents = None
         try:
@@ -567,6 +588,9 @@ class DB(KeyValueMapping):
         for key, value in ops:
             if value is None:
                 tree.delete(key)
+            elif type(value) is MetaEntry:
+                self._meta = {**self._meta, key: value.value}  # replaced whole: readers hold the old one
+                self._meta_dirty = True
             else:
                 tree.put(key, value)
 
@@ -646,8 +670,10 @@ class DB(KeyValueMapping):
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         """Write a batch (the end of a WriteBatch's block)."""
         ops = batch.ops
-        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value)) for k, v in ops)
-        ops = [(k, v) for k, v in ops if len(k) <= self._max_key]  # too-long deletes are no-ops
+        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value))
+                         for k, v in ops if type(v) is not MetaEntry)
+        # Too-long deletes are no-ops (metadata names have a limit of their own).
+        ops = [(k, v) for k, v in ops if len(k) <= self._max_key or type(v) is MetaEntry]
         self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
 
     def _write_queued(self, queued: "_Queued", sync: bool) -> None:
@@ -848,6 +874,13 @@ class DB(KeyValueMapping):
         pool, pager, tree = self._pool, self._pager, self._tree
         ps = pager.page_size
         epoch = pager.meta.epoch + 1
+        if self._meta_dirty:
+            # The metadata entries go to a new chain of overflow pages (the
+            # old one is freed like an overwritten value's).
+            if self._meta_chain is not None:
+                tree.free_overflow(self._meta_chain)
+            self._meta_chain = tree.write_overflow(encode_meta_entries(self._meta)) if self._meta else None
+            self._meta_dirty = False
         images = [(node.pgno, encode_node(node, ps, epoch)) for node in pool.dirty.values()]
         for pg, (data, nxt) in pool.raw_dirty.items():
             images.append((pg, encode_overflow(pg, data, nxt, ps, epoch)))
@@ -859,8 +892,10 @@ class DB(KeyValueMapping):
             images += fl_images
         else:
             head = pager.meta.freelist_head
+        chain = self._meta_chain
         meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
-                    tree.entries, tree.height, tree.ttl_entries)
+                    tree.entries, tree.height, tree.ttl_entries, chain.page if chain else 0,
+                    chain.length if chain else 0)
         pager.commit(images, meta)
         pool.mark_all_clean()
         pager.free_changed = False
@@ -982,6 +1017,20 @@ class DB(KeyValueMapping):
                 inclusive = False
             if limit < 4096:
                 limit *= 4
+
+    def get_meta(self, name: str) -> bytes | None:
+        """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
+        if not isinstance(name, str):
+            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+        with self._lock:
+            self._check_open()
+            return self._meta.get(name.encode("utf-8"))
+
+    def meta(self) -> dict[str, bytes]:
+        """Every metadata entry, name -> value."""
+        with self._lock:
+            self._check_open()
+            return {name.decode("utf-8", "replace"): value for name, value in sorted(self._meta.items())}
 
     def approximate_size(self, start=None, end=None) -> int:
         """Bytes of the page file that keys in [start, end) take (None: an
@@ -1169,6 +1218,8 @@ class DB(KeyValueMapping):
             return {
                 "engine": "btree",
                 "entries": tree.entries,
+                # Metadata entries (set_meta) and the bytes of each value.
+                "meta": {name.decode("utf-8", "replace"): len(value) for name, value in sorted(self._meta.items())},
                 "user_bytes_written": self._user_bytes,
                 "bytes_written": bytes_written,
                 "write_amp": round(bytes_written / self._user_bytes, 3) if self._user_bytes else 0.0,
@@ -1237,7 +1288,7 @@ class DB(KeyValueMapping):
                 free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
                 node=tree.node,
                 overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
-                max_key=tree.max_key, page_size=pager.page_size)[0])
+                max_key=tree.max_key, page_size=pager.page_size, meta_chain=self._meta_chain)[0])
             problems += self._check_hash_index()
             self._pool.trim()
             return problems

@@ -40,12 +40,14 @@ LOG_FILE = "btree.log"
 
 META_MAGIC = b"BTREEDB\x00"
 #: 2: leaf values may carry a deadline (values with a ttl); the meta page
-#: counts them. Version 1 (whose count reads as 0) is still read.
-FORMAT_VERSION = 2
+#: counts them. 3: the meta page names the chain of pages holding the
+#: metadata entries (batch.set_meta). Older versions (whose new fields read
+#: as 0) are still read.
+FORMAT_VERSION = 3
 #: magic 8s, format version u32, page size u32, root u32, page count u32,
 #: free-list head u32, free page count u32, checkpoint LSN u64, entries u64, height u32,
-#: entries with a ttl u64
-META_BODY = struct.Struct("<8sIIIIIIQQIQ")
+#: entries with a ttl u64, metadata chain's first page u32 (0: none), its length u32
+META_BODY = struct.Struct("<8sIIIIIIQQIQII")
 
 JOURNAL_MAGIC = b"BTJOURNL"
 #: magic 8s, version u32, page size u32, epoch u64, page images u32, crc32 of the first 28 bytes u32
@@ -62,10 +64,11 @@ class Meta:
     """The contents of a meta page: where the checkpointed tree is."""
 
     __slots__ = ("epoch", "page_size", "root", "page_count", "freelist_head", "free_count",
-                 "ckpt_lsn", "entries", "height", "ttl_entries")
+                 "ckpt_lsn", "entries", "height", "ttl_entries", "meta_page", "meta_length")
 
     def __init__(self, epoch: int, page_size: int, root: int, page_count: int, freelist_head: int,
-                 free_count: int, ckpt_lsn: int, entries: int, height: int, ttl_entries: int = 0) -> None:
+                 free_count: int, ckpt_lsn: int, entries: int, height: int, ttl_entries: int = 0,
+                 meta_page: int = 0, meta_length: int = 0) -> None:
         self.epoch = epoch
         self.page_size = page_size
         self.root = root
@@ -77,6 +80,46 @@ class Meta:
         self.height = height
         #: Entries whose value has a ttl (0 in a version-1 page file).
         self.ttl_entries = ttl_entries
+        #: The overflow-page chain holding the metadata entries (0: none).
+        self.meta_page = meta_page
+        self.meta_length = meta_length
+
+
+_NAME = struct.Struct("<H")
+
+
+def encode_meta_entries(entries: dict[bytes, bytes]) -> bytes:
+    """The metadata entries as stored in their page chain: count u32, then
+    per entry name length u16, name, value length u32, value (names ascending)."""
+    parts = [_U32.pack(len(entries))]
+    for name, value in sorted(entries.items()):
+        parts += (_NAME.pack(len(name)), name, _U32.pack(len(value)), value)
+    return b"".join(parts)
+
+
+def decode_meta_entries(data: bytes, path: str, page: int) -> dict[bytes, bytes]:
+    """The inverse of encode_meta_entries; CorruptionError if malformed."""
+    try:
+        (count,) = _U32.unpack_from(data, 0)
+        pos = 4
+        out: dict[bytes, bytes] = {}
+        for _ in range(count):
+            (n,) = _NAME.unpack_from(data, pos)
+            pos += 2
+            name = data[pos:pos + n]
+            pos += n
+            (m,) = _U32.unpack_from(data, pos)
+            pos += 4
+            value = data[pos:pos + m]
+            pos += m
+            if len(name) != n or len(value) != m or not n:
+                raise struct.error
+            out[name] = value
+    except struct.error:
+        raise CorruptionError("metadata entries malformed", path=path, page=page) from None
+    if pos != len(data):
+        raise CorruptionError("metadata entries have trailing bytes", path=path, page=page)
+    return out
 
 
 def encode_meta(meta: Meta) -> bytearray:
@@ -84,7 +127,7 @@ def encode_meta(meta: Meta) -> bytearray:
     page = bytearray(meta.page_size)
     META_BODY.pack_into(page, HEADER_SIZE, META_MAGIC, FORMAT_VERSION, meta.page_size, meta.root,
                         meta.page_count, meta.freelist_head, meta.free_count, meta.ckpt_lsn,
-                        meta.entries, meta.height, meta.ttl_entries)
+                        meta.entries, meta.height, meta.ttl_entries, meta.meta_page, meta.meta_length)
     return seal(page, slot, PAGE_META, 0, 0, meta.epoch, 0, 0)
 
 
@@ -92,7 +135,7 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     hdr = check_header(buf, slot, page_size, path)
     if hdr[2] != PAGE_META:
         raise CorruptionError(f"page {slot} is not a meta page", path=path, page=slot)
-    magic, version, psize, root, count, head, nfree, lsn, entries, height, ttl_entries = \
+    magic, version, psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length = \
         META_BODY.unpack_from(buf, HEADER_SIZE)
     if magic != META_MAGIC:
         raise CorruptionError("meta page has a wrong magic number", path=path, page=slot)
@@ -106,7 +149,10 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
                               path=path, page=slot)
     if ttl_entries > entries:
         raise CorruptionError(f"meta page counts {ttl_entries} entries with a ttl of {entries}", path=path, page=slot)
-    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries)
+    if (meta_page != 0) != (meta_length != 0) or (meta_page and not 2 <= meta_page < count):
+        raise CorruptionError(f"meta page names an impossible metadata chain (page {meta_page}, "
+                              f"{meta_length} bytes)", path=path, page=slot)
+    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length)
 
 
 def encode_journal(page_size: int, epoch: int, images: list[bytes | bytearray]) -> bytes:

@@ -54,8 +54,8 @@ from lsmkv.set_aside import copy_aside, new_set_aside_dir
 from .bulk import build_page_file
 from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_LEAF, Expiring, Node, Overflow, check_header,
                    decode_freelist, decode_node, decode_overflow)
-from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta
-from .wal import LOG_HEADER_SIZE, LogWriter, parse_log
+from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta, decode_meta_entries
+from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, parse_log
 
 #: The new page file while it is being written.
 REBUILT_FILE = PAGES_FILE + ".repair"
@@ -109,6 +109,8 @@ class _Repair:
         self.report = RepairReport(engine="btree", path=path)
         self.page_size = 0
         self.meta: Meta | None = None
+        #: Metadata entries (set_meta) to carry into the rebuilt file.
+        self.metadata: dict[bytes, bytes] = {}
         self.overlay: dict[int, bytes] = {}
         self.file_pages = 0
         self.max_epoch = 0
@@ -146,6 +148,7 @@ class _Repair:
                 self._scan(limit=self.file_pages, epoch_limit=None)
             kept = self._resolve(link_check=not (tree_mode and self.free_exact))
             self._losses_from_links(kept, empty_tree=tree_mode and not self.holes)
+            self._checkpointed_metadata(tree_mode)
             ops = self._log_ops(log, tree_mode)
             report.details.update(mode="tree" if tree_mode else "scan", page_size=self.page_size,
                                   pages_in_file=self.file_pages, leaves_kept=len(kept),
@@ -441,6 +444,20 @@ class _Repair:
                                      "short by a crash, never acknowledged as durable)")
         return log
 
+    def _checkpointed_metadata(self, tree_mode: bool) -> None:
+        """The metadata entries the checkpoint's meta page names, if their
+        chain verifies (else they are reported lost)."""
+        meta = self.meta
+        if not tree_mode or meta is None or not meta.meta_page:
+            return
+        data = self._overflow(b"(metadata entries)", Overflow(meta.meta_page, meta.meta_length))
+        if data is None:
+            return
+        try:
+            self.metadata.update(decode_meta_entries(data, self.pages_path, meta.meta_page))
+        except CorruptionError as exc:
+            self.report.lost.append(Loss(f"metadata entries: {exc}", keys_known=False))
+
     def _log_ops(self, log, tree_mode: bool) -> dict[bytes, bytes | None]:
         """key -> value (None: deleted) after the log's batches past the checkpoint."""
         ops: dict[bytes, bytes | None] = {}
@@ -451,7 +468,10 @@ class _Repair:
                 if start < ckpt:
                     continue  # already in the page file
                 for key, value in batch:
-                    ops[key] = value
+                    if type(value) is MetaEntry:  # a metadata entry, not a key
+                        self.metadata[key] = value.value
+                    else:
+                        ops[key] = value
                 applied += 1
         self.report.details["log_batches_applied"] = applied
         return ops
@@ -530,7 +550,8 @@ class _Repair:
             ckpt_lsn = max(ckpt_lsn, log.base_lsn + log.size - LOG_HEADER_SIZE)
         epoch = self.max_epoch + 1
         rebuilt = os.path.join(path, REBUILT_FILE)
-        meta = build_page_file(fs, rebuilt, self.page_size, entries, epoch=epoch, ckpt_lsn=ckpt_lsn)
+        meta = build_page_file(fs, rebuilt, self.page_size, entries, epoch=epoch, ckpt_lsn=ckpt_lsn,
+                               metadata=self.metadata)
         report = self.report
         report.set_aside = new_set_aside_dir(fs, path)
         for name in (PAGES_FILE, LOG_FILE, JOURNAL_FILE):

@@ -24,8 +24,9 @@ from lsmkv.fs import FileSystem, WritableFile
 from .node import Expiring
 
 LOG_MAGIC = b"BTREELOG"
-#: 2: operations may be puts with a ttl (op 3). Version 1 logs are still read.
-LOG_VERSION = 2
+#: 2: operations may be puts with a ttl (op 3); 3: metadata entries (op 4).
+#: Older logs are still read.
+LOG_VERSION = 3
 #: magic 8s, version u32, reserved u32, base LSN u64, crc32 of the first 24 bytes u32, reserved u32
 LOG_HEADER = struct.Struct("<8sIIQII")
 LOG_HEADER_SIZE = LOG_HEADER.size  # 32
@@ -38,15 +39,34 @@ REC_BATCH = 1
 OP_PUT = 1
 OP_DELETE = 2
 OP_PUT_TTL = 3
+#: A metadata entry: op u8, name length u16, value length u32, name, value.
+OP_META = 4
 #: Operations: op u8, key length u16, value length u32 (puts only), deadline
 #: u64 (puts with a ttl only; ms since the epoch).
 PUT_OP = struct.Struct("<BHI")
 DEL_OP = struct.Struct("<BH")
 PUT_TTL_OP = struct.Struct("<BHIQ")
+META_OP = struct.Struct("<BHI")
 #: A one-put batch's payload head, packed in one call on the hot path.
 _SINGLE_PUT = struct.Struct("<BIBHI")
 _SINGLE_DEL = struct.Struct("<BIBH")
 _frame_pack = FRAME.pack
+
+
+class MetaEntry:
+    """A batch's metadata entry (``batch.set_meta``): in a batch's op list
+    it stands where a put's value would, beside the entry's name."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MetaEntry) and other.value == self.value
+
+    def __repr__(self) -> str:
+        return f"MetaEntry({self.value!r})"
 
 
 def encode_header(base_lsn: int) -> bytes:
@@ -88,6 +108,10 @@ def encode_batch(ops: list[tuple[bytes, "bytes | Expiring | None"]]) -> bytes:
             append(PUT_TTL_OP.pack(OP_PUT_TTL, len(key), len(value.value), value.deadline))
             append(key)
             append(value.value)
+        elif type(value) is MetaEntry:
+            append(META_OP.pack(OP_META, len(key), len(value.value)))
+            append(key)
+            append(value.value)
         else:
             append(PUT_OP.pack(OP_PUT, len(key), len(value)))
             append(key)
@@ -125,6 +149,16 @@ def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, "b
                 if len(key) != klen or len(value) != vlen:
                     raise IndexError
                 ops.append((key, Expiring(deadline, value)))
+            elif op == OP_META:
+                _, klen, vlen = META_OP.unpack_from(payload, pos)
+                pos += META_OP.size
+                key = payload[pos:pos + klen]
+                pos += klen
+                value = payload[pos:pos + vlen]
+                pos += vlen
+                if len(key) != klen or len(value) != vlen or not 0 < klen <= 255:
+                    raise IndexError
+                ops.append((key, MetaEntry(value)))
             elif op == OP_DELETE:
                 _, klen = DEL_OP.unpack_from(payload, pos)
                 pos += DEL_OP.size

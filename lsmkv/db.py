@@ -274,10 +274,11 @@ class DB(KeyValueMapping):
             meta = self._write_level0(mem, [])
             if meta is not None:
                 edit.add_file(0, meta)
+            edit.meta.update(mem.meta)
             return MemTable()
 
         mem, max_seq = self._replay_logs(flush_recovered)
-        if len(mem):
+        if len(mem) or mem.meta:
             flush_recovered(mem)
         new_log = versions.new_file_number()
         edit.log_number = new_log
@@ -701,6 +702,28 @@ class DB(KeyValueMapping):
         if self._closed:
             raise ClosedError(f"{self.path}: database closed while a scan was open")
 
+    def get_meta(self, name: str) -> bytes | None:
+        """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
+        if not isinstance(name, str):
+            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+        self._check_open()
+        key = name.encode("utf-8")
+        st = self._state
+        for mem in (st.mem, *st.imms):
+            value = mem.meta.get(key)
+            if value is not None:
+                return value
+        return self._versions.meta.get(key)
+
+    def meta(self) -> dict[str, bytes]:
+        """Every metadata entry, name -> value."""
+        self._check_open()
+        st = self._state
+        merged = dict(self._versions.meta)
+        for mem in (*reversed(st.imms), st.mem):  # oldest first: newer values win
+            merged.update(mem.meta)
+        return {name.decode("utf-8", "replace"): value for name, value in sorted(merged.items())}
+
     def approximate_size(self, start: object = None, end: object = None) -> int:
         """Bytes of table files that keys in [start, end) take (None: an open
         end), from the tables' key ranges and index blocks: a table inside
@@ -830,6 +853,7 @@ class DB(KeyValueMapping):
     def _flush_immutable(self, imm: MemTable) -> None:
         meta = self._write_level0(imm, self._live_snapshots())
         edit = VersionEdit()
+        edit.meta = dict(imm.meta)
         if meta is not None:
             edit.add_file(0, meta)
         with self._state_lock:
@@ -951,6 +975,7 @@ class DB(KeyValueMapping):
         written = []
         try:
             for mem in (*reversed(st.imms), st.mem):  # oldest first
+                edit.meta.update(mem.meta)
                 if len(mem):
                     meta = self._write_level0(mem, snapshots)
                     if meta is not None:
@@ -1164,6 +1189,8 @@ class DB(KeyValueMapping):
             },
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
+            # Metadata entries (set_meta) and the bytes of each value.
+            "meta": {name: len(value) for name, value in self.meta().items()},
             "disk_bytes": self._disk_bytes(),
             "recovery": dict(self._recovery),
             "background_error": None if self._bg_error is None else repr(self._bg_error),

@@ -29,6 +29,7 @@ from typing import Iterator
 
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
+from .write_batch import META
 
 _SPLIT_AT = 2 * NODE_LOAD
 
@@ -41,7 +42,7 @@ ENTRY_OVERHEAD = 16
 
 
 class MemTable:
-    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "__weakref__")
+    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "meta", "__weakref__")
 
     def __init__(self, log_number: int = 0) -> None:
         self._latest: dict[bytes, tuple] = {}
@@ -53,6 +54,9 @@ class MemTable:
         self.size = 0
         #: Number of the log file that holds this memtable's writes.
         self.log_number = log_number
+        #: Metadata entries written with this memtable's batches (name -> the
+        #: latest value), carried into the manifest when it is flushed.
+        self.meta: dict[bytes, bytes] = {}
 
     def __len__(self) -> int:
         """Number of distinct user keys."""
@@ -84,10 +88,15 @@ class MemTable:
         self.size += len(key) + len(value) + ENTRY_OVERHEAD
 
     def add_batch(self, seq: int, ops: list[tuple[int, bytes, bytes]]) -> None:
-        """Apply a batch's operations with consecutive sequence numbers."""
+        """Apply a batch's operations with consecutive sequence numbers
+        (a metadata entry, kind 3, takes its number too but goes to ``meta``)."""
         add = self.add
         for kind, key, value in ops:
-            add(seq, kind, key, value)
+            if kind == META:
+                self.meta[key] = value
+                self.size += len(key) + len(value) + ENTRY_OVERHEAD
+            else:
+                add(seq, kind, key, value)
             seq += 1
 
     def get(self, key: bytes, read_seq: int) -> tuple | None:

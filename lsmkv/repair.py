@@ -53,7 +53,7 @@ from .table.properties import TableProperties
 from .table.reader import TableReader
 from .version import NUM_LEVELS, FileMeta, Version, VersionSet
 from .wal import LogReader
-from .write_batch import TOMBSTONE, log_batches
+from .write_batch import META, TOMBSTONE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,8 @@ class _Repair:
         self.damaged_files: list[str] = []
         self.max_number = 1
         self.max_seq = 0
+        #: Metadata entries (set_meta) found in the logs, name -> newest value.
+        self.meta: dict[bytes, bytes] = {}
 
     def _full(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -220,6 +222,10 @@ class _Repair:
             for seq, ops in log_batches(reader):
                 batches += 1
                 for kind, key, value in ops:
+                    if kind == META:  # metadata, not a key: kept for the new manifest
+                        self.meta[key] = value
+                        seq += 1
+                        continue
                     old = newest.get(key)
                     if old is None or old[0] <= seq:
                         newest[key] = (seq, kind, value)
@@ -306,6 +312,11 @@ class _Repair:
         versions.next_file_number = self.max_number + 1
         versions.last_sequence = min(max(self.max_seq, old.last_sequence if old is not None else 0), _MAX_SEQ)
         versions._install(Version(levels))
+        # Metadata: the old manifest's (if it could be read), then the logs' (newer).
+        versions.meta = {**(old.meta if old is not None else {}), **self.meta}
+        if old is None and self.meta:
+            self.report.notes.append("metadata entries were recovered from the logs only (the manifest that held "
+                                     "the older ones could not be read)")
         try:
             versions.write_new_manifest()
         finally:

@@ -66,12 +66,17 @@ TAG_FORMAT_VERSION = 7
 #: The ttl summary of the table added just before it (format version 2).
 TAG_TABLE_TTL = 8
 _TABLE_TTL = struct.Struct("<QQQ")
+#: A metadata entry (format version 3): name and value of write batches'
+#: set_meta, as of the memtable the edit flushed.
+TAG_META = 9
 
 #: Version of the database layout this code writes (recorded in each
 #: manifest). 2: write-ahead logs and tables may hold kind-2 entries (values
-#: with a ttl, docs/formats.md); code that knows only version 1 refuses the
-#: database cleanly instead of misreading them. Version 1 is still read.
-DB_FORMAT_VERSION = 2
+#: with a ttl, docs/formats.md); 3: logs may hold kind-3 operations and
+#: manifests tag-9 records (metadata). Code that knows an older version
+#: refuses the database cleanly instead of misreading it; older versions
+#: are still read.
+DB_FORMAT_VERSION = 3
 
 
 class FileMeta:
@@ -107,7 +112,7 @@ class FileMeta:
 
 class VersionEdit:
     __slots__ = ("format_version", "log_number", "next_file_number", "last_sequence", "deleted", "added",
-                 "compact_pointers")
+                 "compact_pointers", "meta")
 
     def __init__(self) -> None:
         self.format_version: int | None = None
@@ -117,6 +122,8 @@ class VersionEdit:
         self.deleted: set[tuple[int, int]] = set()
         self.added: list[tuple[int, FileMeta]] = []
         self.compact_pointers: list[tuple[int, bytes]] = []
+        #: Metadata entries set by this edit (name -> value).
+        self.meta: dict[bytes, bytes] = {}
 
     def add_file(self, level: int, meta: FileMeta) -> None:
         self.added.append((level, meta))
@@ -145,6 +152,8 @@ class VersionEdit:
                                                                        f.earliest_deadline))
         for level, key in self.compact_pointers:
             parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
+        for name, value in sorted(self.meta.items()):
+            parts.append(_U8.pack(TAG_META) + _U32.pack(len(name)) + name + _U32.pack(len(value)) + value)
         return b"".join(parts)
 
     @classmethod
@@ -216,6 +225,11 @@ class VersionEdit:
                     raise InvalidDatabaseError(
                         f"{path}: database format version {edit.format_version} is newer than this "
                         f"lsmkv understands ({DB_FORMAT_VERSION}); upgrade lsmkv to open it")
+            elif tag == TAG_META:
+                name = key()
+                if not 0 < len(name) <= 255:
+                    raise CorruptionError(f"manifest metadata name of {len(name)} bytes", path=path, offset=offset)
+                edit.meta[name] = key()
             elif tag == TAG_COMPACT_POINTER:
                 need(1)
                 level = data[pos]
@@ -301,6 +315,8 @@ class VersionSet:
         #: Logs with numbers >= log_number hold data not yet in tables.
         self.log_number = 0
         self.compact_pointers: dict[int, bytes] = {}
+        #: Metadata entries as of the last flushed memtable (name -> value).
+        self.meta: dict[bytes, bytes] = {}
         self.manifest_number = 0
         self.manifest_bytes_written = 0
         self._manifest: LogWriter | None = None
@@ -368,6 +384,9 @@ class VersionSet:
                 self.last_sequence = max(self.last_sequence, edit.last_sequence)
         for level, key in edit.compact_pointers:
             self.compact_pointers[level] = key
+        if edit.meta:
+            with self._lock:
+                self.meta = {**self.meta, **edit.meta}  # replaced whole: readers hold the old dict
 
     # -- writing the manifest ---------------------------------------------
 
@@ -391,6 +410,7 @@ class VersionSet:
             pointers.update(edit.compact_pointers)
         for level, key in sorted(pointers.items()):
             snapshot.compact_pointers.append((level, key))
+        snapshot.meta = {**self.meta, **(edit.meta if edit is not None else {})}
         with self._lock:
             snapshot.log_number = max(self.log_number, edit.log_number or 0) if edit else self.log_number
             snapshot.next_file_number = self.next_file_number

@@ -8,7 +8,10 @@ Encoding (one log record):
     op = kind u8 | key_length u32 | value_length u32 | key | value
 kind 1 = put (value), kind 0 = delete (tombstone; value_length is 0),
 kind 2 = put with a time to live (value = deadline u64 | user value, so
-value_length is at least 8; see ttl.py).
+value_length is at least 8; see ttl.py),
+kind 3 = metadata (key = the entry's name, UTF-8, 1-255 bytes; value = its
+value): ``batch.set_meta(name, value)``, stored with the batch and outside
+the keyspace user reads see.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ TOMBSTONE = 0
 VALUE = 1
 #: A value with a deadline in front of it (ttl.py).
 VALUE_TTL = 2
+#: A metadata entry (name, value), written atomically with the batch's data.
+META = 3
+#: Longest metadata name (UTF-8 bytes) and value.
+MAX_META_NAME = 255
+MAX_META_VALUE = 1024 * 1024
 
 BATCH_HEADER = struct.Struct("<QI")
 OP_HEADER = struct.Struct("<BII")
@@ -69,8 +77,9 @@ def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tupl
         kind, klen, vlen = unpack(payload, pos)
         pos += hsize
         end = pos + klen + vlen
-        if (kind > VALUE_TTL or end > size or (kind == TOMBSTONE and vlen)
-                or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)):
+        if (kind > META or end > size or (kind == TOMBSTONE and vlen)
+                or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)
+                or (kind == META and not 0 < klen <= MAX_META_NAME)):
             raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
         ops.append((kind, payload[pos: pos + klen], payload[pos + klen: end]))
         pos = end
@@ -127,6 +136,23 @@ class WriteBatch:
         self._check_size(len(k))
         self.ops.append((TOMBSTONE, k, b""))
         self.user_bytes += len(k)
+
+    def set_meta(self, name: str, value: object) -> None:
+        """Store ``value`` under the metadata entry ``name``, atomically with
+        the rest of the batch (a batch may hold only metadata). Metadata is
+        a namespace of its own: gets, scans and len() never see it;
+        ``db.get_meta(name)`` does. A loader keeps its source offsets here,
+        so that data and offsets are never apart, also across a crash."""
+        if not isinstance(name, str):
+            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+        n = name.encode("utf-8")
+        if not 0 < len(n) <= MAX_META_NAME:
+            raise ValueError(f"metadata name must be 1 to {MAX_META_NAME} bytes of UTF-8, not {len(n)}")
+        v = as_value(value)
+        if len(v) > MAX_META_VALUE:
+            raise SizeLimitError(f"metadata value of {len(v)} bytes is over the {MAX_META_VALUE}-byte limit")
+        self._check_size(len(n) + len(v))
+        self.ops.append((META, n, v))
 
     def _check_size(self, extra: int) -> None:
         if self._done:

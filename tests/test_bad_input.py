@@ -16,6 +16,7 @@ import pytest
 import btree
 import lsmkv
 from btree.node import HEADER_SIZE
+from btree.pager import FORMAT_VERSION as BTREE_FORMAT_VERSION
 from btree.pager import META_BODY, PAGES_FILE
 from lsmkv.checksum import crc32
 from lsmkv.cli import main
@@ -24,6 +25,7 @@ from lsmkv.errors import (ClosedError, InvalidArgumentError, InvalidDatabaseErro
 from btree.repair import repair_db as btree_repair
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from lsmkv.repair import repair_db as lsm_repair
+from lsmkv.version import DB_FORMAT_VERSION
 from lsmkv.wal import LogReader, LogWriter
 from lsmkv.write_batch import MAX_BATCH_BYTES as LSM_MAX_BATCH
 
@@ -276,18 +278,19 @@ def test_unknown_or_bad_option_is_refused_before_anything_is_created(engine, tmp
 
 
 #: A format version newer than either engine writes (both write 2: values with a ttl).
-NEWER_VERSION = 3
+#: A format version newer than each engine writes.
+NEWER_VERSION = {"lsm": DB_FORMAT_VERSION + 1, "btree": BTREE_FORMAT_VERSION + 1}
 
 
 def _bump_lsm_format_version(path: str) -> None:
-    """Rewrite the manifest's first record with format version 3 (valid framing and checksums)."""
+    """Rewrite the manifest's first record with a newer format version (valid framing and checksums)."""
     with open(os.path.join(path, "CURRENT")) as f:
         manifest = os.path.join(path, f.read().strip())
     with open(manifest, "rb") as f:
         records = [payload for _, payload in LogReader(f.read(), manifest).records()]
     first = bytearray(records[0])
     assert first[0] == 7  # the format-version tag leads the first record
-    struct.pack_into("<I", first, 1, NEWER_VERSION)
+    struct.pack_into("<I", first, 1, NEWER_VERSION["lsm"])
     records[0] = bytes(first)
     writer = LogWriter(lsmkv.fs.DEFAULT_FS.create(manifest))
     for payload in records:
@@ -296,15 +299,15 @@ def _bump_lsm_format_version(path: str) -> None:
 
 
 def _bump_btree_format_version(path: str) -> None:
-    """Set format version 3 in both meta pages (checksums recomputed)."""
+    """Set a newer format version in both meta pages (checksums recomputed)."""
     with open(os.path.join(path, PAGES_FILE), "r+b") as f:
         data = bytearray(f.read())
         ps = struct.unpack_from("<I", data, HEADER_SIZE + 12)[0]
         for slot in (0, 1):
             page = memoryview(data)[slot * ps:(slot + 1) * ps]
-            struct.pack_into("<I", page, HEADER_SIZE + 8, NEWER_VERSION)
+            struct.pack_into("<I", page, HEADER_SIZE + 8, NEWER_VERSION["btree"])
             struct.pack_into("<I", page, 0, crc32(bytes(page[4:])))
-        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == NEWER_VERSION
+        assert META_BODY.unpack_from(data, HEADER_SIZE)[1] == NEWER_VERSION["btree"]
         f.seek(0)
         f.write(data)
 
@@ -312,11 +315,11 @@ def _bump_btree_format_version(path: str) -> None:
 def test_newer_format_version(engine, dbpath):
     (_bump_lsm_format_version if engine == "lsm" else _bump_btree_format_version)(dbpath)
     before = files(dbpath)
+    pattern = f"version {NEWER_VERSION[engine]}.*(newer|understands up to)"
     for read_only in (False, True):
-        raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)",
-                    lambda: ENGINES[engine](dbpath, read_only=read_only))
+        raises_once(InvalidDatabaseError, pattern, lambda: ENGINES[engine](dbpath, read_only=read_only))
     repair = lsm_repair if engine == "lsm" else btree_repair
-    raises_once(InvalidDatabaseError, "version 3.*(newer|understands up to)", lambda: repair(dbpath))
+    raises_once(InvalidDatabaseError, pattern, lambda: repair(dbpath))
     assert files(dbpath) == before
 
 

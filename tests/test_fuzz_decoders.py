@@ -192,6 +192,7 @@ class Samples:
         self.batches = [encode_batch(7, [(1, b"key", b"value"), (0, b"gone", b"")]),
                         encode_batch(9, [(2, b"expiring", with_deadline(1 << 41, b"value")), (2, b"k", bytes(8))]),
                         encode_batch(1 << 40, [(1, b"k%d" % i, b"v" * i) for i in range(20)]),
+                        encode_batch(5, [(1, b"k", b"v"), (3, b"offsets/p0", b"1234")]),  # a metadata entry
                         encode_batch(3, [])]
         # btree: a database with internal, leaf, overflow and free-list pages, and a log.
         self.bt_dir = os.path.join(root, "bt")
@@ -208,6 +209,8 @@ class Samples:
                 db.put(b"key%05d" % i, b"value-%d" % i * (i % 5), ttl=1e6 if i % 3 == 0 else None)
             for i in range(0, 300, 7):
                 db.delete(b"key%05d" % i)
+            with db.write_batch() as b:  # metadata: manifest tag 9 once flushed
+                b.set_meta("offsets/p0", b"%d" % 300)
             db.flush()
             db.put(b"in-the-log", b"x")
         names = [n for n in os.listdir(path) if n.endswith(".sst")]
@@ -230,6 +233,7 @@ class Samples:
         writer.add_record(encode_batch(2, [(1, b"b" * 40000, b"2" * 10)]))  # fragmented over blocks
         writer.add_record(encode_batch(3, [(0, b"a", b"")]))
         writer.add_record(encode_batch(4, [(2, b"c", with_deadline(1 << 41, b"3"))]))
+        writer.add_record(encode_batch(5, [(3, b"offsets/p1", b"77")]))
         writer.close()
         with open(log_path, "rb") as f:
             return f.read()
@@ -246,6 +250,8 @@ class Samples:
             db.put(b"big-ttl", b"T" * 3000, ttl=1e6)  # an overflow chain behind a deadline
             for i in range(100, 300):
                 db.delete(b"key%05d" % i)  # merges: free pages and a free-list chain
+            with db.write_batch() as b:  # metadata: a chain the meta page names
+                b.set_meta("offsets/p0", b"o" * 700)
             db.flush()
             db.put(b"logged", b"1")
             db.put(b"logged-ttl", b"2", ttl=1e6)
@@ -253,6 +259,7 @@ class Samples:
                 b.put(b"x", b"y")
                 b.put(b"x-ttl", b"z", ttl=1e6)
                 b.delete(b"key00001")
+                b.set_meta("offsets/p1", b"2")
             with open(os.path.join(path, LOG_FILE), "rb") as f:
                 log = f.read()
         with open(os.path.join(path, PAGES_FILE), "rb") as f:

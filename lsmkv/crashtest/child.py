@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from .engines import engine
 from .keyspace import KeySpace, value
-from .oracle import WRITE_KINDS, Intent, OpLog
+from .oracle import WRITE_KINDS, Intent, OpLog, meta_name, thread_of
 from .workload import Mix, ThreadWorkload
 
 SABOTAGE = ("drop-acked-write", "partial-inflight", "child-error")
@@ -98,6 +98,8 @@ def _write(db, space: KeySpace, intent: Intent) -> None:
                     batch.delete(space.key(index))
                 else:
                     batch.put(space.key(index), value(intent.op, index, length), ttl=_ttl(item))
+            # The thread's metadata entry names its last batch, atomically with the data.
+            batch.set_meta(meta_name(thread_of(intent.op)), intent.op.encode())
     else:
         raise ValueError(f"no way to execute {intent.kind!r}")
 

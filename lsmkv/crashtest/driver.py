@@ -346,7 +346,8 @@ class CrashTest:
                 scanned = dict(db.scan())
                 looked_up = {self.space.key(i): db.get(self.space.key(i)) for i in range(self.space.size)}
                 read_until = int(time.time() * 1000) + 1
-                verdict = verify(self.space, state, histories, scanned, looked_up, read_from, read_until)
+                verdict = verify(self.space, state, histories, scanned, looked_up, read_from, read_until,
+                                 meta=db.meta())
                 problems, facts = self.engine.inspect_open(db, scanned)
                 step = "closing the recovered database"
             finally:

@@ -31,6 +31,13 @@ operation's items or none, in order, a later item winning); ``flush``,
 during them is known. A new atomic write kind (an SST ingest, say) needs only
 its name in :data:`WRITE_KINDS`: its items are applied like a batch's.
 
+Metadata: every batch also sets the metadata entry of its thread
+(``meta_name(thread)``) to its own operation id, in the same write batch.
+After a crash that entry must name exactly the last batch of the thread
+whose data is there: the last acknowledged one, or the in-flight one if it
+was applied (an entry that runs ahead of its data, or behind it, means data
+and metadata came apart).
+
 Values with a ttl: an item may carry a ttl (ms). The engine dates it when
 the call runs, so the oracle knows its deadline only within a window: from
 the intent's wall-clock time plus the ttl to the ack's (or, for a write in
@@ -60,6 +67,16 @@ class OracleError(Exception):
 def op_id(cycle: int, thread: int, n: int) -> str:
     """The id of a thread's ``n``-th operation in a cycle, as values carry it."""
     return f"c{cycle}.t{thread}.n{n}"
+
+
+def meta_name(thread: int) -> str:
+    """The metadata entry a thread's batches set to their operation id."""
+    return f"crashtest/t{thread}"
+
+
+def thread_of(op: str) -> int:
+    """The thread number in an operation id."""
+    return int(op.split(".")[1][1:])
 
 
 #: Slack on each side of a deadline window, in ms (the engines round to ms).
@@ -165,13 +182,15 @@ class ExpectedState:
 
     keys: dict[int, Entry] = field(default_factory=dict)
     cycle: int = 0
+    #: Thread number -> the operation id of its last batch (the metadata entry).
+    meta: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # (op, length) entries, as written before ttls existed, have no window.
         self.keys = {i: e if len(e) > 2 else (e[0], e[1], None) for i, e in self.keys.items()}
 
     def copy(self) -> "ExpectedState":
-        return ExpectedState(dict(self.keys), self.cycle)
+        return ExpectedState(dict(self.keys), self.cycle, dict(self.meta))
 
     def apply(self, intent: Intent, done_by_ms: int | None = None) -> None:
         """The effect of ``intent``, which ran between its ``at_ms`` and
@@ -184,6 +203,8 @@ class ExpectedState:
                 ttl = item[2]
                 window = (intent.at_ms + ttl - DEADLINE_SLACK_MS, (done_by or intent.at_ms) + ttl + DEADLINE_SLACK_MS)
             self.keys[index] = (intent.op, length, window)
+        if intent.kind == "batch":
+            self.meta[thread_of(intent.op)] = intent.op
 
     def candidates(self, index: int, lo_ms: int, hi_ms: int) -> tuple[bytes | None, ...]:
         """What a read between ``lo_ms`` and ``hi_ms`` may find for ``index``:
@@ -228,7 +249,8 @@ class ExpectedState:
     def save(self, path: str) -> None:
         """Write atomically (temp file, fsync, rename, fsync the directory)."""
         tmp = path + ".tmp"
-        data = json.dumps({"cycle": self.cycle, "keys": {str(i): list(e) for i, e in sorted(self.keys.items())}})
+        data = json.dumps({"cycle": self.cycle, "keys": {str(i): list(e) for i, e in sorted(self.keys.items())},
+                           "meta": {str(t): op for t, op in sorted(self.meta.items())}})
         with open(tmp, "w") as f:
             f.write(data)
             f.flush()
@@ -245,7 +267,8 @@ class ExpectedState:
         with open(path) as f:
             data = json.load(f)
         return cls({int(i): (e[0], e[1], tuple(e[2]) if len(e) > 2 and e[2] else None)
-                    for i, e in data["keys"].items()}, data["cycle"])
+                    for i, e in data["keys"].items()}, data["cycle"],
+                   {int(t): op for t, op in data.get("meta", {}).items()})
 
 
 @dataclass
@@ -295,14 +318,15 @@ class Verdict:
 
 def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
            scanned: dict[bytes, bytes], looked_up: dict[bytes, bytes | None],
-           read_from_ms: int = 0, read_until_ms: int = 0) -> Verdict:
+           read_from_ms: int = 0, read_until_ms: int = 0, meta: dict[str, bytes] | None = None) -> Verdict:
     """Check a recovered database against the oracle.
 
     ``base`` is the state before this cycle, ``histories`` the threads' logs
     of this cycle, ``scanned`` everything a full scan returned, ``looked_up``
     what ``get`` returned for every key of the key space; the reads ran
     between ``read_from_ms`` and ``read_until_ms`` (wall clock), which
-    decides what values with a ttl may still be there.
+    decides what values with a ttl may still be there. ``meta``, if given, is
+    the database's metadata entries (db.meta()), checked against the batches.
     """
     lo, hi = read_from_ms, read_until_ms
     expected = base.copy()
@@ -391,7 +415,34 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
         mismatches.append(Mismatch(key, problem, expected.explain(index), describe(got, index)))
     verdict.keys_checked = space.size
 
+    if meta is not None:
+        _check_meta(histories, verdict, expected, resolutions, meta)
     for intent in resolutions:
         expected.apply(intent, done_by_ms=hi)
     expected.forget_expired(lo)
     return verdict
+
+
+def _check_meta(histories: list[ThreadHistory], verdict: Verdict, expected: ExpectedState,
+                resolutions: list[Intent], meta: dict[str, bytes]) -> None:
+    """Each thread's metadata entry names the last batch whose data is
+    there; an in-flight batch with no visible effect is decided by it."""
+    outcome = {o.op: o.outcome for o in verdict.in_flight}
+    for history in histories:
+        t = history.thread
+        name = meta_name(t)
+        got = meta[name].decode() if name in meta else None
+        before = expected.meta.get(t)
+        allowed = {before}
+        intent = history.in_flight
+        if intent is not None and intent.kind == "batch":
+            how = outcome.get(intent.op)
+            if how == "applied":
+                allowed = {intent.op}
+            elif how == "no visible effect":
+                allowed = {before, intent.op}
+                if got == intent.op:
+                    resolutions.append(intent)
+        if got not in allowed:
+            verdict.mismatches.append(Mismatch(name.encode(), "metadata and data came apart",
+                                               " or ".join(str(a) for a in sorted(allowed, key=str)), str(got)))

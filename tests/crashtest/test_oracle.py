@@ -206,3 +206,29 @@ def test_values_with_a_ttl_are_judged_by_their_deadline_window():
     lookups[SPACE.key(0)] = None
     assert verify(SPACE, ExpectedState(), history, live, lookups, 2000, 2005).ok
     assert not verify(SPACE, ExpectedState(), history, live, lookups, 1500, 1600).ok
+
+
+def test_metadata_must_name_the_last_batch_whose_data_is_there():
+    base = ExpectedState({0: ("c1.t0.n1", 30)}, 1, {0: "c1.t0.n1"})
+    acked = Intent("c2.t0.n1", "batch", ((1, 10), (2, 10)), acked_ms=5)
+    flying = Intent("c2.t0.n2", "batch", ((3, 10), (4, 10)))
+    histories = [ThreadHistory(0, acked=[acked], in_flight=flying)]
+    without = base.copy()
+    without.apply(acked)
+    with_flying = without.copy()
+    with_flying.apply(flying)
+
+    def run(state, meta):
+        scanned = contents(state)
+        return verify(SPACE, base, histories, scanned, {SPACE.key(i): scanned.get(SPACE.key(i))
+                                                        for i in range(SPACE.size)}, meta=meta)
+
+    assert run(without, {"crashtest/t0": b"c2.t0.n1"}).ok  # in flight, not applied: the acked batch
+    assert run(with_flying, {"crashtest/t0": b"c2.t0.n2"}).ok  # applied: the in-flight batch
+    # Data of the in-flight batch without its metadata, or the reverse: apart.
+    for state, meta in ((with_flying, b"c2.t0.n1"), (without, b"c2.t0.n2"), (without, b"c1.t0.n1")):
+        verdict = run(state, {"crashtest/t0": meta})
+        assert [m.problem for m in verdict.mismatches] == ["metadata and data came apart"], meta
+    assert not run(without, {}).ok  # the acknowledged batch's metadata lost
+    saved = with_flying.copy()
+    assert saved.meta == {0: "c2.t0.n2"}
