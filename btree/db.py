@@ -40,19 +40,20 @@ from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
                           OptionError, ReadOnlyError, SizeLimitError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
+from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from lsmkv.cursor import Iterator as Iterator_
 from lsmkv.log_syncer import LogSyncer, check_sync_options
 from lsmkv.mapping import KeyValueMapping
 from lsmkv.timer import Timer, TimerHandle
 from lsmkv.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.write_batch import MAX_META_NAME, MAX_META_VALUE
+from lsmkv.write_batch import MAX_META_NAME, MAX_META_VALUE, describe_meta
 from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
 from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
-from .pager import LOG_FILE, PAGES_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
+from .bulk import build_page_file
+from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
     valid_page_size
 from .snapshot import Snapshot
 from .tree import Tree
@@ -274,6 +275,8 @@ class DB(KeyValueMapping):
         self._log_bytes_done = 0
         self._log_bytes_read = 0
         self._checkpoints = 0
+        self._vacuums = 0
+        self._vacuum_pages_freed = 0
         self._replayed = 0
         self._fill_cache: tuple[int, list, list] | None = None
         self._version = 0
@@ -331,9 +334,10 @@ class DB(KeyValueMapping):
         writer = not self._read_only
         if writer:
             pager.recover_journal()
-            tmp = os.path.join(self.path, LOG_FILE + ".tmp")
-            if fs.exists(tmp):
-                fs.remove(tmp)
+            for leftover in (LOG_FILE + ".tmp", VACUUM_FILE):  # what a crash mid-checkpoint or mid-vacuum left
+                tmp = os.path.join(self.path, leftover)
+                if fs.exists(tmp):
+                    fs.remove(tmp)
         else:
             pager.overlay_journal()
         meta = pager.meta
@@ -406,9 +410,85 @@ class DB(KeyValueMapping):
 
     def _concurrent_checkpoint(self) -> bool:
         """Read-only handles: is a writer in another process checkpointing (or
-        did it since this view was loaded)? Then a bad page is no corruption."""
+        did it since this view was loaded, or did it rewrite the page file
+        with compact_range())? Then a bad page is no corruption."""
         pager = self._pager
-        return pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
+        return (pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
+                or pager.replaced())
+
+    def _reopen_pager(self) -> None:
+        """Read-only handles: open the page file now at the path (a writer's
+        compact_range() renamed a rewritten one over the one open here)."""
+        old = self._pager
+        self._pager = Pager(self._fs, self.path, read_only=self._read_only)
+        old.close()
+        self._pager.read_meta()
+
+    # ---- vacuum -------------------------------------------------------------------------------
+
+    def compact_range(self, start: object = None, end: object = None) -> None:
+        """Vacuum: rewrite the page file densely and give the space of
+        freed pages back to the file system (sqlite3's VACUUM, bbolt's
+        compact). ``start``/``end`` are checked and accepted for the API
+        both engines share; btree always rewrites the whole file.
+
+        How: a checkpoint (the log is then empty), the live entries written
+        bottom-up into a new file beside the old one (full leaves, values
+        whose ttl has expired left out, the metadata entries kept), fsynced,
+        renamed over the page file, the directory fsynced. A crash before
+        the rename leaves the old file (the new one is removed at the next
+        open), after it the new one: either holds every acknowledged write.
+
+        It holds this handle's lock throughout: this handle's reads and
+        writes wait for it, and its snapshots and cursors end (their next
+        use raises). Read-only handles in other processes keep reading the
+        file they have open (the data as of the vacuum) until they refresh()
+        or meet a change, and then open the new file. Needs free disk space
+        for a second copy of the live data."""
+        as_optional_key(start, "start")
+        as_optional_key(end, "end")
+        with self._lock:  # a ttl sweep runs its chunks under this lock too
+            self._check_writable()
+            self._checkpoint()  # the log is empty from here on, until the next write
+            fs, pager = self._fs, self._pager
+            before = pager.page_count
+            vacuum_path = os.path.join(self.path, VACUUM_FILE)
+            # Writing the new file: a failure changes nothing (the old file
+            # and the log stay as they are); writes stop until resume() like
+            # after any failed write, which checkpoints into the old file.
+            try:
+                if fs.exists(vacuum_path):
+                    fs.remove(vacuum_path)
+                build_page_file(fs, vacuum_path, pager.page_size, self._tree.live_entries(),
+                                epoch=pager.meta.epoch + 1, ckpt_lsn=pager.meta.ckpt_lsn, metadata=self._meta)
+                new_lock = fs.lock(vacuum_path)  # the lock moves with the file: no writer slips in
+                try:
+                    fs.rename(vacuum_path, pager.path)
+                except BaseException:
+                    new_lock.release()
+                    raise
+            except BaseException as exc:
+                try:
+                    if fs.exists(vacuum_path):
+                        fs.remove(vacuum_path)
+                except OSError:
+                    pass  # removed at the next open
+                raise self._fail("a compact_range() writing the new page file", exc, applied=True) from exc
+            # The new file is in place, holding the same checkpoint (same
+            # checkpoint LSN, so the empty log goes on as it is). From here a
+            # failure leaves the tree to be rebuilt from the new file (the
+            # pager is reopened when its file was replaced), now or at resume().
+            old_lock, self._filelock = self._filelock, new_lock
+            old_lock.release()
+            try:
+                fs.sync_dir(self.path)
+                self._replay_until = self._log.end_lsn
+                self._reload()
+            except BaseException as exc:
+                raise self._fail("a compact_range() opening the new page file", exc,
+                                 replay_until=self._log.end_lsn) from exc
+            self._vacuums += 1
+            self._vacuum_pages_freed += max(0, before - self._pager.page_count)
 
     def _load_view(self) -> None:
         """Read-only handles: load a consistent view, retrying while a writer
@@ -423,15 +503,20 @@ class DB(KeyValueMapping):
                 if not self._concurrent_checkpoint():
                     raise
             time.sleep(0.01)
+            if self._pager.replaced():
+                self._reopen_pager()
             self._pager.read_meta()
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
 
     def _refresh(self) -> None:
-        """Read-only handles: reload the view (a writer elsewhere checkpointed)."""
+        """Read-only handles: reload the view (a writer elsewhere checkpointed,
+        or rewrote the page file with compact_range())."""
         self._view_gen += 1
         self._live_snaps.clear()
         self._pool.clear()
+        if self._pager.replaced():
+            self._reopen_pager()
         self._pager.read_meta()
         self._load_view()
         self._fill_cache = None
@@ -503,6 +588,8 @@ class DB(KeyValueMapping):
         self._live_snaps.clear()
         self._pool.clear()
         replayed = self._replayed
+        if self._pager.replaced():  # compact_range() renamed a new page file over it
+            self._reopen_pager()
         self._pager.read_meta()
         self._load_state(replay_until=self._replay_until)
         self._replayed = replayed
@@ -1087,8 +1174,8 @@ class DB(KeyValueMapping):
         if self._view_gen != snap._gen:
             snap._closed = True
             raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
-                             "writer in another process checkpointed, a writer after a failed write); take a new "
-                             "snapshot")
+                             "writer in another process checkpointed, a writer after a failed write or a "
+                             "compact_range()); take a new snapshot")
 
     def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
         with self._lock:
@@ -1219,7 +1306,7 @@ class DB(KeyValueMapping):
                 "engine": "btree",
                 "entries": tree.entries,
                 # Metadata entries (set_meta) and the bytes of each value.
-                "meta": {name.decode("utf-8", "replace"): len(value) for name, value in sorted(self._meta.items())},
+                "meta": describe_meta(self._meta),
                 "user_bytes_written": self._user_bytes,
                 "bytes_written": bytes_written,
                 "write_amp": round(bytes_written / self._user_bytes, 3) if self._user_bytes else 0.0,
@@ -1250,6 +1337,8 @@ class DB(KeyValueMapping):
                 "log_bytes": (self._log.end_lsn - self._log.base_lsn) if self._log else 0,
                 "data_file_bytes": pager.file.size(),
                 "checkpoints": self._checkpoints,
+                "vacuums": self._vacuums,
+                "vacuum_pages_freed": self._vacuum_pages_freed,
                 "checkpoint_epoch": pager.meta.epoch,
                 "replayed_batches": self._replayed,
                 "max_key_size": self._max_key,

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 PAGES_FILE = "btree.pages"
 JOURNAL_FILE = "btree.journal"
+#: compact_range() writes the rewritten page file here, then renames it over PAGES_FILE.
+VACUUM_FILE = "btree.pages.vacuum"
 LOG_FILE = "btree.log"
 
 META_MAGIC = b"BTREEDB\x00"
@@ -248,6 +250,15 @@ class Pager:
         self.bytes_written = 0
         self.journal_bytes = 0
         self.data_bytes = 0
+
+    def replaced(self) -> bool:
+        """Whether the page file at the path is no longer the one open here
+        (a writer's compact_range() renamed a rewritten file over it)."""
+        try:
+            st = os.stat(self.path)
+            return (st.st_dev, st.st_ino) != self.file.identity()
+        except OSError:
+            return False
 
     def close(self) -> None:
         self.file.close()

@@ -567,6 +567,33 @@ class Tree:
             out.append((key, v))
         return out, nbytes
 
+    def live_entries(self):
+        """Every live entry in key order, as the bulk builder takes them:
+        (key, bytes) or (key, Expiring(deadline, bytes)); overflow chains
+        read, values whose ttl has expired left out (compact_range's input)."""
+        pg = self.root
+        for _ in range(self.height - 1):
+            pg = self.node(pg, False).kids[0]
+        now = self.now_ms() if self.ttl_entries else 0
+        read = self.read_overflow
+        while pg:
+            leaf = self.node(pg, True)
+            if not leaf.ovf:
+                yield from zip(leaf.keys, leaf.vals)
+            else:
+                for key, v in zip(leaf.keys, leaf.vals):
+                    t = type(v)
+                    if t is Expiring:
+                        if v.deadline <= now:
+                            continue
+                        inner = v.value if type(v.value) is bytes else read(v.value)
+                        yield key, Expiring(v.deadline, inner)
+                    elif t is bytes:
+                        yield key, v
+                    else:
+                        yield key, read(v)
+            pg = leaf.next
+
     def _view(self, view):
         """(root, height, node accessor) of the current tree or of a snapshot
         view (root, height, overlay)."""

@@ -621,6 +621,9 @@ class _FaultyPagedFile(PagedFile):
             raise OSError(errno.EIO, "injected failure of a truncation", self.path)
         self._inner.truncate(size)
 
+    def identity(self) -> tuple[int, int]:
+        return self._inner.identity()
+
     def size(self) -> int:
         self._fs._power_check(self.path)
         return self._inner.size()

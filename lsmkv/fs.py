@@ -195,6 +195,12 @@ class PagedFile:
     def size(self) -> int:
         return os.fstat(self._fd).st_size
 
+    def identity(self) -> tuple[int, int]:
+        """(device, inode) of the open file: a file renamed over its path
+        since it was opened has another."""
+        st = os.fstat(self._fd)
+        return st.st_dev, st.st_ino
+
     def close(self) -> None:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1

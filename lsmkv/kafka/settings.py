@@ -1,0 +1,189 @@
+"""LoaderSettings: every knob of the loader, its default, its check, and the
+librdkafka configuration derived from it.
+
+The defaults are the documented configuration (docs/kafka.md says why
+each one is what it is). ``client_config`` is passed to librdkafka as it
+is, after the loader's own tuning, so it can carry a real cluster's
+security settings (``security.protocol``, ``sasl.mechanism``,
+``sasl.username``, ``ssl.ca.location``, ...) or override any tuned value.
+The settings the loader's guarantees rest on (manual commits of offsets
+the store already holds) cannot be overridden.
+
+This module validates and derives; it never connects to anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from lsmkv.errors import OptionError
+
+#: librdkafka settings the loader tunes (measured on the embedded broker
+#: and on loopback; docs/kafka.md has the figures), before client_config.
+TUNED_CONSUMER = {
+    # Cooperative rebalancing: a partition that stays with this loader is
+    # not stopped while others move (incremental assign/revoke).
+    "partition.assignment.strategy": "cooperative-sticky",
+    # Bigger fetches per partition: fewer round trips at high rates.
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    # A fetch waits at most this long for data: the tail of a load is not
+    # held back by the broker's default 500 ms.
+    "fetch.wait.max.ms": 100,
+    # Keep records fetched ahead of the loader: up to a million per
+    # partition, at most 64 MiB in all. Measured on the embedded broker:
+    # consume() runs at ~1.5M records/s with this, ~0.2-0.35M/s with
+    # librdkafka's default of 100,000.
+    "queued.min.messages": 1_000_000,
+    "queued.max.messages.kbytes": 65536,
+    "client.id": "lsmkv-loader",
+}
+#: What the loader's guarantees rest on: offsets are committed by the loader
+#: only once the store holds them, never automatically.
+FIXED_CONSUMER = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    # The loader assigns every partition an explicit offset (the store's,
+    # else the group's, else the beginning). An offset the broker no longer
+    # has is an error the loader handles (it seeks there again), never a
+    # silent jump to another place in the partition.
+    "auto.offset.reset": "error",
+}
+
+
+#: librdkafka's own log lines go here (never to the terminal directly).
+CLIENT_LOG = logging.getLogger("lsmkv.kafka.librdkafka")
+
+
+def with_logger(config: dict) -> dict:
+    """``config`` with librdkafka's logging routed to Python logging."""
+    return {**config, "logger": CLIENT_LOG}
+
+
+def _positive_int(name: str, value: object, minimum: int = 1) -> None:
+    if type(value) is not int or value < minimum:
+        raise OptionError(f"{name} must be an int of at least {minimum}, not {value!r}")
+
+
+def _seconds(name: str, value: object, minimum: float = 0.0) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value < math.inf:
+        raise OptionError(f"{name} must be a number of seconds of at least {minimum}, not {value!r}")
+
+
+@dataclass
+class LoaderSettings:
+    """How a :class:`~lsmkv.kafka.Loader` consumes, processes and stores."""
+
+    #: HOST:PORT[,HOST:PORT...] of the cluster (or the embedded broker).
+    bootstrap_servers: str
+    #: Topics to load (all into the one store).
+    topics: list[str]
+    #: Consumer group: partitions are shared among the loaders of a group.
+    group: str
+    #: Processor units per assigned partition (records of one key go to one unit).
+    concurrency: int = 4
+    #: Records fetched and not yet stored, per partition; at this the
+    #: partition is paused until half of them are stored.
+    max_pending: int = 20_000
+    #: An engine write batch holds at most this many records ...
+    batch_records: int = 8192
+    #: ... or this many bytes of keys and values ...
+    batch_bytes: int = 8 * 1024 * 1024
+    #: ... and waits at most this long (seconds) for more to arrive.
+    linger: float = 0.005
+    #: Seconds between commits of the stored offsets to Kafka (lag tools read them).
+    commit_interval: float = 5.0
+    #: Retries of a record whose processor raised, before it is dead-lettered.
+    max_retries: int = 3
+    #: First retry delay (seconds), doubled per retry up to retry_backoff_max.
+    retry_backoff: float = 0.1
+    retry_backoff_max: float = 10.0
+    #: Dead-letter topic; None: ``<source topic>.dlq``.
+    dlq_topic: str | None = None
+    #: Stop once every assigned partition reaches the end it had at assignment
+    #: (and, while other members hold partitions, the assignment has stood
+    #: still for two session timeouts: a dead member's partitions move first).
+    until_caught_up: bool = False
+    #: On revoke: how long records in flight may take to finish (seconds).
+    revoke_timeout: float = 10.0
+    #: On stop (SIGTERM, Ctrl-C): how long the drain may take (seconds).
+    drain_timeout: float = 30.0
+    #: Group membership timing (the embedded broker joins in ~3 s with these,
+    #: ~23 s with librdkafka's defaults of 45000/3000).
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 500
+    #: Records asked of the consumer per poll.
+    poll_records: int = 10_000
+    #: The user processor (None: store records as they are).
+    processor: Callable | None = None
+    #: Extra librdkafka settings, passed through (security, tuning).
+    client_config: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bootstrap_servers, str) or not self.bootstrap_servers.strip():
+            raise OptionError(f"bootstrap_servers must be HOST:PORT[,...], not {self.bootstrap_servers!r}")
+        if isinstance(self.topics, str):
+            self.topics = [self.topics]
+        if not self.topics or not all(isinstance(t, str) and t and ":" not in t for t in self.topics):
+            raise OptionError(f"topics must be a non-empty list of topic names, not {self.topics!r}")
+        if len(set(self.topics)) != len(self.topics):
+            raise OptionError(f"topics are listed twice: {self.topics!r}")
+        if not isinstance(self.group, str) or not self.group:
+            raise OptionError(f"group must be a non-empty consumer group id, not {self.group!r}")
+        for name in ("concurrency", "max_pending", "batch_records", "batch_bytes", "poll_records"):
+            _positive_int(name, getattr(self, name))
+        _positive_int("max_retries", self.max_retries, 0)
+        for name in ("linger", "retry_backoff", "retry_backoff_max"):
+            _seconds(name, getattr(self, name))
+        for name in ("commit_interval", "revoke_timeout", "drain_timeout"):
+            _seconds(name, getattr(self, name), 0.001)
+        if self.retry_backoff_max < self.retry_backoff:
+            raise OptionError(f"retry_backoff_max ({self.retry_backoff_max}) is below retry_backoff "
+                              f"({self.retry_backoff})")
+        if self.dlq_topic is not None and (not isinstance(self.dlq_topic, str) or not self.dlq_topic
+                                           or self.dlq_topic in self.topics):
+            raise OptionError(f"dlq_topic must be a topic name other than the source topics, not {self.dlq_topic!r}")
+        _positive_int("session_timeout_ms", self.session_timeout_ms, 1000)
+        _positive_int("heartbeat_interval_ms", self.heartbeat_interval_ms, 10)
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise OptionError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be at most a third of "
+                              f"session_timeout_ms ({self.session_timeout_ms})")
+        if self.processor is not None and not callable(self.processor):
+            raise OptionError(f"processor must be callable, not {type(self.processor).__name__}")
+        if not isinstance(self.client_config, dict) or not all(isinstance(k, str) for k in self.client_config):
+            raise OptionError(f"client_config must be a dict of librdkafka settings, not {self.client_config!r}")
+        fixed = [k for k in self.client_config if k in FIXED_CONSUMER or k in ("group.id", "bootstrap.servers")]
+        if fixed:
+            raise OptionError(f"client_config may not set {', '.join(sorted(fixed))}: the loader's guarantees "
+                              "depend on them (use the loader's own settings for the group and servers)")
+
+    def dlq_for(self, topic: str) -> str:
+        """The dead-letter topic of records from ``topic``."""
+        return self.dlq_topic if self.dlq_topic is not None else f"{topic}.dlq"
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether the group uses incremental (cooperative) rebalancing."""
+        return self.consumer_config()["partition.assignment.strategy"] == "cooperative-sticky"
+
+    def consumer_config(self) -> dict:
+        """The librdkafka configuration of the loader's consumer."""
+        return with_logger({
+            **TUNED_CONSUMER,
+            "session.timeout.ms": self.session_timeout_ms,
+            "heartbeat.interval.ms": self.heartbeat_interval_ms,
+            **self.client_config,
+            **FIXED_CONSUMER,
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group,
+        })
+
+    def producer_config(self) -> dict:
+        """The librdkafka configuration of the dead-letter producer: the
+        client settings (security) shared, consumer-only ones left out."""
+        shared = {k: v for k, v in self.client_config.items()
+                  if k.startswith(("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "api."))}
+        return with_logger({**shared, "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True,
+                            "linger.ms": 5})

@@ -1,0 +1,146 @@
+"""The loader through failures, against the real embedded broker: the
+broker stops answering mid-load and comes back; the broker is stopped and
+a new one started on the same port (the embedded broker keeps topics in
+memory, so the new one is empty until the same seeded stream is published
+again, the way a topic is restored from its source); and the loader
+process is killed with SIGKILL at random moments and restarted. Every run
+ends with exactly the topic's table and offsets."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import btree
+import lsmkv
+from lsmkv.kafka import Loader, LoaderSettings, WorkloadSpec, expected_table, stored_offsets
+from lsmkv.kafka.producer import produce_workload
+
+pytestmark = pytest.mark.kafka
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPENERS = {"lsm": lsmkv.open, "btree": btree.open}
+
+
+def _table_and_offsets(path: str, topic: str, engine: str = "lsm"):
+    with OPENERS[engine](path, read_only=True) as db:
+        return dict(db.scan()), {p: o for (t, p), o in stored_offsets(db).items() if t == topic}
+
+
+def _wait(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.05)
+
+
+def _slowly(record):
+    time.sleep(0.0005)
+    return record.key, record.value
+
+
+def _load_in_thread(broker, topic, group, path):
+    settings = LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=[topic], group=group,
+                              until_caught_up=True, processor=_slowly, concurrency=2,
+                              max_pending=300, poll_records=100)  # a small window: it cannot run ahead
+    loader = Loader(settings, path)
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("summary", loader.run()))
+    thread.start()
+    return loader, thread, result
+
+
+def test_a_broker_that_stops_answering_mid_load(own_broker, name, tmp_path, ground_truth, partition_ends):
+    topic, path = name(), str(tmp_path / "store")
+    spec = WorkloadSpec(records=20_000, keys=2000, tombstone_ratio=0.05, seed=31)
+    produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
+    ends = partition_ends(ground_truth(own_broker.bootstrap_servers, topic))
+    loader, thread, result = _load_in_thread(own_broker, topic, name("g"), path)
+    try:
+        _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
+        own_broker.pause()  # frozen: connections stay open, nothing answers
+        time.sleep(8)  # longer than the session timeout (6 s)
+        assert thread.is_alive()  # the loader waits for the broker, it does not give up
+        stored_while_down = loader.metrics.stored
+        own_broker.resume()
+        thread.join(180)
+        assert not thread.is_alive()
+    finally:
+        own_broker.resume()
+        loader.stop()
+        thread.join(30)
+    assert stored_while_down < spec.records
+    assert result["summary"].reason == "caught up"
+    table, offsets = _table_and_offsets(path, topic)
+    assert table == expected_table(spec)
+    assert offsets == ends
+
+
+def test_a_broker_restarted_mid_load_then_the_topic_restored(own_broker, name, tmp_path, ground_truth,
+                                                             partition_ends):
+    topic, path = name(), str(tmp_path / "store")
+    spec = WorkloadSpec(records=20_000, keys=2000, tombstone_ratio=0.05, seed=32)
+    produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
+    ends = partition_ends(ground_truth(own_broker.bootstrap_servers, topic))
+    loader, thread, result = _load_in_thread(own_broker, topic, name("g"), path)
+    try:
+        _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
+        own_broker.restart()  # a new, empty broker on the same port
+        time.sleep(3)
+        assert thread.is_alive()
+        # Publish the same seeded stream again: one producer, keyed
+        # partitioning, so every record lands at the offset it had.
+        produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
+        assert partition_ends(ground_truth(own_broker.bootstrap_servers, topic)) == ends
+        thread.join(180)
+        assert not thread.is_alive()
+    finally:
+        loader.stop()
+        thread.join(30)
+    assert result["summary"].reason == "caught up"
+    table, offsets = _table_and_offsets(path, topic)
+    assert table == expected_table(spec)
+    assert offsets == ends
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", sorted(OPENERS))
+def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(broker, name, tmp_path, engine,
+                                                                          ground_truth, partition_ends, table_below):
+    topic, group, path = name(), name("g"), str(tmp_path / "store")
+    spec = WorkloadSpec(records=60_000, keys=5000, tombstone_ratio=0.05, seed=21)
+    produce_workload(broker.bootstrap_servers, topic, spec, partitions=4)
+    truth = ground_truth(broker.bootstrap_servers, topic)
+    ends = partition_ends(truth)
+    command = [sys.executable, "-m", "lsmkv.cli", "kafka", "load", "--bootstrap-servers",
+               broker.bootstrap_servers, "--topic", topic, "--group", group, "--engine", engine, "--db", path,
+               "--until-caught-up", "--quiet", "--processor", "processors:slow", "--concurrency", "4",
+               "--batch-records", "256", "--commit-interval", "0.5"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    rng = random.Random(7)
+    kills, progress = 0, []
+    for _ in range(5):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(3.5, 7.0))  # joining the group takes about 3 s; then it loads a while
+        if proc.poll() is not None:
+            break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        table, offsets = _table_and_offsets(path, topic, engine)
+        # After a kill the store holds exactly what its offsets say.
+        assert table == table_below(truth, offsets)
+        progress.append(sum(offsets.values()))
+    final = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    assert kills >= 2 and any(0 < p < spec.records for p in progress)  # killed mid-load, not before or after
+    table, offsets = _table_and_offsets(path, topic, engine)
+    assert table == expected_table(spec)
+    assert offsets == ends
