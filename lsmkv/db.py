@@ -63,7 +63,8 @@ from .timer import Timer
 from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
 from .ttl import check_ttl, deadline_ms, live_value, now_ms, with_deadline
-from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single, log_batches
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, describe_meta, encode_batch, encode_single, \
+    log_batches
 from .write_controller import WriteController
 from .write_queue import WriteQueue, Writer
 
@@ -1190,7 +1191,7 @@ class DB(KeyValueMapping):
             "open_tables": len(self._tables),
             "snapshots": len(self._snapshots),
             # Metadata entries (set_meta) and the bytes of each value.
-            "meta": {name: len(value) for name, value in self.meta().items()},
+            "meta": describe_meta(self.meta()),
             "disk_bytes": self._disk_bytes(),
             "recovery": dict(self._recovery),
             "background_error": None if self._bg_error is None else repr(self._bg_error),

@@ -44,6 +44,26 @@ _pack_single = _SINGLE.pack
 MAX_BATCH_BYTES = 256 * 1024 * 1024
 
 
+def describe_meta(entries: dict) -> dict[str, str]:
+    """Metadata entries as ``stats()`` shows them: a short printable value
+    as its text (a loader's offset reads as the number it is), anything
+    else as its size."""
+    shown = {}
+    for name, value in sorted(entries.items()):
+        if isinstance(name, bytes):
+            name = name.decode("utf-8", "replace")
+        text = None
+        if len(value) <= 64:
+            try:
+                text = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None and not text.isprintable():
+                text = None
+        shown[name] = text if text is not None else f"<{len(value)} bytes>"
+    return shown
+
+
 def encode_single(seq: int, kind: int, key: bytes, value: bytes) -> bytes:
     """The log record of a one-operation batch (the put/delete fast path)."""
     return _pack_single(seq, 1, kind, len(key), len(value)) + key + value

@@ -99,3 +99,9 @@ def test_a_sigkill_never_separates_data_from_its_metadata(tmp_path, engine):
             keys = list(db)
             # Exactly the batches up to the one the metadata names, each whole.
             assert keys == sorted(b"k%07d-%d" % (i, j) for i in range(1, done + 1) for j in range(5))
+
+
+def test_stats_show_short_text_values_and_the_size_of_the_rest():
+    from lsmkv.write_batch import describe_meta
+    shown = describe_meta({"kafka:t:0": b"2548", "blob": b"\x00\x01", "long": b"x" * 65, "empty": b""})
+    assert shown == {"blob": "<2 bytes>", "empty": "", "kafka:t:0": "2548", "long": "<65 bytes>"}

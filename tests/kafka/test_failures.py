@@ -46,68 +46,63 @@ def _slowly(record):
     return record.key, record.value
 
 
-def _load_in_thread(broker, topic, group, path):
-    settings = LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=[topic], group=group,
+def _load_through(broker, name, tmp_path, ground_truth, partition_ends, seed: int, disturb) -> dict:
+    """Produce a seeded stream, load it with --until-caught-up in a thread,
+    call ``disturb(loader, thread, topic, spec)`` once 2000 records are stored, and check
+    that the load still ends caught up with exactly the topic's table and
+    offsets. Returns what ``disturb`` returned."""
+    topic, path = name(), str(tmp_path / "store")
+    spec = WorkloadSpec(records=20_000, keys=2000, tombstone_ratio=0.05, seed=seed)
+    produce_workload(broker.bootstrap_servers, topic, spec, partitions=2)
+    ends = partition_ends(ground_truth(broker.bootstrap_servers, topic))
+    settings = LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=[topic], group=name("g"),
                               until_caught_up=True, processor=_slowly, concurrency=2,
                               max_pending=300, poll_records=100)  # a small window: it cannot run ahead
     loader = Loader(settings, path)
     result: dict = {}
     thread = threading.Thread(target=lambda: result.setdefault("summary", loader.run()))
     thread.start()
-    return loader, thread, result
+    try:
+        _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
+        seen = disturb(loader, thread, topic, spec)
+        thread.join(180)
+        assert not thread.is_alive()
+    finally:
+        broker.resume()
+        loader.stop()
+        thread.join(30)
+    assert result["summary"].reason == "caught up"
+    table, offsets = _table_and_offsets(path, topic)
+    assert table == expected_table(spec)
+    assert offsets == ends
+    return {**seen, "records": spec.records}
 
 
 def test_a_broker_that_stops_answering_mid_load(own_broker, name, tmp_path, ground_truth, partition_ends):
-    topic, path = name(), str(tmp_path / "store")
-    spec = WorkloadSpec(records=20_000, keys=2000, tombstone_ratio=0.05, seed=31)
-    produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
-    ends = partition_ends(ground_truth(own_broker.bootstrap_servers, topic))
-    loader, thread, result = _load_in_thread(own_broker, topic, name("g"), path)
-    try:
-        _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
+    def freeze(loader, thread, topic, spec):
         own_broker.pause()  # frozen: connections stay open, nothing answers
         time.sleep(8)  # longer than the session timeout (6 s)
         assert thread.is_alive()  # the loader waits for the broker, it does not give up
         stored_while_down = loader.metrics.stored
         own_broker.resume()
-        thread.join(180)
-        assert not thread.is_alive()
-    finally:
-        own_broker.resume()
-        loader.stop()
-        thread.join(30)
-    assert stored_while_down < spec.records
-    assert result["summary"].reason == "caught up"
-    table, offsets = _table_and_offsets(path, topic)
-    assert table == expected_table(spec)
-    assert offsets == ends
+        return {"stored_while_down": stored_while_down}
+
+    seen = _load_through(own_broker, name, tmp_path, ground_truth, partition_ends, 31, freeze)
+    assert seen["stored_while_down"] < seen["records"]
 
 
 def test_a_broker_restarted_mid_load_then_the_topic_restored(own_broker, name, tmp_path, ground_truth,
                                                              partition_ends):
-    topic, path = name(), str(tmp_path / "store")
-    spec = WorkloadSpec(records=20_000, keys=2000, tombstone_ratio=0.05, seed=32)
-    produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
-    ends = partition_ends(ground_truth(own_broker.bootstrap_servers, topic))
-    loader, thread, result = _load_in_thread(own_broker, topic, name("g"), path)
-    try:
-        _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
+    def restart_and_republish(loader, thread, topic, spec):
         own_broker.restart()  # a new, empty broker on the same port
         time.sleep(3)
         assert thread.is_alive()
         # Publish the same seeded stream again: one producer, keyed
         # partitioning, so every record lands at the offset it had.
         produce_workload(own_broker.bootstrap_servers, topic, spec, partitions=2)
-        assert partition_ends(ground_truth(own_broker.bootstrap_servers, topic)) == ends
-        thread.join(180)
-        assert not thread.is_alive()
-    finally:
-        loader.stop()
-        thread.join(30)
-    assert result["summary"].reason == "caught up"
-    table, offsets = _table_and_offsets(path, topic)
-    assert table == expected_table(spec)
-    assert offsets == ends
+        return {}
+
+    _load_through(own_broker, name, tmp_path, ground_truth, partition_ends, 32, restart_and_republish)
 
 
 @pytest.mark.slow

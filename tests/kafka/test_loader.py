@@ -115,29 +115,20 @@ def test_per_key_order_holds_under_parallelism_in_every_observed_state(broker, n
     seen: dict[bytes, int] = {}
     problems: list[str] = []
     samples = []
-    done = threading.Event()
 
-    def reader() -> None:
-        while not done.is_set():
-            with db.snapshot() as snap:
-                state = dict(snap.scan())
-            samples.append(len(state))
-            for key, value in state.items():
-                _, counter = parse_value(value)
-                if stream_values.get((key, counter)) != value:
-                    problems.append(f"{key!r} holds a value the stream never had: {value[:30]!r}")
-                if counter < seen.get(key, 0):
-                    problems.append(f"{key!r} went back from counter {seen[key]} to {counter}")
-                seen[key] = counter
-            time.sleep(0.01)
+    def read_a_state() -> None:
+        with db.snapshot() as snap:
+            state = dict(snap.scan())
+        samples.append(len(state))
+        for key, value in state.items():
+            _, counter = parse_value(value)
+            if stream_values.get((key, counter)) != value:
+                problems.append(f"{key!r} holds a value the stream never had: {value[:30]!r}")
+            if counter < seen.get(key, 0):
+                problems.append(f"{key!r} went back from counter {seen[key]} to {counter}")
+            seen[key] = counter
 
-    t = threading.Thread(target=reader)
-    t.start()
-    try:
-        summary = loader.run()
-    finally:
-        done.set()
-        t.join()
+    summary = _run_watching(loader, read_a_state, 0.01)
     try:
         assert not problems, problems[:5]
         assert len(samples) > 5 and len({s for s in samples}) > 2  # the reader saw the load in progress
@@ -221,21 +212,12 @@ def test_backpressure_pauses_a_partition_and_bounds_its_window(broker, name, tmp
                  processor=processors.slow, concurrency=4)
     loader = Loader(s, str(tmp_path / "store"))
     most = [0]
-    done = threading.Event()
 
     def watch() -> None:
-        while not done.is_set():
-            for p in loader.snapshot()["partitions"]:
-                most[0] = max(most[0], p["pending"])
-            time.sleep(0.02)
+        for p in loader.snapshot()["partitions"]:
+            most[0] = max(most[0], p["pending"])
 
-    t = threading.Thread(target=watch)
-    t.start()
-    try:
-        summary = loader.run()
-    finally:
-        done.set()
-        t.join()
+    summary = _run_watching(loader, watch, 0.02)
     assert summary.metrics["pauses"] >= 2
     assert 0 < most[0] <= 300 + 100  # the capacity plus at most one poll's records
     assert store_table(str(tmp_path / "store")) == expected_table(spec)
@@ -323,6 +305,25 @@ def _owned_intervals(ownership, topic, partition) -> list[tuple[float, float]]:
     if start is not None:
         out.append((start, float("inf")))
     return out
+
+
+def _run_watching(loader, look, interval: float):
+    """Run ``loader`` while another thread calls ``look()`` every
+    ``interval`` seconds; returns the loader's summary."""
+    done = threading.Event()
+
+    def watcher() -> None:
+        while not done.is_set():
+            look()
+            time.sleep(interval)
+
+    t = threading.Thread(target=watcher)
+    t.start()
+    try:
+        return loader.run()
+    finally:
+        done.set()
+        t.join()
 
 
 def _wait(condition, timeout: float, what: str) -> None:

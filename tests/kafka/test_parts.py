@@ -78,9 +78,11 @@ BASE = dict(bootstrap_servers="127.0.0.1:9", topics=["t"], group="g")
 
 def test_settings_derive_a_tuned_consumer_and_pass_security_through():
     s = LoaderSettings(**BASE, client_config={"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-                                              "fetch.wait.max.ms": 20, "auto.offset.reset": "earliest"})
+                                              "fetch.wait.max.ms": 20})
     conf = s.consumer_config()
     assert conf["auto.offset.reset"] == "error"  # never a silent jump: the loader handles a missing offset
+    with pytest.raises(OptionError, match="may not set auto.offset.reset"):
+        LoaderSettings(**BASE, client_config={"auto.offset.reset": "earliest"})
     assert conf["security.protocol"] == "SASL_SSL" and conf["fetch.wait.max.ms"] == 20
     assert conf["enable.auto.commit"] is False and conf["enable.auto.offset.store"] is False
     assert conf["session.timeout.ms"] == 6000 and conf["group.id"] == "g" and s.cooperative
