@@ -8,6 +8,7 @@ ends with exactly the topic's table and offsets."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -139,3 +140,36 @@ def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(brok
     table, offsets = _table_and_offsets(path, topic, engine)
     assert table == expected_table(spec)
     assert offsets == ends
+
+
+def test_sigterm_drains_stores_and_commits_then_a_restart_finishes(broker, name, tmp_path, ground_truth,
+                                                                  partition_ends, table_below):
+    from confluent_kafka import Consumer, TopicPartition
+    topic, group, path = name(), name("g"), str(tmp_path / "store")
+    spec = WorkloadSpec(records=30_000, keys=3000, tombstone_ratio=0.05, seed=23)
+    produce_workload(broker.bootstrap_servers, topic, spec, partitions=2)
+    truth = ground_truth(broker.bootstrap_servers, topic)
+    command = [sys.executable, "-m", "lsmkv.cli", "kafka", "load", "--bootstrap-servers", broker.bootstrap_servers,
+               "--topic", topic, "--group", group, "--db", path, "--json", "--processor", "processors:slow",
+               "--concurrency", "2", "--max-pending", "500"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6)  # joined (about 3 s) and loading
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["reason"].startswith("signal SIGTERM")
+    table, offsets = _table_and_offsets(path, topic)
+    assert 0 < sum(offsets.values()) < spec.records  # stopped mid-load ...
+    assert table == table_below(truth, offsets)  # ... holding exactly what its offsets say
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    committed = consumer.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)
+    consumer.close()
+    assert {tp.partition: tp.offset for tp in committed if tp.offset >= 0} == offsets  # Kafka saw it too
+    final = subprocess.run(command[:-6] + ["--until-caught-up", "--quiet"], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert final.returncode == 0, final.stderr
+    table, offsets = _table_and_offsets(path, topic)
+    assert table == expected_table(spec)
+    assert offsets == partition_ends(truth)
