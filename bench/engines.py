@@ -70,6 +70,14 @@ class EngineAdapter:
     #: Workloads that scan are skipped, with a note, on engines that do not.
     ordered: ClassVar[bool] = True
 
+    @classmethod
+    def skip_reason(cls, workload) -> str | None:
+        """Why this engine does not run ``workload`` (a note in the results),
+        or None: it runs it."""
+        if workload.scans and not cls.ordered:
+            return f"it scans key ranges; {cls.name} keeps no key order"
+        return None
+
     def __init__(self, path: str, settings: EngineSettings) -> None:
         self.path = path
         self.settings = settings
@@ -660,6 +668,13 @@ class DbmAdapter(EngineAdapter):
     @classmethod
     def version(cls) -> str:
         return cls.module_name()
+
+    @classmethod
+    def skip_reason(cls, workload) -> str | None:
+        if workload.name == "deleterandom" and cls.module_name() == "dbm.dumb":
+            return ("dbm.dumb rewrites its whole index file on every delete, so deleting a share of the "
+                    "records takes time quadratic in their number (hours at the default size)")
+        return super().skip_reason(workload)
 
     def __init__(self, path: str, settings: EngineSettings) -> None:
         super().__init__(path, settings)

@@ -266,9 +266,9 @@ class Runner:
             result.settings = dict(adapter.applied)
             for index, workload in enumerate(self.workloads):
                 current = workload.name
-                if workload.scans and not cls.ordered:
-                    skipped.append(f"{name}: {workload.name} skipped (it scans key ranges; "
-                                   f"{name} keeps no key order)")
+                reason = cls.skip_reason(workload)
+                if reason is not None:
+                    skipped.append(f"{name}: {workload.name} skipped ({reason})")
                     continue
                 if workload.fresh and dataset.origin != "empty":
                     adapter = self._reopen_fresh(adapter, cls, path, settings)

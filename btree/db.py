@@ -36,6 +36,7 @@ import time
 from bisect import bisect_left
 from typing import Callable, Iterator
 
+from lsmkv.cache import default_capacity
 from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
                           OptionError, ReadOnlyError, SizeLimitError)
@@ -63,7 +64,13 @@ from .wal import (LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_de
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 4096
-DEFAULT_CACHE_SIZE = 32 * 1024 * 1024
+#: cache_size=None (the default) sizes the buffer pool by lsmkv's rule for
+#: its block cache (lsmkv/cache.py DEFAULT_RULE: 1/16 of physical memory,
+#: 32 MiB to 1 GiB). Measured at 1,000,000 random keys with 100-byte values
+#: (a 175 MiB page file): 32 MiB gave 23K puts/s and 41K gets/s, 1 GiB
+#: 140K and 216K, with 222 MiB more peak RSS (a decoded page takes about
+#: 1.3 times its size).
+DEFAULT_CACHE_SIZE = None
 DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
 #: The buffer pool never holds fewer pages than this, whatever cache_size says.
 MIN_CACHE_PAGES = 16
@@ -83,8 +90,9 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
                    sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval) -> None:
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
-    if type(cache_size) is not int or cache_size < 0:
-        raise OptionError(f"cache_size must be a non-negative int (bytes), not {cache_size!r}")
+    if cache_size is not None and (type(cache_size) is not int or cache_size < 0):
+        raise OptionError(f"cache_size must be a non-negative int (bytes) or None (the default rule), "
+                          f"not {cache_size!r}")
     if type(read_only) is not bool:
         raise OptionError(f"read_only must be True or False, not {read_only!r}")
     if fs is not None and not isinstance(fs, FileSystem):
@@ -213,7 +221,7 @@ def _raised_again(error: BaseException) -> BaseException:
 class DB(KeyValueMapping):
     """An open btree database. Use :func:`btree.open` to get one."""
 
-    def __init__(self, path: str | bytes | os.PathLike, *, page_size: int | None = None, cache_size: int = DEFAULT_CACHE_SIZE,
+    def __init__(self, path: str | bytes | os.PathLike, *, page_size: int | None = None, cache_size: int | None = DEFAULT_CACHE_SIZE,
                  read_only: bool = False, fs: FileSystem | None = None,
                  checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
                  group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
@@ -231,7 +239,7 @@ class DB(KeyValueMapping):
         self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self._fs = fs = fs or DEFAULT_FS
         self._read_only = read_only
-        self._cache_size = cache_size
+        self._cache_size = default_capacity() if cache_size is None else cache_size
         self._ckpt_log_bytes = checkpoint_log_bytes
         self._hash_index = hash_index
         #: True while the handle may be used (open, not failed); one test on hot paths.
@@ -1406,8 +1414,8 @@ class DB(KeyValueMapping):
 def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
     """Open (creating if missing) the btree database in directory ``path``.
 
-    Options: page_size (default 4096, fixed at creation), cache_size (bytes,
-    default 32 MiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
+    Options: page_size (default 4096, fixed at creation), cache_size (bytes;
+    default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
     checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """
     for name in options:

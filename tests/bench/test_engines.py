@@ -103,3 +103,17 @@ def test_engine_options_pass_through(tmp_path):
         assert db.applied == {"write_buffer_size": 65536, "block_cache_size": 123456}
     finally:
         db.close()
+
+
+def test_engines_say_which_workloads_they_skip_and_why(monkeypatch):
+    from bench.config import BenchConfig
+    from bench.workloads import make_workloads
+    by_name = {w.name: w for w in make_workloads(BenchConfig())}
+    dbm = get_adapter("dbm")
+    assert "keeps no key order" in dbm.skip_reason(by_name["seekrandom"])
+    assert get_adapter("lsm").skip_reason(by_name["seekrandom"]) is None
+    assert dbm.skip_reason(by_name["readrandom"]) is None
+    monkeypatch.setattr(dbm, "module_name", classmethod(lambda cls: "dbm.dumb"))
+    assert "rewrites its whole index file on every delete" in dbm.skip_reason(by_name["deleterandom"])
+    monkeypatch.setattr(dbm, "module_name", classmethod(lambda cls: "dbm.sqlite3"))
+    assert dbm.skip_reason(by_name["deleterandom"]) is None

@@ -333,3 +333,15 @@ def test_iterators_stop_at_close_mid_chunk(db):
     db.close()
     with pytest.raises(ClosedError):
         next(keep)
+
+
+def test_the_default_buffer_pool_follows_lsmkvs_cache_rule(tmp_path):
+    from lsmkv.cache import default_capacity
+    from lsmkv.errors import OptionError
+    with btree.open(str(tmp_path / "d")) as db:
+        assert db.stats()["cache_capacity_pages"] == max(default_capacity() // 4096, 16)
+    with btree.open(str(tmp_path / "d"), cache_size=64 * 4096) as db:
+        assert db.stats()["cache_capacity_pages"] == 64
+    with pytest.raises(OptionError, match="cache_size must be a non-negative int"):
+        btree.open(str(tmp_path / "e"), cache_size="big")
+    assert not os.path.exists(str(tmp_path / "e"))
