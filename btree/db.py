@@ -43,11 +43,11 @@ from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, Invalid
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from lsmkv.cursor import Iterator as Iterator_
-from lsmkv.log_syncer import LogSyncer, check_sync_options
+from lsmkv.log_syncer import LogSyncer, check_sync_options, group_commit_stats
 from lsmkv.mapping import KeyValueMapping
 from lsmkv.timer import Timer, TimerHandle
 from lsmkv.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.write_batch import MAX_META_NAME, MAX_META_VALUE, describe_meta
+from lsmkv.write_batch import describe_meta, meta_entry
 from lsmkv.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
@@ -152,14 +152,7 @@ class WriteBatch:
         """Store ``value`` under the metadata entry ``name``, atomically with
         the rest of the batch (see lsmkv's WriteBatch.set_meta: the same
         contract). ``db.get_meta(name)`` reads it; gets and scans never see it."""
-        if not isinstance(name, str):
-            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
-        n = name.encode("utf-8")
-        if not 0 < len(n) <= MAX_META_NAME:
-            raise ValueError(f"metadata name must be 1 to {MAX_META_NAME} bytes of UTF-8, not {len(n)}")
-        v = as_value(value)
-        if len(v) > MAX_META_VALUE:
-            raise SizeLimitError(f"metadata value of {len(v)} bytes is over the {MAX_META_VALUE}-byte limit")
+        n, v = meta_entry(name, value)
         self._add(n, MetaEntry(v), len(n) + len(v))
 
     def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
@@ -1354,16 +1347,7 @@ class DB(KeyValueMapping):
                 "background_error": None if self._failed is None else repr(self._failed),
                 "writes_stopped": self._failed is not None,
                 "resumes": self._resumes,
-                # Group commit (as lsmkv's stats): groups and the writes in
-                # them, the largest; log syncer fsyncs, the sync writes it
-                # committed, those waiting for it now, and those that timed out.
-                "write_groups": self._writes.groups,
-                "grouped_writes": self._writes.grouped_writes,
-                "largest_write_group": self._writes.largest_group,
-                "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
-                "synced_writes": self._syncer.writes if self._syncer is not None else 0,
-                "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
-                "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
+                **group_commit_stats(self._writes, self._syncer),
                 # Keys whose value has a ttl (expired ones included until a
                 # sweep deletes them), and keys the sweeps deleted so far.
                 "ttl_entries": tree.ttl_entries,

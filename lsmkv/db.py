@@ -52,7 +52,7 @@ from .filenames import CURRENT, LOCK, log_name, parse, table_name
 from .flush import write_table
 from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from .log_syncer import LogSyncer
+from .log_syncer import LogSyncer, group_commit_stats
 from .memtable import MemTable
 from .options import Options
 from .snapshot import Snapshot
@@ -357,12 +357,7 @@ class DB(KeyValueMapping):
             # Nobody else is writing: commit it here, a group of one (the
             # uncontended put's path, kept free of queue entries).
             try:
-                if self._log is None or self._bg_error is not None:
-                    self._raise_not_writable()
-                mem = self._state.mem
-                if mem.size >= self.options.write_buffer_size:
-                    self._switch_memtable()
-                    mem = self._state.mem
+                mem = self._memtable_for_writing()
                 seq = self._last_seq + 1
                 try:
                     self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
@@ -427,13 +422,20 @@ class DB(KeyValueMapping):
             for writer in group:
                 self._append_and_apply([writer], writer.sync)
 
-    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+    def _memtable_for_writing(self) -> MemTable:
+        """The memtable the next write goes to (a full one is switched for a
+        new one first); raises while writes are stopped. The caller holds the
+        log writer's role."""
         if self._log is None or self._bg_error is not None:
             self._raise_not_writable()
         mem = self._state.mem
         if mem.size >= self.options.write_buffer_size:
             self._switch_memtable()
             mem = self._state.mem
+        return mem
+
+    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        mem = self._memtable_for_writing()
         first = seq = self._last_seq + 1
         records = []
         user_bytes = 0
@@ -1162,17 +1164,7 @@ class DB(KeyValueMapping):
             # Blocks read from table files per get (0 when the cache holds them).
             "read_amp": self._io.get_block_reads / gets if gets else 0.0,
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
-            # Group commit: groups the write queue committed (a write that
-            # found nobody else writing is not counted), the writes in them,
-            # the largest; fsyncs the log syncer did, the sync writes it
-            # committed, those waiting for it now, and those that timed out.
-            "write_groups": self._writes.groups,
-            "grouped_writes": self._writes.grouped_writes,
-            "largest_write_group": self._writes.largest_group,
-            "log_syncs": self._syncer.syncs if self._syncer is not None else 0,
-            "synced_writes": self._syncer.writes if self._syncer is not None else 0,
-            "sync_writes_queued": self._syncer.queued if self._syncer is not None else 0,
-            "sync_timeouts": self._syncer.timeouts if self._syncer is not None else 0,
+            **group_commit_stats(self._writes, self._syncer),
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
             "slowdown_count": self._write_control.slowdowns,

@@ -44,6 +44,20 @@ _pack_single = _SINGLE.pack
 MAX_BATCH_BYTES = 256 * 1024 * 1024
 
 
+def meta_entry(name: object, value: object) -> tuple[bytes, bytes]:
+    """A metadata entry as both engines store it: (name as UTF-8, value),
+    checked (TypeError, ValueError or SizeLimitError naming the problem)."""
+    if not isinstance(name, str):
+        raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+    n = name.encode("utf-8")
+    if not 0 < len(n) <= MAX_META_NAME:
+        raise ValueError(f"metadata name must be 1 to {MAX_META_NAME} bytes of UTF-8, not {len(n)}")
+    v = as_value(value)
+    if len(v) > MAX_META_VALUE:
+        raise SizeLimitError(f"metadata value of {len(v)} bytes is over the {MAX_META_VALUE}-byte limit")
+    return n, v
+
+
 def describe_meta(entries: dict) -> dict[str, str]:
     """Metadata entries as ``stats()`` shows them: a short printable value
     as its text (a loader's offset reads as the number it is), anything
@@ -163,14 +177,7 @@ class WriteBatch:
         a namespace of its own: gets, scans and len() never see it;
         ``db.get_meta(name)`` does. A loader keeps its source offsets here,
         so that data and offsets are never apart, also across a crash."""
-        if not isinstance(name, str):
-            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
-        n = name.encode("utf-8")
-        if not 0 < len(n) <= MAX_META_NAME:
-            raise ValueError(f"metadata name must be 1 to {MAX_META_NAME} bytes of UTF-8, not {len(n)}")
-        v = as_value(value)
-        if len(v) > MAX_META_VALUE:
-            raise SizeLimitError(f"metadata value of {len(v)} bytes is over the {MAX_META_VALUE}-byte limit")
+        n, v = meta_entry(name, value)
         self._check_size(len(n) + len(v))
         self.ops.append((META, n, v))
 

@@ -158,6 +158,18 @@ class Recorder:
         self.on_progress(text)
 
 
+def available_engines(names: list[str], rec: "Recorder"):
+    """The engines of ``names`` that can run here, in order; each one that
+    cannot is named with its reason on the progress line."""
+    from ..engines import availability
+    for name in names:
+        reason = availability(name)
+        if reason is not None:
+            rec.progress(f"{name}: not run ({reason})")
+            continue
+        yield name
+
+
 def suite_parser(module: ModuleType, prog: str, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """The argument parser of one suite: its own options plus --out and --quiet."""
     p = parser_class(prog=prog, description=f"{module.NAME}: {module.DESCRIPTION}")

@@ -35,65 +35,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
 
+def _iterator_walks(it, seek_for_prev: Callable[[bytes], None]) -> tuple[Callable, Callable]:
+    """forward and backward walks over an iterator in RocksDB's vocabulary
+    (seek, valid, key, value, next, prev: ours, RocksDB's, LevelDB's)."""
+    def forward(key: bytes, steps: int) -> int:
+        it.seek(key)
+        n = 0
+        while n < steps and it.valid():
+            it.key()
+            it.value()
+            it.next()
+            n += 1
+        return n
+
+    def backward(key: bytes, steps: int) -> int:
+        seek_for_prev(key)
+        n = 0
+        while n < steps and it.valid():
+            it.key()
+            it.value()
+            it.prev()
+            n += 1
+        return n
+    return forward, backward
+
+
 def _forward_backward(adapter, name: str) -> tuple[Callable, Callable, Callable[[], None]]:
     """(forward(key, steps) -> entries read, backward(key, steps), close)."""
     if name in ("lsm", "btree"):
         it = adapter.db.iterator()
-
-        def forward(key: bytes, steps: int) -> int:
-            it.seek(key)
-            n = 0
-            while n < steps and it.valid():
-                it.key()
-                it.value()
-                it.next()
-                n += 1
-            return n
-
-        def backward(key: bytes, steps: int) -> int:
-            it.seek_for_prev(key)
-            n = 0
-            while n < steps and it.valid():
-                it.key()
-                it.value()
-                it.prev()
-                n += 1
-            return n
-        return forward, backward, it.close
-    if name in ("rocksdb", "leveldb"):
-        it = adapter.db.iter() if name == "rocksdb" else adapter.db.raw_iterator()
-
-        def forward(key: bytes, steps: int) -> int:
-            it.seek(key)
-            n = 0
-            while n < steps and it.valid():
-                it.key()
-                it.value()
-                it.next()
-                n += 1
-            return n
+        return (*_iterator_walks(it, it.seek_for_prev), it.close)
+    if name == "rocksdb":
+        it = adapter.db.iter()
+        return (*_iterator_walks(it, it.seek_for_prev), lambda: None)
+    if name == "leveldb":
+        it = adapter.db.raw_iterator()
 
         def seek_for_prev(key: bytes) -> None:
-            if name == "rocksdb":
-                it.seek_for_prev(key)
-                return
             # plyvel's raw iterator has no seek_for_prev: seek, then one step back unless on the key.
             it.seek(key)
             if not it.valid():
                 it.seek_to_last()
             elif it.key() != key:
                 it.prev()
-
-        def backward(key: bytes, steps: int) -> int:
-            seek_for_prev(key)
-            n = 0
-            while n < steps and it.valid():
-                it.key()
-                it.value()
-                it.prev()
-                n += 1
-            return n
-        return forward, backward, (lambda: None) if name == "rocksdb" else it.close
+        return (*_iterator_walks(it, seek_for_prev), it.close)
     if name == "lmdb":
         txn = adapter.env.begin()
         cur = txn.cursor()
@@ -139,7 +124,8 @@ def _forward_backward(adapter, name: str) -> tuple[Callable, Callable, Callable[
 def run(args: argparse.Namespace, rec) -> None:
     import numpy as np
 
-    from ..engines import EngineSettings, availability, get_adapter
+    from ..engines import EngineSettings, get_adapter
+    from . import available_engines
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for name in engines:
         if name not in ENGINES:
@@ -152,11 +138,7 @@ def run(args: argparse.Namespace, rec) -> None:
     root = tempfile.mkdtemp(prefix="lsmkv-cursor-", dir=args.dir)
     rates: dict[str, dict[str, float]] = {}
     try:
-        for name in engines:
-            reason = availability(name)
-            if reason is not None:
-                rec.progress(f"{name}: not run ({reason})")
-                continue
+        for name in available_engines(engines, rec):
             rec.progress(f"{name}: loading {args.keys:,} keys")
             adapter = get_adapter(name)(os.path.join(root, name), EngineSettings())
             try:

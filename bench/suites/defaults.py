@@ -65,18 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, rec) -> None:
-    from ..engines import availability, get_adapter
+    from ..engines import get_adapter
+    from . import available_engines
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for name in engines:
         get_adapter(name)  # an unknown name fails here, before anything runs
     root = tempfile.mkdtemp(prefix="lsmkv-defaults-", dir=args.dir)
     results: dict[str, dict[str, Any]] = {}
     try:
-        for name in engines:
-            reason = availability(name)
-            if reason is not None:
-                rec.progress(f"{name}: not run ({reason})")
-                continue
+        for name in available_engines(engines, rec):
             rec.progress(f"{name}: {args.keys:,} puts, {args.reads:,} gets, a full scan (child process)")
             with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
                 res = pool.submit(measure, name, os.path.join(root, name), args.keys, args.reads,
