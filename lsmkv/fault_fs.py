@@ -516,14 +516,14 @@ class _FaultyWritableFile(WritableFile):
         self._inner = inner
         self._preallocated = isinstance(inner, MappedAppendFile)
 
-    def append(self, data) -> None:
+    def append(self, data, commit_at: int | None = None) -> None:
         fs = self._fs
         inner = self._inner
         if self._preallocated and inner.size + len(data) > inner.capacity:
             fs._check("fallocate", self.path)
         elif fs._quiet:
             fs.counters.calls["write"] += 1
-            inner.append(data)
+            inner.append(data, commit_at)
             self.size = inner.size
             return
         cut = fs._check("write", self.path)
@@ -534,7 +534,7 @@ class _FaultyWritableFile(WritableFile):
                 inner.append(bytes(data)[:prefix])
                 self.size = inner.size
             raise OSError(error, "injected torn write", self.path)
-        inner.append(data)
+        inner.append(data, commit_at)
         self.size = inner.size
 
     def sync(self) -> None:

@@ -39,7 +39,11 @@ class WritableFile:
         #: Bytes in the file (including everything appended so far).
         self.size = size
 
-    def append(self, data: bytes | bytearray | memoryview) -> None:
+    def append(self, data: bytes | bytearray | memoryview, commit_at: int | None = None) -> None:
+        """Hand ``data`` to the OS at the end of the file. ``commit_at``: the
+        byte that must land last (see MappedAppendFile.append); write()
+        leaves at most a prefix of its bytes behind a crash, so it needs
+        nothing here."""
         fd = self._fd
         n = os.write(fd, data)
         if n != len(data):
@@ -93,12 +97,23 @@ class MappedAppendFile(WritableFile):
         #: syncer's thread never flushes a mapping an append is resizing.
         self._remap = threading.Lock()
 
-    def append(self, data: bytes | bytearray | memoryview) -> None:
+    def append(self, data: bytes | bytearray | memoryview, commit_at: int | None = None) -> None:
         start = self.size
         end = start + len(data)
         if end > self._capacity:
             self._grow(end)
-        self._map[start:end] = data
+        if commit_at is None:
+            self._map[start:end] = data
+        else:
+            # A copy into the mapping is not ordered: a process killed in
+            # the middle of it can leave any subset of the bytes written. So
+            # the byte at ``commit_at`` (a log's first header type byte,
+            # zero until written) goes in last, by itself: until it does,
+            # the reader sees unwritten space there and stops.
+            view = memoryview(data)
+            self._map[start + commit_at + 1:end] = view[commit_at + 1:]
+            self._map[start:start + commit_at] = view[:commit_at]
+            self._map[start + commit_at] = view[commit_at]
         self.size = end
 
     @property
