@@ -30,6 +30,15 @@ from .db import DB, Snapshot, WriteBatch, open
 from .repair import repair_db as _repair_db
 
 
+def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike) -> None:
+    """Write a consistent, openable copy of the btree database at ``path``
+    into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
+    another process has it open for writing (the store is opened
+    read-only)."""
+    with open(path, read_only=True) as db:
+        db.checkpoint(dest)
+
+
 def destroy(path: str | bytes | os.PathLike) -> None:
     """Delete the btree database at ``path``: its files, and the directory if
     nothing else is left in it. Refuses, deleting nothing, a path that is not
@@ -44,7 +53,7 @@ def repair(path: str | bytes | os.PathLike):
     return _repair_db(os.fsdecode(path))
 
 __all__ = [
-    "open", "check", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
+    "open", "check", "checkpoint", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
 ]

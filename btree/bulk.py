@@ -9,15 +9,19 @@ no internal node is left without a key. Both meta copies describe the new
 tree; the free list is empty. The result passes ``btree.check``.
 
 Used by the repair (btree/repair.py), which needs a tree whose pages carry a
-chosen checkpoint epoch and LSN. It writes a new file and never touches an
-existing database's pages.
+chosen checkpoint epoch and LSN, by the vacuum (``compact_range``), by
+``ingest`` (the tree's entries merged with ingested table files,
+:func:`merge_ingested`) and by checkpoints. It writes a new file and never
+touches an existing database's pages.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
+from lsmkv.errors import SizeLimitError
 from lsmkv.fs import FileSystem
+from lsmkv.table_writer import read_table
 
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
 from .pager import Meta, encode_meta, encode_meta_entries
@@ -55,16 +59,19 @@ class _PageWriter:
 
 
 def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable[tuple[bytes, bytes]], *,
-                    epoch: int, ckpt_lsn: int, metadata: dict[bytes, bytes] | None = None) -> Meta:
+                    epoch: int, ckpt_lsn: int, metadata: dict[bytes, bytes] | None = None,
+                    fill_factor: float = 1.0) -> Meta:
     """Write a page file at ``path`` holding ``entries`` (key ascending,
     keys within the page size's key limit) and the ``metadata`` entries
-    (batch.set_meta's); fsync it. Returns its meta."""
+    (batch.set_meta's); fsync it. Leaves are filled to ``fill_factor`` of a
+    page (room for later inserts without splits). Returns its meta."""
     if epoch < 1:
         raise ValueError("epoch must be at least 1 (both meta copies are written)")
     max_cell, _ = limits(page_size)
     out = _PageWriter(fs, path, page_size)
     try:
-        leaves, count, ttl_count = _write_leaves(out, entries, page_size, max_cell, epoch)
+        leaves, count, ttl_count = _write_leaves(out, entries, page_size, max_cell, epoch,
+                                                 int(page_size * fill_factor))
         root, height = _write_internal_levels(out, leaves, page_size, epoch)
         chain = (_write_overflow(out, encode_meta_entries(metadata), page_size - HEADER_SIZE, page_size, epoch)
                  if metadata else Overflow(0, 0))
@@ -83,7 +90,7 @@ def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable
 
 
 def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, "bytes | Expiring"]], page_size: int,
-                  max_cell: int, epoch: int) -> tuple[list[tuple[int, bytes, bytes]], int, int]:
+                  max_cell: int, epoch: int, fill: int) -> tuple[list[tuple[int, bytes, bytes]], int, int]:
     """Write the leaves (and overflow chains); returns ([(page, first key,
     last key)], entries, entries with a ttl). A value may be an Expiring
     (its deadline goes in the cell)."""
@@ -105,7 +112,7 @@ def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, "bytes | Expi
             size = _LEAF_FIXED + extra + len(key) + len(value)
         if deadline is not None:
             val = Expiring(deadline, val)
-        if node.keys and node.used + size > page_size:
+        if node.keys and node.used + size > fill:
             nxt = out.allocate()
             node.next = nxt
             leaves.append((node.pgno, node.keys[0], node.keys[-1]))
@@ -121,6 +128,42 @@ def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, "bytes | Expi
     leaves.append((node.pgno, node.keys[0] if node.keys else b"", node.keys[-1] if node.keys else b""))
     out.put(node.pgno, encode_node(node, page_size, epoch))
     return leaves, count, ttl_count
+
+
+def merge_ingested(live: Iterable[tuple[bytes, "bytes | Expiring"]], tables, max_key: int
+                   ) -> Iterator[tuple[bytes, "bytes | Expiring"]]:
+    """The tree's ``live`` entries merged in key order with the entries of
+    the ingested ``tables`` (lsmkv.ingest.IngestTable, sorted and not
+    overlapping): on the same key the table's value wins, and a table's
+    tombstone removes the key. Raises SizeLimitError at a table key longer
+    than ``max_key``."""
+    def ingested():
+        for table in tables:
+            for key, value in read_table(table.path):
+                if len(key) > max_key:
+                    raise SizeLimitError(f"{table.path} holds a key of {len(key)} bytes; this btree's key limit "
+                                         f"is {max_key}")
+                yield key, value
+
+    tree_entries, new_entries = iter(live), ingested()
+    old, new = next(tree_entries, None), next(new_entries, None)
+    while old is not None and new is not None:
+        if old[0] < new[0]:
+            yield old
+            old = next(tree_entries, None)
+            continue
+        if old[0] == new[0]:
+            old = next(tree_entries, None)
+        if new[1] is not None:
+            yield new
+        new = next(new_entries, None)
+    while old is not None:
+        yield old
+        old = next(tree_entries, None)
+    while new is not None:
+        if new[1] is not None:
+            yield new
+        new = next(new_entries, None)
 
 
 def _write_overflow(out: _PageWriter, value: bytes, cap: int, page_size: int, epoch: int) -> Overflow:

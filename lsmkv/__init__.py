@@ -6,7 +6,8 @@
         db.get(b"key")
 
 The public surface is ``open()``, the DB it returns (with its WriteBatch and
-Snapshot), ``destroy()``, ``repair()``, ``Options``, the error types and
+Snapshot), ``destroy()``, ``repair()``, ``checkpoint()``, ``TableWriter``
+and ``read_table`` (table files for ``db.ingest``), ``Options``, the error types and
 ``lsmkv.dbm`` (the standard library's dbm interface); everything else is
 internal.
 """
@@ -27,6 +28,7 @@ from .errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatab
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from .options import Options
 from .snapshot import Snapshot
+from .table_writer import TableInfo, TableWriter, read_table
 from .write_batch import WriteBatch
 
 __version__ = "0.1.0"
@@ -48,6 +50,28 @@ def destroy(path: str | bytes | os.PathLike) -> None:
     _destroy_db(path, "lsm")
 
 
+def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike) -> None:
+    """Write a consistent, openable copy of the lsmkv database at ``path``
+    into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
+    another process has it open for writing: the store is opened read-only
+    and its tables are hard-linked, so the copy costs little more than its
+    memtable. An open that races with the writer deleting a table is
+    retried."""
+    attempts = 20
+    for attempt in range(attempts):
+        try:
+            db = DB(path, Options.from_kwargs({"read_only": True}))
+        except (CorruptionError, FileNotFoundError) as exc:
+            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == attempts - 1:
+                raise
+            # The writer removed a table or log between the open's reading
+            # of the manifest and its opening of the file: read it again.
+            continue
+        with db:
+            db.checkpoint(dest)
+        return
+
+
 def repair(path: str | bytes | os.PathLike, **options):
     """Rebuild a damaged lsmkv database from what verifies (what
     ``lsmkv repair`` does) and return its :class:`~lsmkv.repair_report.RepairReport`:
@@ -56,7 +80,7 @@ def repair(path: str | bytes | os.PathLike, **options):
 
 
 __all__ = [
-    "open", "destroy", "repair", "DB", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
+    "open", "destroy", "repair", "checkpoint", "DB", "TableWriter", "TableInfo", "read_table", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
 ]

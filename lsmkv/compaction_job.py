@@ -64,7 +64,9 @@ class CompactionJob:
     #: Unique among live processes: names the temporary output files.
     job_id: str
     #: Newest first; each source is a list of (path, number) read one after another.
-    sources: list[list[tuple[str, int]]]
+    #: Per source, its tables as (path, number, global_seq); global_seq is
+    #: the sequence an ingested table's entries read as (0: their own).
+    sources: list[list[tuple[str, int, int]]]
     output_level: int
     #: Live snapshot sequences, ascending.
     snapshots: list[int]
@@ -419,7 +421,8 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     try:
         sources = []
         for tables in job.sources:
-            source_readers = [TableReader(fs, path, number, cache=None) for path, number in tables]
+            source_readers = [TableReader(fs, path, number, cache=None, global_seq=global_seq)
+                              for path, number, global_seq in tables]
             readers.extend(source_readers)
             sources.append(_Source(source_readers))
         bottommost = _BottommostTest(job.lower_ranges)

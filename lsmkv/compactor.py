@@ -284,8 +284,8 @@ class Compactor:
         host = self.host
         path = host.path
 
-        def source(files: list[FileMeta]) -> list[tuple[str, int]]:
-            return [(os.path.join(path, table_name(f.number)), f.number) for f in files]
+        def source(files: list[FileMeta]) -> list[tuple[str, int, int]]:
+            return [(os.path.join(path, table_name(f.number)), f.number, f.global_seq) for f in files]
 
         if c.level == 0:
             sources = [source([f]) for f in c.inputs]  # overlapping: one source each, newest first
@@ -318,7 +318,7 @@ class Compactor:
         edit.delete_file(c.level, meta.number)
         moved = FileMeta(meta.number, meta.size, meta.smallest, meta.largest, meta.smallest_seq,
                          meta.largest_seq, meta.entries, meta.tombstones, meta.ttl_entries,
-                         meta.earliest_deadline)
+                         meta.earliest_deadline, meta.global_seq)
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
         self.host.install(edit)

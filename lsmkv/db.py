@@ -49,7 +49,9 @@ from .cursor import Iterator, expiring, level_source, memtable_source, table_sou
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
+from .checkpoint import equal_size_cuts, write_checkpoint
 from .flush import write_table
+from .ingest import ingest_level, inspect_tables
 from .mapping import KeyValueMapping
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .log_syncer import LogSyncer, group_commit_stats
@@ -60,7 +62,7 @@ from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
 from .timer import Timer
-from .version import NUM_LEVELS, Version, VersionEdit, VersionSet
+from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogReader, LogWriter
 from .ttl import check_ttl, deadline_ms, live_value, now_ms, with_deadline
 from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, describe_meta, encode_batch, encode_single, \
@@ -149,6 +151,8 @@ class DB(KeyValueMapping):
         self._wal_bytes_written = 0
         self._flush_bytes_written = 0
         self._flush_count = 0
+        self._ingest_count = 0
+        self._ingest_bytes = 0
         self._gets = 0
         self._stall_count = 0
         self._stall_seconds = 0.0
@@ -1055,6 +1059,139 @@ class DB(KeyValueMapping):
             raise BackgroundError(f"{self.path}: compaction failed ({exc}); writes are stopped: call "
                                   "db.resume() once the cause is fixed (reads keep working)") from exc
 
+    # ------------------------------------------------------------------
+    # Ingest, checkpoints, split keys
+    # ------------------------------------------------------------------
+
+    def ingest(self, paths, *, move: bool = False) -> None:
+        """Take table files written by :class:`lsmkv.TableWriter` into the
+        database whole (RocksDB's IngestExternalFile; lsmkv/ingest.py):
+        all of them or none, in one manifest edit. The ingested data is newer
+        than everything the database held when the call began (it replaces
+        those keys' values). The files must not overlap each other; each goes
+        to the deepest level it can without overlapping a table above it, so
+        a bulk load into empty key ranges is not rewritten by compaction.
+        Files are hard-linked in (copied where links are impossible); with
+        ``move=True`` the source files are removed once the ingest is durable.
+        Bad input (a missing or damaged file, overlapping files, a table with
+        several versions of a key) raises before anything changes."""
+        self._check_open()
+        if type(move) is not bool:
+            raise TypeError(f"move must be True or False, not {move!r}")
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path}: opened read-only; ingest needs a writable database")
+        tables = inspect_tables(self._fs, paths)
+        if not tables:
+            return
+        with self._writes.exclusive():
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            st = self._state
+            if any(mem.has_key_in(t.smallest, t.largest) for mem in (st.mem, *st.imms) for t in tables):
+                # The memtables are read before the tables: a key of an
+                # ingested range there would hide the ingested value.
+                if len(st.mem):
+                    self._switch_memtable()
+                self._wait_for_flushes()
+            with self._compactor.paused():
+                self._install_ingested(tables)
+        if move:
+            for t in tables:
+                self._fs.remove(t.path)
+            for directory in sorted({os.path.dirname(t.path) for t in tables}):
+                self._fs.sync_dir(directory)
+
+    def _wait_for_flushes(self) -> None:
+        with self._bg_cond:
+            while (self._state.imms or self._bg_busy) and self._bg_error is None:
+                self._bg_cond.wait()
+            if self._bg_error is not None:
+                self._raise_not_writable()
+
+    def _install_ingested(self, tables: list) -> None:
+        """Link ``tables`` in under new numbers and record them in one edit,
+        all with one new sequence number. Writers are held off and
+        compactions paused by the caller."""
+        version = self._state.version
+        seq = self._last_seq + 1
+        edit = VersionEdit()
+        numbers = []
+        try:
+            for t in tables:
+                number = self._versions.new_file_number()
+                self._pending_outputs.add(number)
+                numbers.append(number)
+                self._fs.link_or_copy(t.path, os.path.join(self.path, table_name(number)))
+                edit.add_file(ingest_level(version, t.smallest, t.largest),
+                              FileMeta(number, t.size, t.smallest, t.largest, seq, seq, t.entries, t.tombstones,
+                                       t.ttl_entries, t.earliest_deadline, global_seq=seq))
+            self._fs.sync_dir(self.path)
+            self._last_seq = seq
+            self._apply_edit(edit)
+        except BaseException:
+            for number in numbers:
+                try:
+                    self._fs.remove(os.path.join(self.path, table_name(number)))
+                except OSError:
+                    pass
+            raise
+        finally:
+            self._pending_outputs.difference_update(numbers)
+        self._ingest_count += 1
+        self._ingest_bytes += sum(t.size for t in tables)
+
+    def checkpoint(self, dest: str | bytes | os.PathLike) -> None:
+        """Write a consistent, openable copy of the database as it is now
+        into the new directory ``dest`` (RocksDB's Checkpoint): the tables
+        hard-linked (copied across file systems), what only the memtables
+        hold written as one table, and a manifest of its own. The copy is
+        independent: later writes, compactions or a destroy of either do not
+        touch the other. On a writable database the memtable is flushed
+        first and writers wait only for that; on a read-only one (a store
+        another process writes to: :func:`lsmkv.checkpoint`), tables the
+        writer has deleted since the open are copied from the open files."""
+        self._check_open()
+        dest = os.path.abspath(os.fsdecode(dest))
+        if self._fs.exists(dest):
+            raise FileExistsError(f"{dest} already exists; a checkpoint goes to a new directory")
+        if self._read_only:
+            st = self._state
+            write_checkpoint(self._fs, dest, self.path, st.version, st.mem, self._last_seq, dict(self._versions.meta),
+                             self.options, self._tables.reader)
+            return
+        with self._writes.exclusive():
+            if self._log is not None and self._bg_error is None and len(self._state.mem):
+                self._switch_memtable()
+            self._wait_for_flushes()
+            st = self._state
+            last_seq = self._last_seq
+            meta = dict(self._versions.meta)
+        write_checkpoint(self._fs, dest, self.path, st.version, None, last_seq, meta, self.options,
+                         self._tables.reader)
+
+    def split_keys(self, parts: int) -> list[bytes]:
+        """At most ``parts - 1`` ascending keys that cut the database into
+        ranges of about equal size on disk, for reading it in parallel
+        (the Spark data source's partitions): cuts fall on block boundaries
+        of the deepest level that holds data, weighed by block size; what
+        the memtables and upper levels hold falls in whichever range owns
+        its keys. ``[]`` for a database with no tables or parts <= 1."""
+        self._check_open()
+        if type(parts) is not int or parts < 1:
+            raise ValueError(f"parts must be a positive int, not {parts!r}")
+        version = self._state.version
+        levels = [files for files in version.levels if files]
+        if parts == 1 or not levels:
+            return []
+        reader = self._tables.reader
+        bounds: list[tuple[bytes, int]] = []  # (last key of a block, its size), in key order
+        for meta in levels[-1]:
+            r = reader(meta)
+            ends = r.index_offsets[1:] + [meta.size]
+            bounds.extend(zip(r.index_keys, (e - o for o, e in zip(r.index_offsets, ends))))
+        bounds.sort()
+        return equal_size_cuts(bounds, parts)
+
     def _delete_obsolete_files(self, at_open: bool = False) -> None:
         """Remove tables no live Version references, logs already in tables,
         old manifests, and (at open) temporary files left by a crash."""
@@ -1158,6 +1295,8 @@ class DB(KeyValueMapping):
             "bytes_written": written,
             "write_amp": written / user if user else 0.0,
             "flush_count": self._flush_count,
+            "ingest_count": self._ingest_count,
+            "ingest_bytes": self._ingest_bytes,
             "bytes_read": self._io.bytes_read,
             "block_reads": self._io.block_reads,
             "gets": gets,
@@ -1227,7 +1366,9 @@ class DB(KeyValueMapping):
             self._bg_thread.join()
         if self._compactor is not None:
             self._compactor.stop()
-        if self._bg_error is None:
+        # A read-only handle removes nothing: another process may be writing,
+        # and tables newer than this handle's view look obsolete from here.
+        if self._bg_error is None and not self._read_only:
             try:
                 self._delete_obsolete_files()
             except OSError as exc:  # leftovers are removed at the next open

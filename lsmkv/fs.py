@@ -293,6 +293,11 @@ class FileSystem:
         """Take an exclusive, non-blocking lock on ``path`` or raise LockError."""
         raise NotImplementedError
 
+    def link(self, src: str, dst: str) -> None:
+        """Make ``dst`` a hard link to ``src`` (OSError where the file system
+        cannot: another device, no link support)."""
+        raise NotImplementedError
+
     # Helpers built on the primitives above, so fault injection covers them too.
 
     def read_file(self, path: str) -> bytes:
@@ -301,6 +306,45 @@ class FileSystem:
             return f.read_at(0, f.size)
         finally:
             f.close()
+
+    def link_or_copy(self, src: str, dst: str) -> None:
+        """Give ``dst`` the bytes of ``src``: a hard link where possible,
+        else a copy, fsynced. ``dst`` must not exist. The caller fsyncs
+        ``dst``'s directory."""
+        try:
+            self.link(src, dst)
+            return
+        except FileExistsError:
+            raise
+        except (NotImplementedError, OSError):
+            pass  # another device, or no hard links here: copy
+        f = self.open_readable(src)
+        try:
+            self.copy_readable(f, dst)
+        finally:
+            f.close()
+
+    def copy_readable(self, f: "ReadableFile", dst: str) -> None:
+        """Write the whole of the open file ``f`` to a new file ``dst`` and
+        fsync it (a file another process deleted stays readable through ``f``)."""
+        out = self.create(dst)
+        try:
+            size, offset, chunk = f.size, 0, 8 * 1024 * 1024
+            while offset < size:
+                data = f.read_at(offset, min(chunk, size - offset))
+                if not data:
+                    raise OSError(f"{dst}: source ended at {offset} of {size} bytes while copying")
+                out.append(data)
+                offset += len(data)
+            out.sync()
+        except BaseException:
+            out.close()
+            try:
+                self.remove(dst)
+            except OSError:
+                pass
+            raise
+        out.close()
 
     def write_file_atomically(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data``: temp file, fsync, rename, fsync dir."""
@@ -372,6 +416,9 @@ class OsFileSystem(FileSystem):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def link(self, src: str, dst: str) -> None:
+        os.link(src, dst)
 
     def lock(self, path: str) -> FileLock:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -110,6 +110,11 @@ class MemTable:
     def newest(self, key: bytes) -> tuple | None:
         return self._latest.get(key)
 
+    def has_key_in(self, smallest: bytes, largest: bytes) -> bool:
+        """Whether some key k with smallest <= k <= largest has a version here."""
+        first = next(self._index.iter_from(smallest), None)
+        return first is not None and first <= largest
+
     def sorted_runs(self, snapshots: list[int]) -> Iterator[tuple[list[bytes], list[int], list[bytes]]]:
         """The memtable as runs of (keys, seq_kinds, values) in internal order,
         one skiplist node at a time, keeping only the versions some reader can

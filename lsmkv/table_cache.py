@@ -39,7 +39,7 @@ class TableCache:
             if meta.reader is not None:
                 return meta.reader
             reader = TableReader(self.fs, os.path.join(self.dbpath, table_name(meta.number)), meta.number,
-                                 self.block_cache, self.io)
+                                 self.block_cache, self.io, global_seq=meta.global_seq)
             meta.reader = reader
             self._open[meta.number] = meta
             while len(self._open) > self.capacity:

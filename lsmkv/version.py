@@ -25,6 +25,9 @@ VersionEdit encoding: a sequence of tagged fields::
     7 format version u32 (first field of every manifest's first record)
     8 table ttl: number u64, ttl entries u64, earliest deadline u64 (ms), right
       after the added table it describes (only for tables with ttl entries)
+    10 ingested table's sequence: number u64, sequence u64, right after the
+      added table it describes (only for tables taken in by db.ingest, whose
+      entries are stored with sequence 0 and all read as this one)
 """
 
 from __future__ import annotations
@@ -69,25 +72,28 @@ _TABLE_TTL = struct.Struct("<QQQ")
 #: A metadata entry (format version 3): name and value of write batches'
 #: set_meta, as of the memtable the edit flushed.
 TAG_META = 9
+#: The sequence number every entry of an ingested table reads as (format
+#: version 4), right after the added table it describes.
+TAG_TABLE_GLOBAL_SEQ = 10
 
 #: Version of the database layout this code writes (recorded in each
 #: manifest). 2: write-ahead logs and tables may hold kind-2 entries (values
 #: with a ttl, docs/formats.md); 3: logs may hold kind-3 operations and
 #: manifests tag-9 records (metadata). Code that knows an older version
 #: refuses the database cleanly instead of misreading it; older versions
-#: are still read.
-DB_FORMAT_VERSION = 3
+#: are still read. 4: manifests may hold tag-10 records (ingested tables).
+DB_FORMAT_VERSION = 4
 
 
 class FileMeta:
     """A table file as the manifest records it."""
 
     __slots__ = ("number", "size", "smallest", "largest", "smallest_seq", "largest_seq", "entries",
-                 "tombstones", "ttl_entries", "earliest_deadline", "reader", "being_compacted")
+                 "tombstones", "ttl_entries", "earliest_deadline", "global_seq", "reader", "being_compacted")
 
     def __init__(self, number: int, size: int, smallest: bytes, largest: bytes, smallest_seq: int,
                  largest_seq: int, entries: int = 0, tombstones: int = 0, ttl_entries: int = 0,
-                 earliest_deadline: int = 0) -> None:
+                 earliest_deadline: int = 0, global_seq: int = 0) -> None:
         self.number = number
         self.size = size
         self.smallest = smallest
@@ -100,6 +106,9 @@ class FileMeta:
         #: since the epoch; 0 if none): when a compaction should look at it.
         self.ttl_entries = ttl_entries
         self.earliest_deadline = earliest_deadline
+        #: For a table taken in by db.ingest: the sequence number all its
+        #: entries read as (they are stored with 0); 0 for every other table.
+        self.global_seq = global_seq
         #: The open TableReader, managed by the DB's table cache (None when closed).
         self.reader = None
         #: Set while a compaction has this table as input.
@@ -150,6 +159,8 @@ class VersionEdit:
             if f.ttl_entries:
                 parts.append(_U8.pack(TAG_TABLE_TTL) + _TABLE_TTL.pack(f.number, f.ttl_entries,
                                                                        f.earliest_deadline))
+            if f.global_seq:
+                parts.append(_U8.pack(TAG_TABLE_GLOBAL_SEQ) + _U64.pack(f.number) + _U64.pack(f.global_seq))
         for level, key in self.compact_pointers:
             parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
         for name, value in sorted(self.meta.items()):
@@ -217,6 +228,16 @@ class VersionEdit:
                                           "entry or is inconsistent", path=path, offset=offset)
                 edit.added[-1][1].ttl_entries = ttl_entries
                 edit.added[-1][1].earliest_deadline = earliest
+            elif tag == TAG_TABLE_GLOBAL_SEQ:
+                need(16)
+                (number,) = _U64.unpack_from(data, pos)
+                (global_seq,) = _U64.unpack_from(data, pos + 8)
+                pos += 16
+                if not edit.added or edit.added[-1][1].number != number or not global_seq \
+                        or global_seq >= 1 << 56:
+                    raise CorruptionError(f"manifest sequence record for ingested table {number} does not follow "
+                                          "that table's entry or is inconsistent", path=path, offset=offset)
+                edit.added[-1][1].global_seq = global_seq
             elif tag == TAG_FORMAT_VERSION:
                 need(4)
                 (edit.format_version,) = _U32.unpack_from(data, pos)

@@ -186,6 +186,22 @@ def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODE
     return Block(keys, seq_kinds, data, value_ends)
 
 
+def with_sequence(data: bytes, seq: int, path: str = "", offset: int = 0) -> bytes:
+    """A raw format-2 block with every entry's sequence number replaced by
+    ``seq`` (kinds kept): how an ingested table's entries, stored with
+    sequence 0, read as the one sequence the manifest gave the table."""
+    n, base = _layout(data, path, offset)
+    if not n:
+        return data
+    start = base + 8 * n
+    column = _u64(data[start: start + 8 * n])
+    high = seq << 8
+    column = array("Q", [high | (sk & 0xFF) for sk in column])
+    if not _LITTLE:  # pragma: no cover
+        column.byteswap()
+    return b"".join((data[:start], column.tobytes(), data[start + 8 * n:]))
+
+
 def _ascending(ends: list[int]) -> bool:
     return all(map(int.__le__, ends, ends[1:]))
 

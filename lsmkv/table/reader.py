@@ -44,7 +44,7 @@ from ..cache import BlockCache
 from ..errors import CorruptionError
 from ..fs import FileSystem
 from .block import (CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block, decode_block,
-                    search_block)
+                    search_block, with_sequence)
 from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
@@ -76,12 +76,15 @@ class IOStats:
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
-                 "indexed", "key_slots", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
+                 "indexed", "key_slots", "global_seq", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
                  "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
-                 io: IOStats | None = None) -> None:
+                 io: IOStats | None = None, global_seq: int = 0) -> None:
         self.path = path
+        #: For an ingested table (version.py): the sequence number every entry
+        #: reads as; its blocks store 0 and are rewritten in memory as read.
+        self.global_seq = global_seq
         self.number = number
         self._cache = cache
         self._io = io if io is not None else IOStats()
@@ -100,6 +103,10 @@ class TableReader:
             self.codec = CODEC_LENGTHS if footer.version == 1 else CODEC_OFFSETS
             self.properties = TableProperties.decode(self._read_raw(*footer.properties), path,
                                                      footer.properties[0], self.codec)
+            if global_seq:
+                if self.codec == CODEC_LENGTHS:
+                    raise CorruptionError("an ingested table must be of format 2 or later", path=path, offset=0)
+                self.properties.smallest_seq = self.properties.largest_seq = global_seq
             self.filter = BloomFilter(self._read_raw(*footer.filter), path, footer.filter[0])
             index = decode_block(self._read_raw(*footer.index), path, footer.index[0], self.codec)
             self.index_keys = index.keys
@@ -175,6 +182,8 @@ class TableReader:
         raw = self._read_raw(offset, self.index_sizes[i])
         if self.codec != CODEC_LENGTHS:
             check_block(raw, self.path, offset)
+        if self.global_seq:
+            raw = with_sequence(raw, self.global_seq, self.path, offset)
         return raw
 
     def _decode(self, i: int, raw: bytes, checked: bool = True) -> Block:
@@ -209,10 +218,12 @@ class TableReader:
                                   path=self.path, offset=start)
         view = memoryview(data)
         out = []
+        global_seq = self.global_seq
         for i in range(first, last):
             offset = self.index_offsets[i]
             stored = view[offset - start: offset - start + self.index_sizes[i] + TRAILER_SIZE]
-            out.append(decode_stored_block(stored, self.path, offset))
+            raw = decode_stored_block(stored, self.path, offset)
+            out.append(with_sequence(raw, global_seq, self.path, offset) if global_seq else raw)
         return out
 
     def _scan_blocks(self, first: int, step: int) -> Iterator[Block]:

@@ -33,7 +33,7 @@ def write_input(path, n):
 def compact(tmp_path, n, target, grandparents, overlap_limit):
     src = tmp_path / "000001.sst"
     write_input(src, n)
-    job = CompactionJob(dbpath=str(tmp_path), job_id="t", sources=[[(str(src), 1)]], output_level=1,
+    job = CompactionJob(dbpath=str(tmp_path), job_id="t", sources=[[(str(src), 1, 0)]], output_level=1,
                         snapshots=[], lower_ranges=[[(key(0), key(n))]], grandparents=grandparents,
                         target_file_size=target, max_grandparent_overlap_bytes=overlap_limit, table=TABLE)
     result = run_compaction(job)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 
@@ -84,3 +85,22 @@ def test_writes_from_many_threads_all_land(db_path):
         assert db.stats()["last_sequence"] == 4000
     with lsmkv.open(db_path) as db:
         assert all(db.get(b"t%d-%04d" % (t, 999)) == b"999" for t in range(4))
+
+
+def test_closing_a_read_only_handle_removes_none_of_a_writers_files(tmp_path):
+    """A read-only handle's view is older than the writer's: the tables the
+    writer made since look obsolete from it, and closing it must not remove
+    them (it once did, and the writer's next compaction failed)."""
+    import lsmkv
+    with lsmkv.open(tmp_path, disable_auto_compactions=True) as writer:
+        writer.put(b"a", b"1")
+        writer.flush()
+        reader = lsmkv.open(tmp_path, read_only=True)
+        for i in range(3):
+            writer.put(b"k%d" % i, b"v")
+            writer.flush()
+        names = set(os.listdir(tmp_path))
+        reader.close()
+        assert set(os.listdir(tmp_path)) == names
+        writer.compact_range()
+        assert writer.get(b"k2") == b"v" and writer.get(b"a") == b"1"
