@@ -36,6 +36,8 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 
+import lsmkv
+
 from .engines import engine
 from .keyspace import KeySpace, value
 from .oracle import WRITE_KINDS, Intent, OpLog, meta_name, thread_of
@@ -82,7 +84,7 @@ def _ttl(item: tuple) -> float | None:
     return item[2] / 1000.0 if len(item) > 2 else None
 
 
-def _write(db, space: KeySpace, intent: Intent) -> None:
+def _write(db, space: KeySpace, intent: Intent, ingest_dir: str) -> None:
     if intent.kind == "put":
         item, = intent.items
         index, length = item[0], item[1]
@@ -100,6 +102,20 @@ def _write(db, space: KeySpace, intent: Intent) -> None:
                     batch.put(space.key(index), value(intent.op, index, length), ttl=_ttl(item))
             # The thread's metadata entry names its last batch, atomically with the data.
             batch.set_meta(meta_name(thread_of(intent.op)), intent.op.encode())
+    elif intent.kind == "ingest":
+        # A table file beside the database (never inside it: the driver
+        # fails a cycle when a file appears there after the kill).
+        os.makedirs(ingest_dir, exist_ok=True)
+        path = os.path.join(ingest_dir, f"{intent.op}.sst")
+        rows = sorted((space.key(index), None if length is None else value(intent.op, index, length))
+                      for index, length in intent.items)
+        with lsmkv.TableWriter(path) as table:
+            for key, data in rows:
+                if data is None:
+                    table.delete(key)
+                else:
+                    table.put(key, data)
+        db.ingest([path], move=True)
     else:
         raise ValueError(f"no way to execute {intent.kind!r}")
 
@@ -129,6 +145,7 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> 
     mix = Mix(sync=0.9) if thread >= config.threads - config.sync_threads else Mix()
     work = ThreadWorkload(space, config.cycle, thread, config.seed * 1009 + thread, maintenance=eng.maintenance,
                           mix=mix)
+    ingest_dir = os.path.join(os.path.dirname(os.path.abspath(config.db)), "ingest")
     sabotage_keys: list[int] = []
     if config.sabotage and thread == 0:
         sabotage_keys = work.keys[:2]
@@ -143,7 +160,7 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> 
         intent = replace(planned.intent, at_ms=_now_ms())
         log.intent(intent)
         if intent.kind in WRITE_KINDS:
-            _write(db, space, intent)
+            _write(db, space, intent, ingest_dir)
         else:
             _report(f"phase {intent.kind} {intent.op}")
             low, high = planned.compact_range

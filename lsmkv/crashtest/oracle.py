@@ -28,8 +28,10 @@ of threads, and in-flight operations of different threads touch disjoint keys.
 Operation kinds: ``put``, ``delete`` and ``batch`` change keys (all of an
 operation's items or none, in order, a later item winning); ``flush``,
 ``compact`` and ``checkpoint`` change no key and are logged so that a kill
-during them is known. A new atomic write kind (an SST ingest, say) needs only
-its name in :data:`WRITE_KINDS`: its items are applied like a batch's.
+during them is known. ``ingest`` is a table file of distinct keys written
+with lsmkv.TableWriter and taken in by ``db.ingest``: its items are applied
+like a batch's, all or none. A new atomic write kind needs only its name in
+:data:`WRITE_KINDS`.
 
 Metadata: every batch also sets the metadata entry of its thread
 (``meta_name(thread)``) to its own operation id, in the same write batch.
@@ -55,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from .keyspace import KeySpace, describe, value
 
 #: Operations that change keys; each one's items apply atomically.
-WRITE_KINDS = frozenset({"put", "delete", "batch"})
+WRITE_KINDS = frozenset({"put", "delete", "batch", "ingest"})
 #: Operations that change no key (a kill during one is counted by kind).
 MAINTENANCE_KINDS = frozenset({"flush", "compact", "checkpoint"})
 

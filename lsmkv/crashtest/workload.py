@@ -9,7 +9,9 @@ that do not); a small hot set of
 its keys takes half of the writes, so keys are overwritten and deleted over
 and over. Between writes a thread sometimes asks for maintenance: ``flush``
 (the B+tree's flush is a checkpoint) and, on engines that have it,
-``compact`` (``compact_range`` over a random range or everything).
+``compact`` (``compact_range`` over a random range or everything). Now and
+then a thread bulk-loads: an ``ingest`` of a table file holding 5 to 200 of
+its keys (values and tombstones), always durable.
 
 The stream is a pure function of the seed, so a cycle can be replayed. This
 module decides only *what* to do; the child executes it and the oracle
@@ -45,6 +47,8 @@ class Mix:
     flush: float = 0.003
     checkpoint: float = 0.003
     compact: float = 0.0008
+    #: Share of operations that ingest a table file of the thread's keys.
+    ingest: float = 0.003
     hot_share: float = 0.5
 
 
@@ -110,6 +114,11 @@ class ThreadWorkload:
                 low, high = sorted(rng.sample(range(self._space.size), 2))
                 return Planned(Intent(self.next_id(), kind), (low, high))
             r -= chance
+        if rng.random() < mix.ingest:
+            chosen = rng.sample(self.keys, min(len(self.keys), rng.randint(5, 200)))
+            items = tuple((index, None) if rng.random() < 0.2 else (index, self._space.value_length(index, rng))
+                          for index in chosen)
+            return Planned(Intent(self.next_id(), "ingest", items, True))
         sync = rng.random() < mix.sync
         r = rng.random() * (mix.put + mix.delete + mix.batch + mix.large_batch)
         if r < mix.put:
