@@ -1,7 +1,7 @@
 """Building a whole page file from sorted entries, bottom up (a bulk load).
 
 ``build_page_file`` writes a new ``btree.pages`` image holding exactly the
-given entries: leaves filled in key order (values too large for a quarter
+given entries: leaves filled in key order (values too large for half a
 page go to overflow chains, as ``Tree.put`` does), linked both ways, then
 the internal levels above them with the shortest separators, each level
 packed left to right and its last node balanced with its neighbour so that
@@ -25,7 +25,7 @@ from lsmkv.table_writer import read_table
 
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
 from .pager import Meta, encode_meta, encode_meta_entries
-from .tree import _INT_FIXED, _LEAF_FIXED, limits, shortest_separator
+from .tree import _INT_FIXED, _LEAF_FIXED, inline_limit, shortest_separator
 
 #: Pages written per call to the file.
 _WRITE_BATCH = 256
@@ -67,7 +67,7 @@ def build_page_file(fs: FileSystem, path: str, page_size: int, entries: Iterable
     page (room for later inserts without splits). Returns its meta."""
     if epoch < 1:
         raise ValueError("epoch must be at least 1 (both meta copies are written)")
-    max_cell, _ = limits(page_size)
+    max_cell = inline_limit(page_size)
     out = _PageWriter(fs, path, page_size)
     try:
         leaves, count, ttl_count = _write_leaves(out, entries, page_size, max_cell, epoch,
