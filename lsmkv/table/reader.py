@@ -76,7 +76,7 @@ class IOStats:
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
-                 "indexed", "key_slots", "global_seq", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
+                 "indexed", "key_slots", "global_seq", "admit_on_read", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
                  "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
@@ -85,6 +85,8 @@ class TableReader:
         #: For an ingested table (version.py): the sequence number every entry
         #: reads as; its blocks store 0 and are rewritten in memory as read.
         self.global_seq = global_seq
+        #: Whether block(i) keeps what it reads in the cache (cursors' seeks).
+        self.admit_on_read = True
         self.number = number
         self._cache = cache
         self._io = io if io is not None else IOStats()
@@ -192,12 +194,18 @@ class TableReader:
         return decode_block(raw, self.path, self.index_offsets[i], self.codec, checked)
 
     def block(self, i: int) -> Block:
-        """Data block ``i`` decoded, from the cache or the file; a block read
-        from the file is not admitted to the cache (checks and cursors read
-        every block once)."""
+        """Data block ``i`` decoded, from the cache or the file. A block read
+        from the file is kept in the cache (``admit_on_read``), as LevelDB's
+        and RocksDB's iterators fill their block cache by default: cursors
+        that seek again and again (paging, short range reads) then find the
+        blocks they read decoded; long scans read ahead through
+        ``_scan_blocks``, which keeps nothing."""
         held = self.blocks[i]
         if held is None:
-            return self._decode(i, self._read_block(i))
+            block = self._decode(i, self._read_block(i))
+            if self._cache is not None and self.admit_on_read:
+                self._cache.admit(self, i, block, block.charge)
+            return block
         self.refs[i] = 1
         return held if type(held) is Block else self._decode(i, held)
 
