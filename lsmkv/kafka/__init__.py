@@ -22,6 +22,13 @@ Modules, one concept each:
 * :mod:`.applier`: batched, ordered writes with the offsets in the store;
 * :mod:`.partition`: the state kept per assigned partition;
 * :mod:`.offsets`: how the store names and encodes its offsets;
+* :mod:`.routing`: Kafka's murmur2 partitioner, a key's partition;
+* :mod:`.shards`: ``ShardedStore``, partitioned state (one store a partition);
+* :mod:`.members`: the group's member announcements (who serves what, where);
+* :mod:`.serve`: ``QueryServer``, a loader's shards over HTTP;
+* :mod:`.client`: ``StoreClient``, interactive queries against a group;
+* :mod:`.standby`: standby replicas, warm shard copies of others' partitions;
+* :mod:`.scaleout_bench`: scale-out throughput and failover figures;
 * :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
 * :mod:`.metrics`: counters and gauges of a running loader;
 * :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected
@@ -40,15 +47,17 @@ importing this package does not need them, using it does.
 from __future__ import annotations
 
 from .broker import EmbeddedBroker
+from .client import Lookup, Owner, QueryError, StoreClient
 from .errors import BrokerError, KafkaIntegrationError, LoaderError, ProducerError
 from .loader import Loader, LoadSummary, open_store
 from .offsets import stored_offset, stored_offsets
 from .processor import Record
 from .settings import LoaderSettings
+from .shards import ShardedStore
 from .workload import WorkloadSpec, expected_table
 
 __all__ = [
     "Loader", "LoaderSettings", "LoadSummary", "Record", "EmbeddedBroker", "WorkloadSpec", "expected_table",
     "stored_offset", "stored_offsets", "open_store", "KafkaIntegrationError", "BrokerError", "LoaderError",
-    "ProducerError",
+    "ProducerError", "ShardedStore", "StoreClient", "Lookup", "Owner", "QueryError",
 ]

@@ -90,7 +90,8 @@ class Applier:
             live = [ps for ps in partitions if ps.stored is not None and (include_fenced or not ps.fenced)]
             if not live:
                 return {}
-            self._write([], {ps: ps.stored for ps in live}, sync=True)
+            for db, group in self._by_store(live):
+                self._write(db, [], {ps: ps.stored for ps in group}, sync=True)
             for ps in live:
                 ps.durable = ps.stored
             return {ps: ps.stored for ps in live}
@@ -126,7 +127,7 @@ class Applier:
             self._completed = 0
             records = self._batch_records
             budget = self._batch_bytes
-            ops_lists: list = []
+            ops_lists: dict[PartitionState, list] = {}
             offsets: dict[PartitionState, int] = {}
             counts: dict[PartitionState, int] = {}
             for ps in list(self._partitions.values()):
@@ -138,13 +139,15 @@ class Applier:
                 taken, count, nbytes, next_offset = window.take_ready(records, budget)
                 records -= count
                 budget -= nbytes
-                ops_lists.extend(taken)
+                ops_lists[ps] = taken
                 offsets[ps] = next_offset
                 counts[ps] = count
             if not offsets:
                 return False
-            self._write(ops_lists, offsets, sync=False)
-            stored = sum(len(ops) for ops in ops_lists)
+            for db, group in self._by_store(list(offsets)):
+                self._write(db, [ops for ps in group for ops in ops_lists[ps]], {ps: offsets[ps] for ps in group},
+                            sync=False)
+            stored = sum(len(ops) for taken in ops_lists.values() for ops in taken)
             metrics = self._metrics
             metrics.stored += stored
             metrics.skipped += sum(counts.values()) - stored
@@ -156,10 +159,21 @@ class Applier:
             self.progress.notify_all()
         return True
 
-    def _write(self, ops_lists: list, offsets: dict, sync: bool) -> None:
+    def _by_store(self, states) -> list:
+        """``states`` grouped by the store they are written to: the loader's
+        one store, or, with partitioned state (shards.py), each partition's
+        own shard (``ps.db``), so each shard's batch holds its own records
+        and offset, atomically."""
+        groups: dict = {}
+        for ps in states:
+            db = ps.db if ps.db is not None else self._db
+            groups.setdefault(id(db), (db, []))[1].append(ps)
+        return list(groups.values())
+
+    def _write(self, db, ops_lists: list, offsets: dict, sync: bool) -> None:
         """One atomic write batch of ``ops_lists`` plus each partition's
-        offset; retried (after ``db.resume()``) while the store refuses it."""
-        db = self._db
+        offset in ``db``; retried (after ``db.resume()``) while the store
+        refuses it."""
         delay = 0.05
         for attempt in range(1, self._write_attempts + 1):
             try:

@@ -85,6 +85,16 @@ def _load_parser(sub) -> None:
                    help="seconds in-flight records may take when partitions are revoked (default 10)")
     p.add_argument("--session-timeout-ms", type=int, default=6000, help="group session timeout (default 6000)")
     p.add_argument("--heartbeat-interval-ms", type=int, default=500, help="group heartbeat interval (default 500)")
+    p.add_argument("--partitioned", action="store_true",
+                   help="partitioned state: --db is a directory of shards, one store per partition of the topic "
+                   "(implied by --serve; docs/kafka.md, 'Scale-out')")
+    p.add_argument("--serve", metavar="HOST:PORT",
+                   help="serve get/scan/status of the partitions held over HTTP and announce this instance on "
+                   "the <group>-members topic (implies --partitioned)")
+    p.add_argument("--standby-replicas", type=int, default=0, metavar="N",
+                   help="keep warm copies of up to N other instances' partitions (needs --serve; default 0)")
+    p.add_argument("--advertise", metavar="URL",
+                   help="address clients reach --serve at (default http://HOST:PORT)")
     p.add_argument("--quiet", action="store_true", help="no live display, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_load)
@@ -135,7 +145,44 @@ def _cmd_load(args) -> int:
     from .loader import Loader
     settings = _settings(args)
     options = dict(parse_option_text(o) for o in args.store_option)
-    loader = Loader(settings, args.db, engine=args.engine, store_options=options)
+    partitioned = args.partitioned or args.serve is not None
+    address = None
+    if args.standby_replicas and args.serve is None:
+        raise OptionError("--standby-replicas needs --serve (standbys are placed from the instances' announcements)")
+    if args.standby_replicas < 0:
+        raise OptionError(f"--standby-replicas must be 0 or more, not {args.standby_replicas}")
+    if args.standby_replicas and args.processor:
+        raise OptionError("--standby-replicas does not go with --processor yet (standby copies store records as "
+                          "they are)")
+    if args.serve is not None:
+        from .serve import parse_address
+        address = parse_address(args.serve)
+    server = announcer = standby = shards = None
+    if address is not None:
+        # The CLI owns the shard directory here: the standby replicator
+        # writes it too, and must stop before it closes.
+        from .members import Announcer
+        from .serve import QueryServer
+        from .shards import ShardedStore
+        if len(settings.topics) != 1:
+            raise OptionError(f"partitioned state holds one topic (a shard is one of its partitions), not "
+                              f"{len(settings.topics)}: {settings.topics!r}")
+        shards = ShardedStore(args.db, args.engine, topic=settings.topics[0], options=options)
+        try:
+            loader = Loader(settings, shards)
+            server = QueryServer(loader, *address, advertised=args.advertise)
+            if args.standby_replicas:
+                from .standby import StandbyReplicator
+                standby = server.standby = StandbyReplicator(loader, server.url, args.standby_replicas)
+            announcer = Announcer(loader, server.url, standby=standby)
+        except BaseException:
+            for part in (standby, server, shards):
+                if part is not None:
+                    part.close()
+            raise
+        print(f"serving {server.url} (group {args.group}, announced on {announcer.topic})", flush=True)
+    else:
+        loader = Loader(settings, args.db, engine=args.engine, store_options=options, partitioned=partitioned)
     console = Console(stderr=False)
     interrupted = []
 
@@ -161,6 +208,9 @@ def _cmd_load(args) -> int:
     try:
         summary = loader.run()
     finally:
+        for part in (announcer, standby, server, shards):
+            if part is not None:
+                part.close()
         stop_display.set()
         if live is not None:
             live.stop()
@@ -173,6 +223,117 @@ def _cmd_load(args) -> int:
     console.print(f"{summary.reason} after {summary.elapsed:,.1f} s: {_headline(snap)}")
     console.print(_partition_table(snap, f"partitions of {args.db}"))
     return 0
+
+
+# -- query -------------------------------------------------------------------------------------------
+
+def _query_parser(sub) -> None:
+    p = sub.add_parser("query", help="read a serving loader group's partitioned state",
+                       description="Ask the instances of a loader group (lsmkv kafka load --serve) for a key, a "
+                       "range, or who owns which partition. Owners are found on the <group>-members topic.")
+    _add_client(p)
+    p.add_argument("--group", required=True, help="the loaders' consumer group id")
+    p.add_argument("key", nargs="?", help="the key to get")
+    p.add_argument("--scan", action="store_true", help="list (key, value) over every partition in key order")
+    p.add_argument("--start", help="--scan: first key (inclusive)")
+    p.add_argument("--end", help="--scan: end key (exclusive)")
+    p.add_argument("--owners", action="store_true", help="which instance holds which partition")
+    p.add_argument("--hex", action="store_true", help="keys given and shown as hex")
+    p.add_argument("--timeout", type=float, default=15.0, help="seconds to find a serving owner (default 15)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_query)
+
+
+def _cmd_query(args) -> int:
+    from .client import StoreClient
+    modes = sum([args.key is not None, args.scan, args.owners])
+    if modes != 1:
+        raise OptionError("lsmkv kafka query needs exactly one of KEY, --scan or --owners")
+    if (args.start or args.end) and not args.scan:
+        raise OptionError("--start and --end go with --scan")
+
+    def arg(text):
+        if text is None:
+            return None
+        if not args.hex:
+            return text.encode()
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise OptionError(f"{text!r} is not hex (--hex)") from None
+
+    def show(data: bytes) -> str:
+        return data.hex() if args.hex else data.decode("utf-8", "backslashreplace")
+
+    client = StoreClient(args.bootstrap_servers, args.group, timeout=args.timeout,
+                         client_config=_client_config(args))
+    if args.owners:
+        owners = client.owners()
+        if args.json:
+            print(json.dumps({str(p): {"url": o.url, "stored": o.stored, "restoring": o.restoring}
+                              for p, o in owners.items()}))
+        else:
+            for p, o in owners.items():
+                print(f"{p}\t{o.url}\tstored {_n(o.stored)}{'  (restoring)' if o.restoring else ''}")
+        return 0
+    if args.scan:
+        n = 0
+        for key, value in client.scan(arg(args.start), arg(args.end)):
+            n += 1
+            print(json.dumps([show(key), show(value)]) if args.json else f"{show(key)}\t{show(value)}")
+        return 0
+    found = client.lookup(arg(args.key))
+    if args.json:
+        print(json.dumps({"key": show(found.key), "value": None if found.value is None else show(found.value),
+                          "partition": found.partition, "url": found.url, "role": found.role,
+                          "stored": found.stored, "behind": found.behind}))
+        return 0 if found.found else 1
+    if found.value is None:
+        print(f"(not found; partition {found.partition}, asked {found.url})", file=sys.stderr)
+        return 1
+    print(show(found.value))
+    return 0
+
+
+# -- shards ------------------------------------------------------------------------------------------
+
+def _shards_parser(sub) -> None:
+    p = sub.add_parser("shards", help="list (and check) the shards of a partitioned store",
+                       description="The shard directory of `lsmkv kafka load --partitioned`: each partition's "
+                       "store, its engine and applied offset; --check verifies every shard as `lsmkv check` does.")
+    p.add_argument("db", help="the shard directory (--db of the loader)")
+    p.add_argument("--check", action="store_true", help="verify every checksum of every shard")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_shards)
+
+
+def _cmd_shards(args) -> int:
+    from .shards import ShardedStore
+    rows = []
+    with ShardedStore(args.db, None, read_only=True) as store:
+        offsets = store.offsets()
+        engine, topic, partitions = store.engine, store.topic, store.partitions
+    for p, offset in sorted(offsets.items()):
+        row = {"partition": p, "path": store.shard_path(p), "offset": offset}
+        if args.check:
+            if engine == "btree":
+                import btree
+                report = btree.check(row["path"])
+            else:
+                from lsmkv.check import check_db
+                report = check_db(row["path"])
+            row["ok"] = report.ok
+            row["problems"] = list(report.problems)
+        rows.append(row)
+    ok = all(r.get("ok", True) for r in rows)
+    if args.json:
+        print(json.dumps({"engine": engine, "topic": topic, "partitions": partitions, "shards": rows}, indent=2))
+        return 0 if ok else 1
+    print(f"{args.db}: {engine} shards of topic {topic!r} ({_n(partitions)} partitions, {len(rows)} shards here)")
+    for r in rows:
+        verdict = "" if "ok" not in r else ("  OK" if r["ok"] else f"  FAILED: {'; '.join(r['problems'])}")
+        print(f"  {topic}-{r['partition']}: offset {_n(r['offset'])}{verdict}")
+    return 0 if ok else 1
 
 
 # -- produce -----------------------------------------------------------------------------------------
@@ -318,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lsmkv kafka", description="Kafka topics into lsmkv or btree stores (docs/kafka.md).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _load_parser(sub)
+    _query_parser(sub)
+    _shards_parser(sub)
     _produce_parser(sub)
     _broker_parser(sub)
     _demo_parser(sub)

@@ -101,6 +101,11 @@ def open_store(path: str | os.PathLike, engine: str, options: dict | None = None
     store gets LSM_STORE_DEFAULTS under ``options``."""
     from lsmkv.dbdir import detect_engine
     from lsmkv.fs import DEFAULT_FS
+
+    from .shards import is_shard_directory
+    if is_shard_directory(path):
+        raise LoaderError(f"{os.fsdecode(path)} is a shard directory (partitioned state), not one store; load it "
+                          "with --partitioned or --serve")
     found = detect_engine(os.fspath(path), DEFAULT_FS) if os.path.exists(path) else None
     kind = found or engine
     if kind not in ("lsm", "btree"):
@@ -120,12 +125,31 @@ class Loader:
     closed when the run ends)."""
 
     def __init__(self, settings: LoaderSettings, store, *, engine: str = "lsm", store_options: dict | None = None,
-                 end_timeout: float = 30.0, trust_watermark: bool = False, name: str = "loader") -> None:
+                 end_timeout: float = 30.0, trust_watermark: bool = False, name: str = "loader",
+                 partitioned: bool = False) -> None:
+        from .shards import ShardedStore
         if not isinstance(settings, LoaderSettings):
             raise TypeError(f"settings must be LoaderSettings, not {type(settings).__name__}")
         self.settings = settings
         self.name = name
-        if isinstance(store, (str, bytes, os.PathLike)):
+        #: Partitioned state (shards.py): one store per partition, or None.
+        self._shards: ShardedStore | None = None
+        if (partitioned or isinstance(store, ShardedStore)) and len(settings.topics) != 1:
+            raise LoaderError(f"partitioned state holds one topic (a shard is one of its partitions), not "
+                              f"{len(settings.topics)}: {settings.topics!r}")
+        if isinstance(store, ShardedStore):
+            if store.topic != settings.topics[0]:
+                raise LoaderError(f"{store.path} holds shards of topic {store.topic!r}, not {settings.topics[0]!r}")
+            self._db = self._shards = store
+            self._owns_db = False
+        elif partitioned:
+            if not isinstance(store, (str, bytes, os.PathLike)):
+                raise TypeError(f"partitioned state needs a directory path or a ShardedStore, not "
+                                f"{type(store).__name__}")
+            self._db = self._shards = ShardedStore(os.fsdecode(store), engine, topic=settings.topics[0],
+                                                   options=store_options)
+            self._owns_db = True
+        elif isinstance(store, (str, bytes, os.PathLike)):
             self._db = open_store(store, engine, store_options)
             self._owns_db = True
         else:
@@ -158,6 +182,45 @@ class Loader:
     @property
     def db(self):
         return self._db
+
+    @property
+    def shards(self):
+        """The ShardedStore of partitioned state (None: one store)."""
+        return self._shards
+
+    def held(self) -> dict[tuple[str, int], tuple[str, int | None]]:
+        """{(topic, partition): (state, stored offset)} of the partitions this
+        loader holds now (safe from any thread; serve.py and the member
+        announcements read it)."""
+        return {key: (ps.state, ps.stored) for key, ps in list(self._parts.items())}
+
+    def restoring(self) -> list[int]:
+        """Partitions whose shard is catching up (partitioned state): rebuilt
+        from the source topic, or resumed from a local shard that is behind,
+        and not yet at the end the partition had when assigned."""
+        return sorted(self.restore_lag())
+
+    def restore_lag(self) -> dict[int, int | None]:
+        """{partition: records still to restore (None: its end not observed
+        yet)} of the partitions :meth:`restoring` names. A partition stops
+        restoring once its shard holds the end observed when it was assigned
+        (end_offsets.py), never earlier: a read it answers from then on is at
+        least as new as any its previous owner answered."""
+        out = {}
+        for ps in list(self._parts.values()):
+            if ps.restoring and ps.state == ACTIVE:
+                target = ps.target
+                if target is not None and (ps.stored or 0) >= target:
+                    ps.restoring = False
+                else:
+                    out[ps.partition] = None if target is None else target - (ps.stored or 0)
+        return out
+
+    def shard_of(self, partition: int):
+        """The open shard of ``partition`` if this loader holds it active
+        (partitioned state), else None."""
+        ps = self._parts.get((self._shards.topic, partition)) if self._shards is not None else None
+        return ps.db if ps is not None and ps.state == ACTIVE else None
 
     # -- control ----------------------------------------------------------------------------
 
@@ -418,11 +481,29 @@ class Loader:
         if self.metrics.assigned_at is None and partitions:
             self.metrics.assigned_at = time.monotonic()
         new: list[PartitionState] = []
+        if self._shards is not None and partitions:
+            self._note_partition_count(consumer)
         for tp in partitions:
-            stored = stored_offset(self._db, tp.topic, tp.partition)
+            if self._shards is not None:
+                self._shards.claim(tp.partition)  # a standby of it on this instance stops writing first
+            db = self._db if self._shards is None else self._shards.shard(tp.partition)
+            if self._shards is not None:
+                self._max_key = min(self._max_key, db.stats().get("max_key_size", MAX_KEY_SIZE))
+            stored = stored_offset(db, tp.topic, tp.partition)
             ps = PartitionState(tp.topic, tp.partition, stored, s.max_pending, self.metrics)
+            ps.db = None if self._shards is None else db
+            # A shard counts as restoring until it holds the end the partition
+            # had when assigned: rebuilt from nothing, or a local shard left
+            # behind while another instance owned the partition.
+            ps.restoring = self._shards is not None
             if stored is not None:
                 tp.offset = stored
+            elif self._shards is not None:
+                # Partitioned state without a local offset: the shard is
+                # rebuilt from the source topic (a compacted topic is its own
+                # changelog). The group's committed offset belongs to the
+                # shard of another instance and says nothing about this one.
+                tp.offset = OFFSET_BEGINNING
             else:
                 ps.floor = self._committed_offset(consumer, tp)
                 tp.offset = ps.floor if ps.floor is not None else OFFSET_BEGINNING
@@ -438,15 +519,20 @@ class Loader:
         now = time.monotonic()
         for ps in new:
             self.ownership.append((now, "assign", ps.topic, ps.partition))
-            log.info("%s: assigned %s[%d], starting at %s", self.name, ps.topic, ps.partition,
-                     ps.stored if ps.stored is not None else "the group's offset")
+            if ps.restoring and ps.stored is None:
+                log.info("%s: assigned %s[%d] with no local shard offset: restoring its shard from the start of "
+                         "the topic", self.name, ps.topic, ps.partition)
+            else:
+                log.info("%s: assigned %s[%d], starting at %s", self.name, ps.topic, ps.partition,
+                         ps.stored if ps.stored is not None else "the group's offset")
         self.metrics.assigned += len(new)
         if s.cooperative:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
-        if s.until_caught_up and new:
-            # A partition's end is observed once per run: assigned again (after
+        if (s.until_caught_up or any(ps.restoring for ps in new)) and new:
+            # (Restoring shards need the end too: they count as restored
+            # once they reach it.) A partition's end is observed once per run: assigned again (after
             # a rebalance, a lost session), it keeps the end it had. An end
             # observed later could be lower (a broker that lost its data, a
             # topic being restored) and would end the load early.
@@ -459,6 +545,18 @@ class Loader:
             if unseen:
                 threading.Thread(target=self._observe_ends, args=(unseen,), name="lsmkv-kafka-ends",
                                  daemon=True).start()
+
+    def _note_partition_count(self, consumer) -> None:
+        """Record the topic's partition count in the shard directory (key
+        routing of reads needs it)."""
+        topic = self._shards.topic
+        try:
+            info = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except Exception as exc:  # noqa: BLE001 - the next assignment tries again
+            log.warning("%s: reading %s's partition count: %r", self.name, topic, exc)
+            return
+        if info is not None and info.error is None and info.partitions:
+            self._shards.note_partitions(len(info.partitions))
 
     def _committed_offset(self, consumer, tp) -> int | None:
         from confluent_kafka import KafkaException, TopicPartition
@@ -529,6 +627,9 @@ class Loader:
         with self._applier.lock:
             for ps in states:
                 self._parts.pop(ps.key, None)
+        if self._shards is not None:
+            for ps in states:
+                self._shards.unclaim(ps.partition)
         for ps in states:
             self._scheduler.cancel(ps)
             for unit in ps.units:

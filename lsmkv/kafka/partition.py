@@ -37,6 +37,13 @@ class PartitionState:
         self.window = OffsetWindow(capacity, start)
         self.state = ACTIVE
         self.units: list = []
+        #: The store this partition is written to: None, the loader's one
+        #: store; with partitioned state, the partition's own shard.
+        self.db = None
+        #: Its shard is catching up to the end the partition had when assigned
+        #: (partitioned state: rebuilt from the source topic, or a local shard
+        #: left behind); the loader clears it once the shard got there.
+        self.restoring = False
         #: The store holds every record below this (None: none of this partition yet).
         self.stored: int | None = start
         #: A synced write made ``stored`` durable up to here (safe to commit to Kafka).

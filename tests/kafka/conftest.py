@@ -107,3 +107,16 @@ def table_below():
 @pytest.fixture
 def partition_ends():
     return _ends
+
+
+@pytest.fixture
+def instances():
+    """A list to put `lsmkv kafka load` process wrappers (tests/kafka/instances.py)
+    in: whatever is still running at the end is SIGKILLed."""
+    started: list = []
+    yield started
+    for inst in started:
+        if inst.proc.poll() is None:
+            inst.kill()
+        if not inst.log.closed:
+            inst.log.close()

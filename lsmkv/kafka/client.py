@@ -1,0 +1,230 @@
+"""StoreClient: reads of a loader group's partitioned state from anywhere.
+
+    from lsmkv.kafka import StoreClient
+    client = StoreClient(bootstrap_servers="localhost:9092", group="orders-table")
+    client.get(b"k42")                 # the value, or None, from the key's active owner
+    client.lookup(b"k42")              # the same, with who answered and how far its shard is applied
+    list(client.scan(b"k1", b"k2"))    # (key, value) over every partition, in key order
+    client.owners()                    # {partition: Owner(url, stored offset, ...)}
+
+It finds the owners in the group's member announcements (members.py),
+routes a key to its partition with Kafka's partitioner (routing.py) and
+asks the owner over HTTP (serve.py). Announcements are hints: a server
+answers only for partitions it holds active, so a client turned away
+(421), or unable to connect (an instance killed a moment ago), reads the
+announcements again and retries until ``timeout``; then QueryError names
+the partition nobody served.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from .errors import KafkaIntegrationError
+from .members import Member, claims, read_members, standby_claims
+from .routing import partition_for
+
+#: Seconds the member map is reused before it is read again.
+MEMBERS_TTL = 2.0
+#: Seconds between attempts while no instance answers for a partition.
+RETRY_PAUSE = 0.25
+
+
+class QueryError(KafkaIntegrationError):
+    """No instance served the request within the client's timeout."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    partition: int
+    url: str
+    #: The owner's shard had applied every record below this when it announced.
+    stored: int | None
+    #: Being rebuilt from the source topic (its answers may be old values).
+    restoring: bool
+
+
+@dataclass(frozen=True)
+class Lookup:
+    key: bytes
+    value: bytes | None
+    partition: int
+    #: The instance that answered, and in what role: "active" (a caught-up
+    #: owner: the current value), "restoring" (an owner still rebuilding
+    #: the partition's shard from the topic) or "standby" (a warm copy on
+    #: another instance, asked when no owner answered): possibly older.
+    url: str
+    role: str
+    #: The answering shard had applied every record below this offset.
+    stored: int | None
+    #: Records the answer may be behind (0: current; None: not known yet).
+    behind: int | None
+
+    @property
+    def found(self) -> bool:
+        return self.value is not None
+
+    @property
+    def stale(self) -> bool:
+        return self.role != "active"
+
+
+class _Refused(Exception):
+    pass
+
+
+class StoreClient:
+    """Reads of the partitioned state of ``group`` (the loaders' consumer group)."""
+
+    def __init__(self, bootstrap_servers: str, group: str, *, timeout: float = 15.0,
+                 client_config: dict | None = None, members_topic: str | None = None,
+                 http_timeout: float = 5.0) -> None:
+        if not isinstance(group, str) or not group:
+            raise ValueError(f"group must be a non-empty consumer group id, not {group!r}")
+        self.bootstrap_servers = bootstrap_servers
+        self.group = group
+        self.timeout = timeout
+        self._client_config = client_config
+        self._members_topic = members_topic
+        self._http_timeout = http_timeout
+        self._members: list[Member] = []
+        self._read_at = 0.0
+
+    # -- the member map ---------------------------------------------------------------------------
+
+    def members(self, refresh: bool = False) -> list[Member]:
+        """Every instance's latest announcement (cached for MEMBERS_TTL s)."""
+        if refresh or time.monotonic() - self._read_at > MEMBERS_TTL:
+            self._members = read_members(self.bootstrap_servers, self.group, topic=self._members_topic,
+                                         client_config=self._client_config, timeout=self.timeout)
+            self._read_at = time.monotonic()
+        return self._members
+
+    def partitions(self, refresh: bool = False) -> int:
+        """The topic's partition count, as the instances announce it."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            counts = [m.partitions for m in self.members(refresh) if m.partitions]
+            if counts:
+                return counts[-1]
+            if time.monotonic() > deadline:
+                raise QueryError(f"no instance of group {self.group!r} has announced itself (is a loader running "
+                                 "with --serve?)")
+            time.sleep(RETRY_PAUSE)
+            refresh = True
+
+    def owners(self, refresh: bool = False) -> dict[int, Owner]:
+        """{partition: its active owner as last announced} (a partition no
+        live announcement claims is missing)."""
+        out = {}
+        for p, ms in sorted(claims(self.members(refresh)).items()):
+            m = ms[0]
+            out[p] = Owner(p, m.url, m.active.get(p), p in m.restoring)
+        return out
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def _ask(self, partition: int, path: str, params: dict, standby: bool = False) -> tuple[str, dict]:
+        """GET ``path`` from an instance holding ``partition`` active,
+        newest claim first (then, with ``standby``, from its standby copies,
+        most applied first), reading the announcements again until one
+        answers or the timeout passes."""
+        deadline = time.monotonic() + self.timeout
+        refresh = False
+        tried: list[str] = []
+        while True:
+            members = self.members(refresh)
+            candidates = [(m, params) for m in claims(members).get(partition, [])]
+            if standby:
+                candidates += [(m, {**params, "stale": 1}) for m in standby_claims(members).get(partition, [])]
+            for m, query in candidates:
+                try:
+                    return m.url, self._http(m.url + path + "?" + urlencode(query))
+                except _Refused as exc:
+                    tried.append(f"{m.url}: {exc}")
+            if time.monotonic() > deadline:
+                seen = "; ".join(tried[-3:]) or "no instance claims it"
+                raise QueryError(f"no instance of group {self.group!r} served partition {partition} within "
+                                 f"{self.timeout:g} s ({seen})")
+            time.sleep(RETRY_PAUSE)
+            refresh = True
+
+    def _http(self, url: str) -> dict:
+        try:
+            with urllib.request.urlopen(url, timeout=self._http_timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.loads(exc.read())
+            except ValueError:
+                body = {}
+            if exc.code == 421 or exc.code >= 500:
+                raise _Refused(body.get("error", f"HTTP {exc.code}")) from None
+            raise QueryError(f"{url}: HTTP {exc.code}: {body.get('error', exc.reason)}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise _Refused(f"unreachable ({getattr(exc, 'reason', exc)})") from None
+
+    def lookup(self, key: bytes) -> Lookup:
+        """``key``'s value from its partition's active owner, with who
+        answered; when no owner answers, from a standby copy (``role``
+        "standby", ``behind``: how many offsets it may be behind)."""
+        return self._lookup(key, standby=True)
+
+    def _lookup(self, key, standby: bool) -> Lookup:
+        key = _as_key(key)
+        partition = partition_for(key, self.partitions())
+        url, body = self._ask(partition, "/v1/get", {"key": key.hex()}, standby=standby)
+        value = None if body["value"] is None else bytes.fromhex(body["value"])
+        role = body.get("role", "active")
+        behind = 0 if role == "active" else body.get("behind")
+        if role == "standby":
+            # How far the copy may be behind: the owner's last announced
+            # offset minus the copy's (a dead owner's is a lower bound).
+            owners = claims(self._members).get(partition, [])
+            owned = owners[0].active.get(partition) if owners else None
+            stored = body.get("stored")
+            behind = None if owned is None or stored is None else max(0, owned - stored)
+        return Lookup(key, value, body["partition"], url, role, body.get("stored"), behind)
+
+    def get(self, key: bytes) -> bytes | None:
+        """``key``'s value (None if absent) from its partition's active owner
+        (waiting, up to ``timeout``, for one to answer)."""
+        return self._lookup(key, standby=False).value
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None):
+        """(key, value) with start <= key < end over every partition, in key
+        order (each partition paged from its owner; pages are read as the
+        owner holds them then)."""
+        start = None if start is None else _as_key(start)
+        end = None if end is None else _as_key(end)
+        count = self.partitions()
+        return heapq.merge(*(self._scan_partition(p, start, end) for p in range(count)), key=lambda kv: kv[0])
+
+    def _scan_partition(self, partition: int, start: bytes | None, end: bytes | None):
+        cursor = start
+        while True:
+            params = {"partition": partition, "limit": 1000}
+            if cursor is not None:
+                params["start"] = cursor.hex()
+            if end is not None:
+                params["end"] = end.hex()
+            _, body = self._ask(partition, "/v1/scan", params)
+            for k, v in body["items"]:
+                yield bytes.fromhex(k), bytes.fromhex(v)
+            if body["next"] is None:
+                return
+            cursor = bytes.fromhex(body["next"])
+
+
+def _as_key(key) -> bytes:
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError(f"a key is bytes (or str, encoded as UTF-8), not {type(key).__name__}")

@@ -1,0 +1,138 @@
+"""Scale-out figures: aggregate load throughput with N instances, and
+failover time (SIGKILL of one instance to its partitions caught up on the
+survivors), on the embedded broker with real `lsmkv kafka load --serve`
+processes. A benchmark, not a test; docs/kafka.md records its figures:
+
+    python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 1
+    python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 2 --kill
+    python -m lsmkv.kafka.scaleout_bench ... --instances 2 --kill --standby-replicas 1
+
+Throughput counts from the first assignment any instance reports to the
+moment every partition's shard holds its end (the group join, about 3 s
+on the embedded broker, is left out and reported apart; with several
+instances, the cooperative rounds that spread the partitions are in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from .admin import partition_count
+from .broker import EmbeddedBroker, free_port
+from .end_offsets import observe_end_offsets
+from .producer import produce_workload
+from .workload import WorkloadSpec
+
+
+def _status(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url + "/v1/status", timeout=5) as resp:
+            return json.loads(resp.read())
+    except OSError:
+        return None
+
+
+def _held(urls: list[str]) -> dict[int, tuple[str, int | None]]:
+    out = {}
+    for url in urls:
+        st = _status(url) or {}
+        for p, stored in st.get("active", {}).items():
+            if int(p) not in st.get("restoring", []) or stored is not None:
+                out[int(p)] = (url, stored)
+    return out
+
+
+def _wait(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lsmkv.kafka.scaleout_bench")
+    ap.add_argument("--records", type=int, default=400_000)
+    ap.add_argument("--keys", type=int, default=40_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--instances", type=int, default=1)
+    ap.add_argument("--engine", choices=["lsm", "btree"], default="lsm")
+    ap.add_argument("--kill", action="store_true", help="then SIGKILL one instance and time the takeover")
+    ap.add_argument("--standby-replicas", type=int, default=0)
+    args = ap.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="lsmkv-scaleout-")
+    procs = []
+    with EmbeddedBroker() as broker:
+        bs = broker.bootstrap_servers
+        spec = WorkloadSpec(records=args.records, keys=args.keys, seed=1)
+        produce_workload(bs, "bench", spec, partitions=args.partitions)
+        ends = {p: e for (_, p), e in observe_end_offsets(bs, [("bench", p) for p in range(
+            partition_count(bs, "bench"))]).items()}
+        urls = []
+        started = time.monotonic()
+        try:
+            for i in range(args.instances):
+                port = free_port()
+                urls.append(f"http://127.0.0.1:{port}")
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "lsmkv.cli", "kafka", "load", "--bootstrap-servers", bs, "--topic",
+                     "bench", "--group", "bench-g", "--engine", args.engine, "--db", os.path.join(work, f"i{i}"),
+                     "--serve", f"127.0.0.1:{port}", "--quiet", "--standby-replicas", str(args.standby_replicas)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            _wait(lambda: len(_held(urls)) > 0, 120, "a first assignment")
+            assigned = time.monotonic()
+            final = _wait(lambda: (lambda h: h if len(h) == args.partitions and all(h[p][1] == ends[p] for p in h)
+                                   else None)(_held(urls)), 600, "every partition at its end")
+            done = time.monotonic()
+            figures = {"instances": args.instances, "records": args.records, "partitions": args.partitions,
+                       "engine": args.engine, "join_s": round(assigned - started, 2),
+                       "load_s": round(done - assigned, 2),
+                       "records_per_sec": round(args.records / (done - assigned)),
+                       "owners": sorted(u[-5:] for u, _ in final.values())}
+            if args.kill and args.instances > 1:
+                victim = procs[-1]
+                gone = [p for p, (u, _) in _held(urls).items() if u == urls[-1]]
+                if args.standby_replicas:
+                    def warm():
+                        copies = {}
+                        for u in urls[:-1]:
+                            for p, o in ((_status(u) or {}).get("standby") or {}).items():
+                                copies[int(p)] = max(copies.get(int(p), -1), o if o is not None else -1)
+                        return all(copies.get(p) == ends[p] for p in gone)
+                    _wait(warm, 600, "warm standbys of the victim's partitions")
+                    figures["standby_warm_s"] = round(time.monotonic() - done, 2)
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
+                killed = time.monotonic()
+                alive = urls[:-1]
+                _wait(lambda: (lambda h: len(h) == args.partitions and all(h[p][1] == ends[p] for p in h)
+                               and not any(p in (_status(u) or {}).get("restoring", []) for u in alive for p in h))
+                      (_held(alive)), 600, "the survivors holding every partition at its end")
+                figures.update(failover_s=round(time.monotonic() - killed, 2), moved_partitions=gone,
+                               moved_records=sum(ends[p] for p in gone))
+            print(json.dumps(figures))
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
