@@ -39,7 +39,25 @@ def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the 
 
     Options are keyword arguments; see :class:`lsmkv.Options` for each one.
     """
-    return DB(path, Options.from_kwargs(options))
+    opts = Options.from_kwargs(options)
+    if not opts.read_only:
+        return DB(path, opts)
+    return _open_read_only(path, opts)
+
+
+def _open_read_only(path, opts: Options) -> DB:
+    """A read-only open beside a writer in another process: the writer may
+    remove a table or log between the open's reading of the manifest and
+    its opening of that file (a compaction or flush finished); the open is
+    then simply tried again, on the newer manifest."""
+    attempts = 20
+    for attempt in range(attempts):
+        try:
+            return DB(path, opts)
+        except (CorruptionError, FileNotFoundError) as exc:
+            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def destroy(path: str | bytes | os.PathLike) -> None:
@@ -55,21 +73,9 @@ def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike)
     into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
     another process has it open for writing: the store is opened read-only
     and its tables are hard-linked, so the copy costs little more than its
-    memtable. An open that races with the writer deleting a table is
-    retried."""
-    attempts = 20
-    for attempt in range(attempts):
-        try:
-            db = DB(path, Options.from_kwargs({"read_only": True}))
-        except (CorruptionError, FileNotFoundError) as exc:
-            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == attempts - 1:
-                raise
-            # The writer removed a table or log between the open's reading
-            # of the manifest and its opening of the file: read it again.
-            continue
-        with db:
-            db.checkpoint(dest)
-        return
+    memtable."""
+    with _open_read_only(path, Options.from_kwargs({"read_only": True})) as db:
+        db.checkpoint(dest)
 
 
 def repair(path: str | bytes | os.PathLike, **options):

@@ -319,6 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)
     sub.add_parser("kafka", help="load Kafka topics into a store, produce workloads, run a broker "
                    "(see `lsmkv kafka --help`)", add_help=False)
+    sub.add_parser("spark", help="Spark jobs: bulk-load a file into a store, benchmark both engines "
+                   "(see `lsmkv spark --help`)", add_help=False)
 
     def db_cmd(name, func, help_text):
         p = sub.add_parser(name, help=help_text)
@@ -405,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "kafka":
         from .kafka.cli import main as kafka_main
         return kafka_main(argv[1:])
+    if argv and argv[0] == "spark":
+        from .spark.cli import main as spark_main
+        return spark_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -110,7 +110,7 @@ class TableWriter:
             raise ValueError(f"put_sorted got {n} keys and {len(values)} values")
         if not n:
             return
-        if any(type(k) is not bytes for k in keys) or any(type(v) is not bytes for v in values):
+        if set(map(type, keys)) != {bytes} or set(map(type, values)) != {bytes}:  # C speed for bulk loads
             keys = [as_key(k) for k in keys]
             values = [as_value(v) for v in values]
         if max(map(len, keys)) > MAX_KEY_SIZE:

@@ -1,0 +1,164 @@
+"""``lsmkv spark``: the command line of the Spark jobs (it owns their terminal).
+
+* ``lsmkv spark load --input PATH --key-col K --value-col V --engine lsm|btree --db PATH``
+  (jobs.py): a progress line per stage, the final count check; exit 1 if
+  the counts do not agree.
+* ``lsmkv spark bench --rows N --engine lsm,btree --out DIR`` (bench.py):
+  results.json, results.csv and report.md in DIR, as ``lsmkv bench
+  --suite`` writes them.
+
+Errors are one line on stderr (exit 1; usage errors exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import shlex
+import sys
+import time
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import bench
+    p = _Parser(prog="lsmkv spark", description="Spark jobs over lsmkv and btree stores (docs/spark.md).")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    load = sub.add_parser("load", help="load a Parquet, CSV or JSON file into a store by bulk ingest")
+    load.add_argument("--input", required=True, help="input file or directory (parquet, csv with a header, json lines)")
+    load.add_argument("--format", choices=["parquet", "csv", "json"], help="input format (default: from the extension)")
+    load.add_argument("--key-col", required=True, help="the input column that becomes the key")
+    load.add_argument("--value-col", required=True, help="the input column that becomes the value")
+    load.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the store (lsm)")
+    load.add_argument("--db", required=True, help="the store's directory (created if missing)")
+    load.add_argument("--mode", choices=["append", "overwrite"], default="append", help="append (default) or overwrite")
+    load.add_argument("--partitions", type=int, help="Spark partitions of the write (default: the default parallelism)")
+    load.add_argument("--master", default=None, help="Spark master (default: local[2], or what spark-submit set)")
+    load.set_defaults(func=_cmd_load)
+    b = sub.add_parser("bench", help=bench.DESCRIPTION)
+    bench.add_arguments(b)
+    b.add_argument("--out", help="results folder (default bench-results/<timestamp>)")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.set_defaults(func=_cmd_bench)
+    return p
+
+
+def _say(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+def _session(master: str | None):
+    from . import register, session
+    if master is None and os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit (the JVM started first): its master and settings.
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.appName("lsmkv-spark-load").getOrCreate()
+        register(spark)
+        return spark
+    return session(app_name="lsmkv-spark-load", master=master or "local[2]")
+
+
+def _cmd_load(args) -> int:
+    from .jobs import load
+    spark = _session(args.master)
+    result = load(spark, args.input, key_col=args.key_col, value_col=args.value_col, db=args.db,
+                  engine=args.engine, mode=args.mode, fmt=args.format, num_partitions=args.partitions,
+                  progress=_say)
+    _say(f"done in {result.seconds:.1f} s: {result.input_rows:,} input rows, "
+         f"{result.distinct_keys:,} distinct keys; store {args.db} holds {result.keys_after:,} keys")
+    if not result.ok:
+        print(f"lsmkv spark load: error: count check failed: {result.check}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _default_out() -> str:
+    stamp = _dt.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
+    out, n = os.path.join("bench-results", stamp), 1
+    while os.path.exists(out):
+        n += 1
+        out = os.path.join("bench-results", f"{stamp}-{n}")
+    return out
+
+
+def _cmd_bench(args, argv: list[str]) -> int:
+    from bench.machine import machine_info
+    from bench.report import write_suite_report
+    from bench.results import FORMAT, json_safe, write_csv, write_json
+    from bench.suites import Recorder
+
+    from . import bench
+
+    out = args.out or _default_out()
+    os.makedirs(out, exist_ok=True)
+
+    def on_run(run) -> None:
+        print(f"{run['engine']:>6} {run['workload']:<16} {run['operations']:>11,} in {run['elapsed_s']:8.2f} s "
+              f"= {run['ops_per_sec'] or 0:>12,.0f} /s", flush=True)
+
+    rec = Recorder(bench.NAME, out, on_progress=(lambda line: None) if args.quiet else _say, on_run=on_run)
+    options = {k: v for k, v in vars(args).items() if k not in ("out", "quiet", "func", "command")}
+    started = _dt.datetime.now().astimezone()
+    t0 = time.perf_counter()
+    error = None
+    try:
+        bench.run(args, rec)
+    except KeyboardInterrupt:
+        error = "interrupted"
+    except Exception as exc:  # noqa: BLE001 - recorded; the exit code says it failed
+        error = f"{type(exc).__name__}: {exc}"
+    wall = time.perf_counter() - t0
+    doc = {
+        "format": FORMAT,
+        "started": started.isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "config": {"command": "lsmkv spark " + shlex.join(argv), "suite": bench.NAME,
+                   "description": bench.DESCRIPTION, "options": json_safe(options)},
+        "machine": machine_info(out, {}),
+        "engines": [], "unavailable": {}, "workloads": [], "loads": [],
+        "runs": rec.runs,
+        "tables": [t.to_json() for t in rec.tables],
+        "plots": [],
+        "error": error,
+    }
+    write_json(out, doc)
+    write_csv(out, doc["runs"])
+    write_suite_report(doc, out)
+    for table in rec.tables:
+        print()
+        print(table.title)
+        print("  ".join(f"{c:>15}" for c in table.columns))
+        for row in table.text_rows():
+            print("  ".join(f"{c:>15}" for c in row))
+    print(f"results: {out}/results.json, results.csv, report.md ({wall:.0f} s)")
+    if error:
+        print(f"lsmkv spark bench: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    from ..errors import LsmkvError
+    try:
+        if args.func is _cmd_bench:
+            return _cmd_bench(args, argv)
+        return args.func(args)
+    except ImportError as exc:
+        print(f"lsmkv spark: error: {exc} (install the spark extra: pip install 'lsmkv[spark]')", file=sys.stderr)
+        return 1
+    except (LsmkvError, OSError, ValueError) as exc:
+        print(f"lsmkv spark: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,75 @@
+"""The stores the Spark integration reads and writes, through the engines'
+public API only: which engine a directory holds, opening it, checkpoints
+and destroy, for ``lsm`` (lsmkv) and ``btree`` alike.
+
+This module owns the choice of engine module for a path and the one clear
+error for a path that is not a store; it never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from ..dbdir import detect_engine
+from ..errors import InvalidDatabaseError, OptionError
+from ..fs import DEFAULT_FS
+
+ENGINES = ("lsm", "btree")
+
+
+def engine_module(engine: str) -> ModuleType:
+    """``lsmkv`` for "lsm", ``btree`` for "btree" (each has open, checkpoint, destroy)."""
+    if engine == "lsm":
+        import lsmkv
+        return lsmkv
+    if engine == "btree":
+        import btree
+        return btree
+    raise OptionError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+
+
+def check_engine(engine: str | None) -> str | None:
+    if engine is None or engine in ENGINES:
+        return engine
+    raise OptionError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+
+
+def detect(path: str) -> str | None:
+    """The engine of the store at ``path``, or None when nothing is there
+    (a missing or empty directory). InvalidDatabaseError for anything else."""
+    return detect_engine(os.fsdecode(path), DEFAULT_FS)
+
+
+def existing_engine(path: str, engine: str | None = None) -> str:
+    """The engine of the existing store at ``path`` (checked against
+    ``engine`` when given); InvalidDatabaseError naming the path when there
+    is no store there or it is the other engine's."""
+    found = detect(path)
+    if found is None:
+        raise InvalidDatabaseError(f"{path} is not an lsmkv or btree store (nothing there to read)")
+    if engine is not None and engine != found:
+        raise InvalidDatabaseError(f"{path} is a {found} store, not a {engine} store (option engine={engine})")
+    return found
+
+
+#: Read-only opens retried when they race with the writer removing a file.
+OPEN_ATTEMPTS = 20
+
+
+def open_store(path: str, engine: str, *, read_only: bool):
+    """Open the store; a read-only open beside a writer in another process
+    can meet a table or log the writer removed between reading the manifest
+    and opening the file (lsmkv: CorruptionError "... is missing"): it is
+    retried, as ``lsmkv.checkpoint`` does."""
+    from ..errors import CorruptionError
+    module = engine_module(engine)
+    if not read_only:
+        return module.open(path)
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            return module.open(path, read_only=True)
+        except (CorruptionError, FileNotFoundError) as exc:
+            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == OPEN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")

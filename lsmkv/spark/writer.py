@@ -1,0 +1,153 @@
+"""The data source's write side: ``df.write.format("lsmkv")``.
+
+Planning (``writer()``, on the driver) checks the DataFrame's columns
+(``key`` and ``value``, each binary or string; strings are stored as
+UTF-8) and the target path, and creates the job's staging directory
+``<stagingDir>/.<store name>.ingest-<id>`` (by default beside the store,
+so files move into it by rename or hard link).
+
+Each task (``write()``) receives arbitrary rows as Arrow batches. It
+buffers them up to ``taskSortBufferBytes``; a full buffer is sorted under
+the duplicate rule (runs.py: a key's greatest value wins) and spilled as a
+table file. At the end the buffer (and any spilled runs, merged) becomes
+the task's output table files of about ``targetFileBytes``, written with
+``lsmkv.TableWriter``; the commit message names them with their key
+ranges. A failing task removes what it wrote.
+
+The driver's ``commit()`` merges overlapping files and ingests them
+(ingest.py); ``abort()`` removes the staging directory and leaves the store
+untouched. Either way the staging directory is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..errors import InvalidDatabaseError
+from . import runs
+from .ingest import StagedFile, disjoint, install
+from .options import WriteOptions
+from .store import detect
+
+COLUMN_TYPES = ("binary", "string")
+
+
+@dataclass
+class TaskFiles(WriterCommitMessage):
+    """What one task wrote: its table files and how many rows it received."""
+
+    files: list[StagedFile] = field(default_factory=list)
+    rows: int = 0
+
+
+def check_write_schema(schema: Any) -> None:
+    """The DataFrame must have exactly the columns key and value, each
+    binary or string; ValueError naming what is wrong."""
+    types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    missing = [c for c in ("key", "value") if c not in types]
+    if missing:
+        raise ValueError(f"format lsmkv writes a DataFrame with columns key and value; it has no "
+                         f"{' and no '.join(missing)} column (columns: {', '.join(types) or 'none'}); "
+                         f"rename or select them, e.g. df.selectExpr('k AS key', 'v AS value')")
+    extra = [c for c in types if c not in ("key", "value")]
+    if extra:
+        raise ValueError(f"format lsmkv writes only the columns key and value; the DataFrame also has "
+                         f"{', '.join(extra)}: select key and value first")
+    for name in ("key", "value"):
+        if types[name] not in COLUMN_TYPES:
+            raise ValueError(f"column {name} is {types[name]}; format lsmkv writes binary or string "
+                             f"(strings as UTF-8): cast it, e.g. col('{name}').cast('string')")
+
+
+class LsmkvWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions, schema: Any, overwrite: bool) -> None:
+        check_write_schema(schema)
+        self.options = options
+        self.overwrite = overwrite
+        found = detect(options.path)  # InvalidDatabaseError for a path that is not a store
+        if found is not None and options.engine is not None and found != options.engine and not overwrite:
+            raise InvalidDatabaseError(f"{options.path} is a {found} store; appending needs engine={found} "
+                                       f"(not {options.engine}), or mode overwrite to replace it")
+        self.engine = options.engine or found or "lsm"
+        name = os.path.basename(options.path.rstrip(os.sep))
+        self.staging = os.path.join(options.staging_dir, f".{name}.ingest-{uuid.uuid4().hex[:12]}")
+        os.makedirs(options.staging_dir, exist_ok=True)
+        os.mkdir(self.staging)
+
+    # -- a task -------------------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[Any]) -> TaskFiles:
+        import pyarrow as pa
+        if not os.path.isdir(self.staging):
+            raise FileNotFoundError(f"the staging directory {self.staging} is gone (the write was aborted)")
+        opts = self.options
+        tag = f"task-{uuid.uuid4().hex[:8]}"
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        buffered = 0
+        rows = 0
+        spilled: list[StagedFile] = []
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                rows += batch.num_rows
+                keys.extend(_column(batch, "key", pa))
+                values.extend(_column(batch, "value", pa))
+                buffered += batch.nbytes
+                if buffered >= opts.sort_buffer_bytes:
+                    k, v = runs.resolve(keys, values)
+                    spilled.extend(_staged(runs.write_sorted_lists(k, v, self.staging, tag + "-spill",
+                                                                   opts.target_file_bytes)))
+                    keys, values, buffered = [], [], 0
+            if not spilled:
+                k, v = runs.resolve(keys, values)
+                keys = values = []
+                return TaskFiles(_staged(runs.write_sorted_lists(k, v, self.staging, tag,
+                                                                 opts.target_file_bytes)), rows)
+            if keys:
+                k, v = runs.resolve(keys, values)
+                keys = values = []
+                spilled.extend(_staged(runs.write_sorted_lists(k, v, self.staging, tag + "-spill",
+                                                               opts.target_file_bytes)))
+            # Every spilled file is sorted with each key once: merge them all.
+            merged = runs.write_tables(runs.merge(runs.read(f.path for f in spilled)), self.staging, tag,
+                                       opts.target_file_bytes)
+            runs.remove(f.path for f in spilled)
+            return TaskFiles(_staged(merged), rows)
+        except BaseException:
+            runs.remove(f.path for f in spilled)
+            raise
+
+    # -- the driver ---------------------------------------------------------------------------
+
+    def commit(self, messages: list[TaskFiles | None]) -> None:
+        try:
+            files = [f for m in messages if m is not None for f in m.files]
+            paths = disjoint(files, self.staging, self.options.target_file_bytes)
+            install(self.options.path, self.engine, paths, self.overwrite)
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def abort(self, messages: list[TaskFiles | None]) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _column(batch: Any, name: str, pa: Any) -> list[bytes]:
+    column = batch.column(batch.schema.get_field_index(name))
+    if column.null_count:
+        raise ValueError(f"column {name} holds a null in {column.null_count} row(s); format lsmkv stores "
+                         f"no nulls: filter them out or fill them (e.g. df.na.drop())")
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary())
+    return column.to_pylist()
+
+
+def _staged(infos: list[Any]) -> list[StagedFile]:
+    return [StagedFile(i.path, i.smallest, i.largest, i.entries, i.size) for i in infos]
