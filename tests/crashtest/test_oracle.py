@@ -58,7 +58,10 @@ def test_workload_is_a_function_of_its_seed_and_writes_only_its_keys():
     first = ops(5)
     assert first == ops(5) and first != ops(6)
     kinds = {p.intent.kind for p in first}
-    assert kinds == {"put", "delete", "batch", "flush", "compact"}
+    assert kinds == {"put", "delete", "batch", "ingest", "flush", "compact"}
+    # An ingest is a table file: distinct keys, always durable.
+    ingests = [p.intent for p in first if p.intent.kind == "ingest"]
+    assert all(i.sync and len({item[0] for item in i.items}) == len(i.items) for i in ingests)
     owned = set(SPACE.owned_by(1))
     assert all(item[0] in owned for p in first for item in p.intent.items)
     assert any(p.intent.sync for p in first) and not all(p.intent.sync for p in first)
