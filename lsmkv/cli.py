@@ -102,7 +102,21 @@ def _jsonable(obj):
     return obj
 
 
+def _shard_directory(args, *flags: str) -> int | None:
+    """A shard directory of `lsmkv kafka load --partitioned` (one store per
+    partition) is listed, and with --check verified, shard by shard, as
+    `lsmkv kafka shards` does; None for any other path."""
+    from .kafka.shards import is_shard_directory
+    if not is_shard_directory(args.db):
+        return None
+    from .kafka.cli import main as kafka_main
+    return kafka_main(["shards", args.db, *flags, *(["--json"] if getattr(args, "json", False) else [])])
+
+
 def _cmd_stats(args) -> int:
+    shards = _shard_directory(args)
+    if shards is not None:
+        return shards
     with _open_db(args.db, read_only=True) as db:
         stats = db.stats(space_amp=True) if args.space_amp else db.stats()
     if args.json:
@@ -121,6 +135,9 @@ def _cmd_stats(args) -> int:
 
 
 def _cmd_check(args) -> int:
+    shards = _shard_directory(args, "--check")
+    if shards is not None:
+        return shards
     engine = detect_engine(args.db, DEFAULT_FS)
     if engine is None:
         raise LsmkvError(f"{args.db}: no database here")

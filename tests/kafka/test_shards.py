@@ -102,6 +102,13 @@ def test_a_sharded_load_keeps_one_exact_store_per_partition(broker, name, tmp_pa
     assert kafka_main(["shards", str(path), "--check", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["partition"], r["offset"], r["ok"]) for r in listed["shards"]] == [(p, ends[p], True) for p in range(4)]
+    # The engines' own commands understand the layout: shard by shard.
+    from lsmkv.cli import main as lsmkv_main
+    assert lsmkv_main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{topic}-{p}: offset" in out and out.count("  OK") == 4 for p in range(4)), out
+    assert lsmkv_main(["stats", str(path), "--json"]) == 0
+    assert [r["offset"] for r in json.loads(capsys.readouterr().out)["shards"]] == [ends[p] for p in range(4)]
     with ShardedStore(path, None, read_only=True) as store:
         assert (store.engine, store.topic, store.partitions) == (engine, topic, 4)
         assert store.offsets() == ends
