@@ -1187,7 +1187,9 @@ class DB(KeyValueMapping):
               snap: "Snapshot | None" = None) -> Iterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
             return
-        limit = 64
+        # The first chunk is small (a short range read, a seek and a few
+        # next()s, touches one leaf or two), later ones grow 4x up to 4,096.
+        limit = 16
         inclusive = True
         view = None
         while True:

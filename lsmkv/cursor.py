@@ -143,6 +143,11 @@ def _filtered(chunk: Chunk, key: bytes | None, inclusive: bool, above: bool) -> 
 
 # -- sources --------------------------------------------------------------------------------
 
+#: Keys a memtable source resolves for the first chunk after a seek, and at most.
+_FIRST_CHUNK = 32
+_MAX_CHUNK = 4096
+
+
 def memtable_source(mem, read_seq: int) -> SourceCursor:
     """A memtable's keys a skiplist node at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
@@ -162,22 +167,39 @@ def memtable_source(mem, read_seq: int) -> SourceCursor:
                 values.append(version[2])
         return out_keys, kinds, values
 
+    # How many keys to resolve per chunk: few right after a seek (a short
+    # range read needs a handful, and a skiplist node holds hundreds), 4x
+    # more each time the cursor goes on from where the last chunk ended.
+    # [size, the key the last chunk ended at, its direction]
+    walk: list = [_FIRST_CHUNK, None, 0]
+
+    def chunk_size(key: bytes | None, direction: int) -> int:
+        if key is not None and key == walk[1] and direction == walk[2]:
+            walk[0] = min(walk[0] * 4, _MAX_CHUNK)
+        else:
+            walk[0] = _FIRST_CHUNK
+        return walk[0]
+
     def after(key: bytes | None, inclusive: bool) -> Chunk:
-        keys = index.keys_after(key, inclusive)
+        size = chunk_size(key, 1)
+        keys = index.keys_after(key, inclusive)[:size]
         while keys:
             chunk = resolve(keys)
             if chunk[0]:
+                walk[1], walk[2] = keys[-1], 1
                 return chunk
-            keys = index.keys_after(keys[-1], False)
+            keys = index.keys_after(keys[-1], False)[:size]
         return _EMPTY
 
     def before(key: bytes | None, inclusive: bool) -> Chunk:
-        keys = index.keys_before(key, inclusive)
+        size = chunk_size(key, -1)
+        keys = index.keys_before(key, inclusive)[-size:]
         while keys:
             chunk = resolve(keys)
             if chunk[0]:
+                walk[1], walk[2] = keys[0], -1
                 return chunk
-            keys = index.keys_before(keys[0], False)
+            keys = index.keys_before(keys[0], False)[-size:]
         return _EMPTY
 
     return SourceCursor(after, before)
