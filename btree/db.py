@@ -525,15 +525,7 @@ class DB(KeyValueMapping):
             LogWriter.create(fs, os.path.join(dest, LOG_FILE), 0, dest).close()
             fs.sync_dir(dest)
         except BaseException:
-            for name in fs.listdir(dest):
-                try:
-                    fs.remove(os.path.join(dest, name))
-                except OSError:
-                    pass
-            try:
-                os.rmdir(dest)
-            except OSError:
-                pass
+            fs.discard_directory(dest)
             raise
 
     def split_keys(self, parts: int) -> list[bytes]:

@@ -41,15 +41,7 @@ def write_checkpoint(fs: FileSystem, dest: str, source: str, version: Version, m
     try:
         _write(fs, dest, source, version, memtable, last_sequence, meta, options, open_reader)
     except BaseException:
-        for name in fs.listdir(dest):
-            try:
-                fs.remove(os.path.join(dest, name))
-            except OSError:
-                pass
-        try:
-            os.rmdir(dest)
-        except OSError:
-            pass
+        fs.discard_directory(dest)
         raise
 
 

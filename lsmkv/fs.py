@@ -346,6 +346,23 @@ class FileSystem:
             raise
         out.close()
 
+    def discard_directory(self, path: str) -> None:
+        """Remove a directory this process was filling and its files, as far
+        as possible (cleaning up after a failure: errors are ignored)."""
+        try:
+            names = self.listdir(path)
+        except OSError:
+            return
+        for name in names:
+            try:
+                self.remove(os.path.join(path, name))
+            except OSError:
+                pass
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
     def write_file_atomically(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data``: temp file, fsync, rename, fsync dir."""
         tmp = path + ".tmp"

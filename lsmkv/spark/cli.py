@@ -4,8 +4,8 @@
   (jobs.py): a progress line per stage, the final count check; exit 1 if
   the counts do not agree.
 * ``lsmkv spark bench --rows N --engine lsm,btree --out DIR`` (bench.py):
-  results.json, results.csv and report.md in DIR, as ``lsmkv bench
-  --suite`` writes them.
+  the same as ``lsmkv bench --suite spark ...``, run by the bench's own
+  suite runner (results.json, results.csv and report.md in DIR).
 
 Errors are one line on stderr (exit 1; usage errors exit 2).
 """
@@ -13,9 +13,7 @@ Errors are one line on stderr (exit 1; usage errors exit 2).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
-import shlex
 import sys
 import time
 
@@ -40,11 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--partitions", type=int, help="Spark partitions of the write (default: the default parallelism)")
     load.add_argument("--master", default=None, help="Spark master (default: local[2], or what spark-submit set)")
     load.set_defaults(func=_cmd_load)
-    b = sub.add_parser("bench", help=bench.DESCRIPTION)
-    bench.add_arguments(b)
-    b.add_argument("--out", help="results folder (default bench-results/<timestamp>)")
-    b.add_argument("--quiet", action="store_true", help="no progress lines")
-    b.set_defaults(func=_cmd_bench)
+    # `lsmkv spark bench ARGS` is `lsmkv bench --suite spark ARGS` (main() hands it over).
+    sub.add_parser("bench", help=bench.DESCRIPTION + " (lsmkv bench --suite spark)", add_help=False)
     return p
 
 
@@ -77,73 +72,11 @@ def _cmd_load(args) -> int:
     return 0
 
 
-def _default_out() -> str:
-    stamp = _dt.datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
-    out, n = os.path.join("bench-results", stamp), 1
-    while os.path.exists(out):
-        n += 1
-        out = os.path.join("bench-results", f"{stamp}-{n}")
-    return out
-
-
-def _cmd_bench(args, argv: list[str]) -> int:
-    from bench.machine import machine_info
-    from bench.report import write_suite_report
-    from bench.results import FORMAT, json_safe, write_csv, write_json
-    from bench.suites import Recorder
-
-    from . import bench
-
-    out = args.out or _default_out()
-    os.makedirs(out, exist_ok=True)
-
-    def on_run(run) -> None:
-        print(f"{run['engine']:>6} {run['workload']:<16} {run['operations']:>11,} in {run['elapsed_s']:8.2f} s "
-              f"= {run['ops_per_sec'] or 0:>12,.0f} /s", flush=True)
-
-    rec = Recorder(bench.NAME, out, on_progress=(lambda line: None) if args.quiet else _say, on_run=on_run)
-    options = {k: v for k, v in vars(args).items() if k not in ("out", "quiet", "func", "command")}
-    started = _dt.datetime.now().astimezone()
-    t0 = time.perf_counter()
-    error = None
-    try:
-        bench.run(args, rec)
-    except KeyboardInterrupt:
-        error = "interrupted"
-    except Exception as exc:  # noqa: BLE001 - recorded; the exit code says it failed
-        error = f"{type(exc).__name__}: {exc}"
-    wall = time.perf_counter() - t0
-    doc = {
-        "format": FORMAT,
-        "started": started.isoformat(timespec="seconds"),
-        "wall_s": round(wall, 1),
-        "config": {"command": "lsmkv spark " + shlex.join(argv), "suite": bench.NAME,
-                   "description": bench.DESCRIPTION, "options": json_safe(options)},
-        "machine": machine_info(out, {}),
-        "engines": [], "unavailable": {}, "workloads": [], "loads": [],
-        "runs": rec.runs,
-        "tables": [t.to_json() for t in rec.tables],
-        "plots": [],
-        "error": error,
-    }
-    write_json(out, doc)
-    write_csv(out, doc["runs"])
-    write_suite_report(doc, out)
-    for table in rec.tables:
-        print()
-        print(table.title)
-        print("  ".join(f"{c:>15}" for c in table.columns))
-        for row in table.text_rows():
-            print("  ".join(f"{c:>15}" for c in row))
-    print(f"results: {out}/results.json, results.csv, report.md ({wall:.0f} s)")
-    if error:
-        print(f"lsmkv spark bench: error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        from bench.cli import main as bench_main
+        return bench_main(["--suite", "spark", *argv[1:]])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -151,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from ..errors import LsmkvError
     try:
-        if args.func is _cmd_bench:
-            return _cmd_bench(args, argv)
         return args.func(args)
     except ImportError as exc:
         print(f"lsmkv spark: error: {exc} (install the spark extra: pip install 'lsmkv[spark]')", file=sys.stderr)

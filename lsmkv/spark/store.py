@@ -53,23 +53,8 @@ def existing_engine(path: str, engine: str | None = None) -> str:
     return found
 
 
-#: Read-only opens retried when they race with the writer removing a file.
-OPEN_ATTEMPTS = 20
-
-
 def open_store(path: str, engine: str, *, read_only: bool):
-    """Open the store; a read-only open beside a writer in another process
-    can meet a table or log the writer removed between reading the manifest
-    and opening the file (lsmkv: CorruptionError "... is missing"): it is
-    retried, as ``lsmkv.checkpoint`` does."""
-    from ..errors import CorruptionError
-    module = engine_module(engine)
-    if not read_only:
-        return module.open(path)
-    for attempt in range(OPEN_ATTEMPTS):
-        try:
-            return module.open(path, read_only=True)
-        except (CorruptionError, FileNotFoundError) as exc:
-            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == OPEN_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    """Open the store with its engine (a read-only lsmkv open beside a
+    writer in another process retries by itself when it races with the
+    writer removing a file: ``lsmkv.open``)."""
+    return engine_module(engine).open(path, read_only=read_only)

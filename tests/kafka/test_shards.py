@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -22,6 +23,9 @@ from lsmkv.kafka.cli import main as kafka_main
 from lsmkv.kafka.producer import produce_workload
 from lsmkv.kafka.routing import murmur2, partition_for
 from lsmkv.kafka.shards import MARKER, ShardedStore
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from instances import table_of  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -70,16 +74,6 @@ def _settings(broker, topic, group, **kw):
     return LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=[topic], group=group, **kw)
 
 
-def _partition_table(records) -> dict[bytes, bytes]:
-    table: dict[bytes, bytes] = {}
-    for _, key, value in records:
-        if value is None:
-            table.pop(key, None)
-        else:
-            table[key] = value
-    return table
-
-
 @pytest.mark.parametrize("engine", ["lsm", "btree"])
 def test_a_sharded_load_keeps_one_exact_store_per_partition(broker, name, tmp_path, engine, ground_truth,
                                                             partition_ends, capsys):
@@ -96,9 +90,9 @@ def test_a_sharded_load_keeps_one_exact_store_per_partition(broker, name, tmp_pa
     expected: dict[bytes, bytes] = {}
     for p in range(4):
         with OPENERS[engine](str(path / f"{topic}-{p}"), read_only=True) as db:   # an ordinary store
-            assert dict(db.scan()) == _partition_table(truth[p])
+            assert dict(db.scan()) == table_of(truth[p])
             assert stored_offset(db, topic, p) == ends[p]
-        expected.update(_partition_table(truth[p]))
+        expected.update(table_of(truth[p]))
     assert kafka_main(["shards", str(path), "--check", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(r["partition"], r["offset"], r["ok"]) for r in listed["shards"]] == [(p, ends[p], True) for p in range(4)]
@@ -140,7 +134,7 @@ def test_a_dropped_shard_is_restored_from_the_topic_and_the_rest_resume(broker, 
     with ShardedStore(path, "lsm", read_only=True) as store:
         assert store.offsets() == ends
         for p in range(3):
-            assert dict(store.shard(p).scan()) == _partition_table(truth[p])
+            assert dict(store.shard(p).scan()) == table_of(truth[p])
 
 
 def test_bad_layouts_get_one_clear_error(broker, name, tmp_path):
