@@ -391,7 +391,8 @@ def _run_suite(name: str, argv: list[str], console: Console) -> int:
         "engines": [], "unavailable": {}, "workloads": [], "loads": [],
         "runs": rec.runs,
         "tables": [t.to_json() for t in rec.tables],
-        "plots": sorted(f for f in os.listdir(out) if f.endswith(".png")),
+        "plots": [p["file"] for p in rec.plots],
+        "plot_titles": {p["file"]: p["title"] for p in rec.plots},
         "error": error,
     }
     write_json(out, doc)
@@ -400,7 +401,8 @@ def _run_suite(name: str, argv: list[str], console: Console) -> int:
     for table in suite_tables(doc):
         console.print()
         console.print(_rich_table(table))
-    console.print(f"results: {out}/results.json, results.csv, report.md ({wall:.0f} s)", highlight=False)
+    console.print(f"results: {out}/results.json, results.csv, report.md"
+                  + (f", {len(rec.plots)} plots" if rec.plots else "") + f" ({wall:.0f} s)", highlight=False)
     if error:
         console.print(f"suite {name} failed: {error}", style="red", markup=False, soft_wrap=True)
         return 1

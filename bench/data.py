@@ -15,17 +15,27 @@ Values come from a :class:`ValuePool`: a seeded 1 MiB buffer whose bytes are
 ``compressibility`` redundant (0: random bytes; 0.5: a general-purpose
 compressor shrinks them to about half), read at a rolling offset like
 db_bench's value generator.
+
+The engine suites (bench/suites/lsm.py, compaction.py, btree.py) draw their
+data from a ``random.Random`` instead, as the scripts they replaced did, so
+that a seed gives the same keys as before: :func:`random_keys` and
+:func:`half_random_values`.
 """
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import numpy as np
 
 from .distributions import fnvhash64_array
 
-__all__ = ["KeySpace", "DbBenchKeys", "YcsbKeys", "ValuePool", "compression_ratio"]
+__all__ = ["KeySpace", "DbBenchKeys", "YcsbKeys", "ValuePool", "compression_ratio", "random_keys",
+           "half_random_values", "VALUE_COUNT"]
+
+#: Distinct values the engine suites cycle through (value ``i & (VALUE_COUNT - 1)`` for the i-th put).
+VALUE_COUNT = 4096
 
 
 class KeySpace:
@@ -127,3 +137,14 @@ def compression_ratio(values: list[bytes]) -> float:
     """Compressed/original size of the values concatenated (zlib level 6)."""
     raw = b"".join(values)
     return len(zlib.compress(raw, 6)) / max(1, len(raw))
+
+
+def random_keys(rng: random.Random, count: int, size: int = 16) -> list[bytes]:
+    """``count`` random keys of ``size`` bytes, in the order drawn (duplicates possible)."""
+    return [rng.randbytes(size) for _ in range(count)]
+
+
+def half_random_values(rng: random.Random, size: int, count: int = VALUE_COUNT) -> list[bytes]:
+    """``count`` values of ``size`` bytes, each half random bytes repeated
+    (about 2:1 compressible, like db_bench's default)."""
+    return [(rng.randbytes(size // 2) * 2)[:size] for _ in range(count)]

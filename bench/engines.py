@@ -346,7 +346,12 @@ def _rocksdb_statistics(text: str) -> dict[str, int]:
 @register
 class RocksdbAdapter(EngineAdapter):
     """rocksdict in raw (bytes) mode: default options except a 4 MiB memtable, a block
-    cache of --cache-size, a 10 bits/key bloom filter, statistics on; WriteOptions.sync = --sync."""
+    cache of --cache-size, a 10 bits/key bloom filter, statistics on; WriteOptions.sync = --sync.
+
+    ``settings.options`` (used by bench suites that configure RocksDB like
+    lsmkv) override that: each ``name: value`` calls ``Options.set_<name>(value)``,
+    except ``compression`` (a ``DBCompressionType`` name such as ``"zstd"``),
+    ``statistics`` (False: off) and ``bloom_bits_per_key``."""
 
     name = "rocksdb"
     title = "RocksDB (rocksdict)"
@@ -365,16 +370,30 @@ class RocksdbAdapter(EngineAdapter):
     def __init__(self, path: str, settings: EngineSettings) -> None:
         super().__init__(path, settings)
         rd = _import("rocksdict", self.name, self.install_hint)
+        options = dict(settings.options)
+        statistics = bool(options.pop("statistics", True))
+        bloom_bits = options.pop("bloom_bits_per_key", 10)
+        compression = options.pop("compression", None)
         opts = rd.Options(raw_mode=True)
         opts.create_if_missing(True)
-        opts.enable_statistics()
+        if statistics:
+            opts.enable_statistics()
         # The memtable size of lsmkv's and LevelDB's defaults (RocksDB's own is 64 MiB), so
         # that all three LSM-trees flush and compact at the same data sizes.
         opts.set_write_buffer_size(self.WRITE_BUFFER_SIZE)
+        self.applied = {"write_buffer_size": self.WRITE_BUFFER_SIZE, "bloom_bits_per_key": bloom_bits,
+                        "statistics": statistics, "sync": settings.sync}
+        for name, value in options.items():
+            setter = getattr(opts, f"set_{name}", None)
+            if setter is None:
+                raise ValueError(f"rocksdb: no option {name!r} (rocksdict's Options has no set_{name})")
+            setter(value)
+            self.applied[name] = value
+        if compression is not None:
+            opts.set_compression_type(getattr(rd.DBCompressionType, compression)())
+            self.applied["compression"] = compression
         table = rd.BlockBasedOptions()
-        table.set_bloom_filter(10, False)
-        self.applied = {"write_buffer_size": self.WRITE_BUFFER_SIZE, "bloom_bits_per_key": 10,
-                        "statistics": True, "sync": settings.sync}
+        table.set_bloom_filter(bloom_bits, False)
         if settings.cache_size is not None:
             table.set_block_cache(rd.Cache(settings.cache_size))
             self.applied["block_cache"] = settings.cache_size
@@ -443,7 +462,9 @@ class RocksdbAdapter(EngineAdapter):
 
 @register
 class LeveldbAdapter(EngineAdapter):
-    """plyvel: an LRU block cache of --cache-size, a 10 bits/key bloom filter; put/delete(sync=--sync)."""
+    """plyvel: an LRU block cache of --cache-size, a 10 bits/key bloom filter; put/delete(sync=--sync).
+    ``settings.options`` are further plyvel.DB keyword arguments (``write_buffer_size``,
+    ``compression``...), overriding those."""
 
     name = "leveldb"
     title = "LevelDB (plyvel)"
@@ -464,6 +485,7 @@ class LeveldbAdapter(EngineAdapter):
         kwargs: dict[str, Any] = {"create_if_missing": True, "bloom_filter_bits": 10}
         if settings.cache_size is not None:
             kwargs["lru_cache_size"] = settings.cache_size
+        kwargs.update(settings.options)
         self.applied = dict(kwargs, sync=settings.sync)
         self.db = db = plyvel.DB(path, **kwargs)
         self.get = db.get  # type: ignore[method-assign]

@@ -23,11 +23,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -36,7 +38,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["LATENCY_PERCENTILES", "new_histogram", "histogram_from_ns", "latency_summary", "latency_cdf",
            "IoCounters", "child_pids", "bytes_written",
-           "read_io", "cpu_seconds", "reset_peak_rss", "peak_rss_bytes", "directory_bytes",
+           "read_io", "read_process_io", "timed", "cpu_seconds", "reset_peak_rss", "peak_rss_bytes",
+           "directory_bytes",
            "throughput_timeline", "ratio", "engine_deltas", "phase_read_amp"]
 
 #: Histogram range and precision (nanoseconds).
@@ -191,6 +194,27 @@ def read_io() -> IoCounters:
             total.rchar += child.rchar
             total.wchar += child.wchar
     return total
+
+
+def read_process_io() -> IoCounters:
+    """I/O of this process alone (all its threads and reaped children), not
+    of its live descendants: /proc/self/io."""
+    return _read_io_file("/proc/self/io")
+
+
+def timed(fn: Callable[[], Any], disable_gc: bool = False) -> float:
+    """Seconds ``fn()`` takes, after a ``gc.collect()``; with ``disable_gc``
+    the collector is off while it runs."""
+    gc.collect()
+    if disable_gc:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    finally:
+        if disable_gc:
+            gc.enable()
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

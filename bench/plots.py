@@ -12,7 +12,9 @@
   flushes, compactions and checkpoints show as dips.
 
 Every function takes the results document and the output folder and returns
-the file name it wrote (or None when there was nothing to plot).
+the file name it wrote (or None when there was nothing to plot). A bench
+suite draws its own figures and hands them to ``rec.plot`` (bench/suites/),
+which saves them with :func:`save_figure`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_plots", "ENGINE_COLORS"]
+__all__ = ["write_plots", "save_figure", "ENGINE_COLORS"]
 
 ENGINE_COLORS = {"lsm": "#1f77b4", "btree": "#ff7f0e", "sqlite": "#2ca02c", "rocksdb": "#d62728",
                  "leveldb": "#9467bd", "lmdb": "#8c564b"}
@@ -295,6 +297,13 @@ def _title_and_legend(fig, engines: list[str], title: str) -> None:
     fig.legend(handles, engines, loc="upper center", bbox_to_anchor=(0.5, 1 - title_h), ncol=len(engines),
                frameon=False, fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_h))
+
+
+def save_figure(fig, out_dir: str, name: str) -> str:
+    """Write ``fig`` as ``out_dir/name`` (PNG at the report's resolution) and close it."""
+    fig.savefig(os.path.join(out_dir, name), dpi=DPI)
+    plt.close(fig)
+    return name
 
 
 def write_plots(doc: dict[str, Any], out_dir: str) -> list[str]:

@@ -299,8 +299,10 @@ def write_suite_report(doc: dict[str, Any], out_dir: str) -> str:
         lines += [f"**The suite failed: {doc['error']}** (what it recorded before that is below).", ""]
     for table in suite_tables(doc):
         lines += [f"## {table.title}", "", markdown(table), ""]
+    titles = doc.get("plot_titles") or {}
     for plot in doc.get("plots", []):
-        lines += [f"![{plot}]({plot})", ""]
+        title = titles.get(plot, plot)
+        lines += [f"## {title}", "", f"![{title}]({plot})", ""]
     lines += ["`results.json` holds every figure; `results.csv` the scalar ones.", ""]
     path = os.path.join(out_dir, "report.md")
     with open(path, "w", encoding="utf-8") as f:

@@ -13,7 +13,8 @@ This module owns the contract between a suite and the harness: discovery
 suite's runs land in the same results.json and results.csv as the default
 workloads (each run carrying ``family`` = the suite's name), so
 ``lsmkv bench compare``, report.md and the plots read them alike; its
-comparison tables go to the terminal and to report.md. Suites never print:
+comparison tables go to the terminal and to report.md, its plots
+(:meth:`Recorder.plot`) into the results folder and report.md. Suites never print:
 the CLI (bench/cli.py) owns the terminal and renders what the recorder
 hands it.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -100,7 +102,8 @@ def format_cell(value: Any) -> str:
 @dataclass
 class Recorder:
     """What a suite reports through: runs (results.json), tables
-    (terminal and report.md) and progress lines."""
+    (terminal and report.md), plots (results folder and report.md) and
+    progress lines."""
 
     suite: str
     out_dir: str
@@ -108,6 +111,8 @@ class Recorder:
     on_run: Callable[[dict[str, Any]], None] = lambda run: None
     runs: list[dict[str, Any]] = field(default_factory=list)
     tables: list[SuiteTable] = field(default_factory=list)
+    #: {"file": PNG file name in out_dir, "title": ...} per plot, in order.
+    plots: list[dict[str, str]] = field(default_factory=list)
 
     def run(self, engine: str, workload: str, operations: int, elapsed_s: float, *,
             latency_us: dict[str, float] | None = None, **fields: Any) -> dict[str, Any]:
@@ -153,9 +158,38 @@ class Recorder:
         self.tables.append(table)
         return table
 
+    def plot(self, name: str, title: str, draw: Callable[[], Any]) -> str:
+        """Record a plot: ``draw()`` returns a matplotlib figure, saved as
+        ``name`` (a .png file name) in the results folder, listed in
+        results.json's ``plots`` and shown in report.md under ``title``.
+        Returns the file's path."""
+        if not name.endswith(".png") or os.path.basename(name) != name:
+            raise SuiteError(f"a plot is a .png file name in the results folder, not {name!r}")
+        if any(p["file"] == name for p in self.plots):
+            raise SuiteError(f"two plots are named {name!r}")
+        from ..plots import save_figure
+        save_figure(draw(), self.out_dir, name)
+        self.plots.append({"file": name, "title": title})
+        return os.path.join(self.out_dir, name)
+
     def progress(self, text: str) -> None:
         """One status line (shown on the terminal, not recorded)."""
         self.on_progress(text)
+
+
+#: Engine names the scripts that became suites used, and the harness's name for each.
+ENGINE_ALIASES = {"lsmkv": "lsm", "sqlite3": "sqlite"}
+
+
+def engine_names(text: str, allowed: list[str]) -> list[str]:
+    """The engines of a comma-separated ``--engines`` value, in order, with
+    the aliases of :data:`ENGINE_ALIASES` mapped; a name not in ``allowed``
+    is an error."""
+    names = [ENGINE_ALIASES.get(e.strip(), e.strip()) for e in text.split(",") if e.strip()]
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"unknown engine {name!r}; choose from {', '.join(allowed)}")
+    return names
 
 
 def available_engines(names: list[str], rec: "Recorder"):

@@ -117,3 +117,29 @@ def test_engines_say_which_workloads_they_skip_and_why(monkeypatch):
     assert "rewrites its whole index file on every delete" in dbm.skip_reason(by_name["deleterandom"])
     monkeypatch.setattr(dbm, "module_name", classmethod(lambda cls: "dbm.sqlite3"))
     assert dbm.skip_reason(by_name["deleterandom"]) is None
+
+
+def test_reference_options_pass_through(tmp_path):
+    """The engine suites configure RocksDB and LevelDB through settings.options."""
+    if "rocksdb" in AVAILABLE:
+        db = get_adapter("rocksdb")(str(tmp_path / "rocks"), EngineSettings(options={
+            "write_buffer_size": 1 << 20, "max_write_buffer_number": 3, "compression": "zstd",
+            "statistics": False, "bloom_bits_per_key": 8}))
+        try:
+            assert db.applied["write_buffer_size"] == 1 << 20 and db.applied["max_write_buffer_number"] == 3
+            assert db.applied["compression"] == "zstd" and db.applied["statistics"] is False
+            assert db.applied["bloom_bits_per_key"] == 8
+            db.put(b"k", b"v")
+            assert db.get(b"k") == b"v" and db.stats()["engine"] == "rocksdb"
+        finally:
+            db.close()
+        with pytest.raises(ValueError, match="no option 'no_such_thing'"):
+            get_adapter("rocksdb")(str(tmp_path / "rocks2"), EngineSettings(options={"no_such_thing": 1}))
+    if "leveldb" in AVAILABLE:
+        db = get_adapter("leveldb")(str(tmp_path / "level"), EngineSettings(
+            cache_size=1 << 20, options={"write_buffer_size": 1 << 20, "compression": None}))
+        try:
+            assert db.applied["write_buffer_size"] == 1 << 20 and db.applied["compression"] is None
+            assert db.applied["lru_cache_size"] == 1 << 20
+        finally:
+            db.close()

@@ -100,3 +100,36 @@ def test_a_failing_suite_keeps_what_it_recorded_and_exits_1(tmp_path, monkeypatc
     assert [r["workload"] for r in doc["runs"]] == ["partial"]
     assert "failed: RuntimeError: disk gone" in (out / "report.md").read_text()
     assert os.path.exists(out / "results.csv")
+
+
+def test_a_suite_plot_lands_in_the_results_folder_and_the_report(tmp_path, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    module = get_suite("timer")
+
+    def draw():
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0])
+        return fig
+
+    def run_with_plot(args, rec):
+        rec.run("wheel", "schedule", 10, 1.0)
+        with pytest.raises(SuiteError, match="png file name"):
+            rec.plot("../escape.png", "no", draw)
+        with pytest.raises(SuiteError, match="png file name"):
+            rec.plot("plot.svg", "no", draw)
+        assert rec.plot("line.png", "A falling line", draw) == os.path.join(rec.out_dir, "line.png")
+        with pytest.raises(SuiteError, match="two plots"):
+            rec.plot("line.png", "again", draw)
+    monkeypatch.setattr(module, "run", run_with_plot)
+    out = tmp_path / "plotted"
+    (out).mkdir()
+    (out / "stale.png").write_bytes(b"not ours")  # a PNG the suite did not record is not listed
+    assert _timer_suite(out) == 0
+    doc = load_results(str(out))
+    assert doc["plots"] == ["line.png"] and doc["plot_titles"] == {"line.png": "A falling line"}
+    assert os.path.getsize(out / "line.png") > 1000
+    report = (out / "report.md").read_text()
+    assert "## A falling line" in report and "](line.png)" in report and "stale.png" not in report
