@@ -361,6 +361,64 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     return node
 
 
+def search_leaf_page(buf: bytes, pgno: int, page_size: int, path: str, key: bytes):
+    """The leaf value of ``key`` in the leaf page image ``buf``, or None if
+    the page does not hold ``key``, found without decoding the page: the
+    checksum and page number are verified first (CorruptionError, as for
+    :func:`decode_node`), then a binary search runs over the slot array,
+    comparing key slices in place; only the cell found is turned into a
+    value (bytes, :class:`Overflow` or :class:`Expiring`, as decoding makes
+    them). A get of a leaf outside the buffer pool costs this instead of a
+    decode of every cell."""
+    ptype, count = check_header(buf, pgno, page_size, path)[2:5:2]
+    if ptype != PAGE_LEAF:
+        raise CorruptionError(f"expected a leaf page in the tree, found a "
+                              f"{PAGE_TYPE_NAMES.get(ptype, f'type-{ptype}')} page", path=path, page=pgno)
+    if HEADER_SIZE + SLOT_SIZE * count > page_size:
+        raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
+    if not count:
+        return None
+    slots = _slots(count).unpack_from(buf, HEADER_SIZE)
+    unpack = LEAF_CELL.unpack_from
+    try:
+        lo, hi = 0, count
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            off = slots[mid]
+            klen, kind, _vlen = unpack(buf, off)
+            ks = off + (LEAF_CELL_SIZE + DEADLINE_SIZE if kind & KIND_EXPIRING else LEAF_CELL_SIZE)
+            if buf[ks:ks + klen] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == count:
+            return None
+        off = slots[lo]
+        klen, kind, vlen = unpack(buf, off)
+        ks = off + LEAF_CELL_SIZE
+        deadline = None
+        if kind & KIND_EXPIRING:
+            deadline = DEADLINE.unpack_from(buf, ks)[0]
+            ks += DEADLINE_SIZE
+        ke = ks + klen
+        if off < HEADER_SIZE + SLOT_SIZE * count or ke > page_size:
+            raise IndexError
+        if buf[ks:ke] != key:
+            return None
+        base = kind & ~KIND_EXPIRING
+        if kind > KIND_EXPIRING | KIND_OVERFLOW:
+            raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
+        if base == KIND_INLINE:
+            if ke + vlen > page_size:
+                raise IndexError
+            val = buf[ke:ke + vlen]
+        else:
+            val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
+    except (struct.error, IndexError):
+        raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
+    return val if deadline is None else Expiring(deadline, val)
+
+
 def encode_overflow(pgno: int, data: bytes, next_page: int, page_size: int, epoch: int) -> bytearray:
     """An overflow page: header (a = next page of the chain, b = bytes here), data."""
     page = bytearray(page_size)

@@ -33,7 +33,7 @@ from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, Node,
-                   Overflow, decode_overflow, value_size)
+                   Overflow, decode_overflow, search_leaf_page, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
@@ -169,6 +169,12 @@ class Tree:
         self.snap_seq = 0
         #: Overflow pages freed while snapshots live (they may still read them).
         self.deferred: list[int] = []
+        #: Leaves outside the pool that a get searched in their page image
+        #: without keeping them (page number -> None, at most a pool's worth,
+        #: then forgotten at once): a leaf read a second time while it is
+        #: still listed is decoded into the pool. Data read once does not
+        #: push out what keeps being read, and costs no decode (2Q's idea).
+        self.seen_once: dict[int, None] = {}
 
     # ---- page access ---------------------------------------------------------------
 
@@ -225,7 +231,17 @@ class Tree:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
             pg = node.kids[bisect_right(node.keys, key)]
-        node = pages.get(pg) or self._load(pg, True)
+        node = pages.get(pg)
+        if node is None:
+            seen = self.seen_once
+            if pg not in seen:  # a leaf's first read in a while: searched raw, not kept
+                if len(seen) >= self.pool.capacity:
+                    seen.clear()
+                seen[pg] = None
+                v = search_leaf_page(self.pager.read_page(pg), pg, self.page_size, self.pager.path, key)
+                return v if v is None or type(v) is bytes else self._value(v)
+            del seen[pg]  # read again soon: decoded and kept in the pool
+            node = self._load(pg, True)
         node.ref = True
         keys = node.keys
         i = bisect_left(keys, key)

@@ -1,0 +1,152 @@
+"""A get of a leaf outside the buffer pool searches the page image in place
+(btree.node.search_leaf_page): it must answer exactly what a decoded page
+answers, report damage as CorruptionError, and decide which leaves the pool
+keeps (a leaf read a second time while remembered)."""
+
+from __future__ import annotations
+
+import os
+import random
+from bisect import bisect_right
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import btree
+from btree.node import Expiring, Node, Overflow, decode_node, encode_node, search_leaf_page
+from btree.tree import _internal_used, _leaf_used
+from lsmkv.errors import CorruptionError
+
+PAGE = 4096
+
+# Keys from a two-letter alphabet share long prefixes: "ab", "aba", "abab"...
+_keys = st.binary(min_size=0, max_size=12).map(lambda b: bytes(0x61 + (c & 1) for c in b))
+_values = st.one_of(
+    st.binary(max_size=60),
+    st.builds(Overflow, st.integers(2, 1 << 31), st.integers(0, 1 << 30)),
+    st.builds(Expiring, st.integers(0, 1 << 62), st.binary(max_size=40)),
+    st.builds(Expiring, st.integers(0, 1 << 62), st.builds(Overflow, st.integers(2, 1 << 31),
+                                                           st.integers(0, 1 << 30))),
+)
+
+
+def _leaf(entries: dict[bytes, object]) -> bytes:
+    node = Node(5, True)
+    node.keys = sorted(entries)
+    node.vals = [entries[k] for k in node.keys]
+    node.ovf = any(type(v) is not bytes for v in node.vals)
+    node.used = _leaf_used(node)
+    return bytes(encode_node(node, PAGE, epoch=1))
+
+
+def _same(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if type(a) is Overflow:
+        return (a.page, a.length) == (b.page, b.length)
+    if type(a) is Expiring:
+        return a.deadline == b.deadline and _same(a.value, b.value)
+    return a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=40), st.lists(_keys, max_size=30))
+def test_raw_search_answers_what_the_decoded_page_answers(entries, others):
+    img = _leaf(entries)
+    decoded = decode_node(img, 5, PAGE, "f")
+    table = dict(zip(decoded.keys, decoded.vals))
+    keys = sorted(entries)
+    probes = set(keys) | set(others) | {b"", b"\xff" * 13}
+    probes |= {k + b"\x00" for k in keys} | {k[:-1] for k in keys if k}  # between and beside each key
+    for probe in probes:
+        found = search_leaf_page(img, 5, PAGE, "f", probe)
+        if probe in table:
+            assert _same(found, table[probe]), probe
+        else:
+            assert found is None, probe
+
+
+def test_an_empty_leaf_holds_nothing_and_other_pages_are_refused():
+    assert search_leaf_page(_leaf({}), 5, PAGE, "f", b"a") is None
+    inner = Node(5, False)
+    inner.keys, inner.kids = [b"m"], [2, 3]
+    inner.used = _internal_used(inner)
+    with pytest.raises(CorruptionError, match="expected a leaf page"):
+        search_leaf_page(bytes(encode_node(inner, PAGE, 1)), 5, PAGE, "f", b"m")
+    with pytest.raises(CorruptionError, match="image of page 5"):
+        search_leaf_page(_leaf({b"a": b"1"}), 6, PAGE, "f", b"a")
+
+
+def test_every_flipped_bit_is_reported_never_returned():
+    rng = random.Random(3)
+    img = _leaf({rng.randbytes(16): rng.randbytes(100) for _ in range(25)})
+    key = decode_node(img, 5, PAGE, "f").keys[7]
+    for bit in rng.sample(range(PAGE * 8), 400):
+        bad = bytearray(img)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(CorruptionError):
+            search_leaf_page(bytes(bad), 5, PAGE, "f", key)
+
+
+def _fill(path, n, **options):
+    rng = random.Random(11)
+    table = {rng.randbytes(16): rng.randbytes(100) for _ in range(n)}
+    with btree.open(path, **options) as db:
+        for k, v in table.items():
+            db.put(k, v)
+    return table
+
+
+def _leaf_of(tree, key: bytes) -> int:
+    pg = tree.root
+    for _ in tree.inner:
+        node = tree.node(pg, False)
+        pg = node.kids[bisect_right(node.keys, key)]
+    return pg
+
+
+def test_gets_beyond_the_pool_read_leaves_raw_and_keep_those_read_again(tmp_path):
+    path = str(tmp_path / "db")
+    table = _fill(path, 20_000)
+    keys = list(table)
+    with btree.open(path, cache_size=32 * 4096) as db:
+        tree, pool = db._tree, db._pool
+        assert db.stats()["pages_per_level"][-1] > 10 * 32  # the data is many times the pool
+        one_per_leaf = list({_leaf_of(tree, k): k for k in keys[:600]}.values())[:30]
+        for k in one_per_leaf:
+            assert db[k] == table[k]
+        # A leaf read once stays out of the pool; it is only remembered.
+        assert not any(node.leaf for node in pool.pages.values())
+        assert len(tree.seen_once) == 30
+        # A leaf read again while remembered is decoded and kept.
+        k = one_per_leaf[-1]
+        pg = _leaf_of(tree, k)
+        assert pg in tree.seen_once
+        assert db.get(k) == table[k]
+        assert pg not in tree.seen_once and pool.pages[pg].leaf
+        assert db.check_invariants() == []
+        # Every answer through either path is the stored one.
+        for k in random.Random(2).sample(keys, 3000):
+            assert db.get(k) == table[k]
+            assert db.get(k + b"!") is None
+        assert len(tree.seen_once) <= 32
+
+
+def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path):
+    path = str(tmp_path / "db")
+    table = _fill(path, 5_000)
+    with btree.open(path) as db:
+        key = next(iter(table))
+        pg = _leaf_of(db._tree, key)
+        page_size = db._tree.page_size
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        f.seek(pg * page_size + page_size // 2)
+        byte = f.read(1)
+        f.seek(pg * page_size + page_size // 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    with btree.open(path, cache_size=16 * 4096) as db:
+        assert pg not in db._pool.pages
+        with pytest.raises(CorruptionError, match="checksum"):
+            db.get(key)
+    assert table[key]
