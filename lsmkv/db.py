@@ -1320,6 +1320,8 @@ class DB(KeyValueMapping):
                 "sizing": "block_cache_size option" if self.options.block_cache_size is not None else CACHE_RULE,
             },
             "open_tables": len(self._tables),
+            # Kept by the open tables whatever the cache holds: their index and filter blocks.
+            "table_memory": self._tables.resident_bytes(),
             "snapshots": len(self._snapshots),
             # Metadata entries (set_meta) and the bytes of each value.
             "meta": describe_meta(self.meta()),

@@ -57,6 +57,18 @@ class TableCache:
         if reader is not None and self.block_cache is not None:
             self.block_cache.drop_reader(reader)
 
+    def resident_bytes(self) -> dict[str, int]:
+        """What the open tables keep in memory outside the block cache:
+        ``{"tables", "index_bytes", "filter_bytes"}`` (TableReader.resident_bytes)."""
+        with self._lock:
+            readers = [m.reader for m in self._open.values() if m.reader is not None]
+        index = filters = 0
+        for reader in readers:
+            i, f = reader.resident_bytes()
+            index += i
+            filters += f
+        return {"tables": len(readers), "index_bytes": index, "filter_bytes": filters}
+
     def __len__(self) -> int:
         return len(self._open)
 

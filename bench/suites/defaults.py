@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, rec) -> None:
                                   args.value_size, args.seed).result()
             results[name] = res
             common = {"peak_rss_mb": res["peak_rss_mb"], "baseline_rss_mb": res["baseline_rss_mb"],
-                      "disk_bytes": res["disk_bytes"], "cache": res["cache"]}
+                      "disk_bytes": res["disk_bytes"], "cache": res["cache"], "resident_mb": res["resident_mb"]}
             rec.run(name, "put", args.keys, res["put_s"], prepare_s=res["prepare_s"], **common)
             rec.run(name, "get", args.reads, res["get_s"], found=res["found"], read_amp=res["read_amp"],
                     **common)
@@ -94,13 +94,14 @@ def run(args: argparse.Namespace, rec) -> None:
                    f"{args.reads:,} random gets of present keys; one full scan. Each engine in its own "
                    "process with its own defaults (module docstring of bench/suites/defaults.py).")
     rec.table("Per engine", ["engine", "put/s", "get/s", "scan entries/s", "reads per get", "peak RSS MiB",
-                             "RSS before open MiB", "cache", "disk MiB"],
+                             "RSS before open MiB", "cache", "index+filter MiB", "disk MiB"],
               [[name, r["put_rate"], r["get_rate"], r["scan_rate"], r["read_amp"], r["peak_rss_mb"],
-                r["baseline_rss_mb"], r["cache"], round(r["disk_bytes"] / 2**20, 1)]
+                r["baseline_rss_mb"], r["cache"], r["resident_mb"], round(r["disk_bytes"] / 2**20, 1)]
                for name, r in results.items()],
               note="reads per get: blocks or pages read from files per get (the engine's own counter; - "
                    "where it has none). RSS before open: the process with its keys and values generated, "
-                   "before the engine is opened.")
+                   "before the engine is opened. index+filter: what lsmkv's open tables keep outside the "
+                   "block cache (stats()['table_memory'], at the end of the scan).")
 
 
 def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
@@ -191,6 +192,9 @@ def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: 
         stats = adapter.stats()
         cache = (stats.get("block_cache") or {}).get("capacity") or stats.get("cache_bytes")
         out["cache"] = f"{cache / 2**20:.0f} MiB" if cache else "engine default"
+        resident = stats.get("table_memory")  # lsmkv: open tables' index and filter blocks
+        out["resident_mb"] = (round((resident["index_bytes"] + resident["filter_bytes"]) / 2**20, 1)
+                              if resident else None)
     finally:
         adapter.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

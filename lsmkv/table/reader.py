@@ -36,6 +36,7 @@ version whose sequence is <= the read sequence.
 from __future__ import annotations
 
 from bisect import bisect_left
+import sys
 from collections import deque
 from itertools import repeat
 from typing import Iterator
@@ -300,6 +301,18 @@ class TableReader:
             while start < n and keys[start] == keys[0]:
                 start += 1
         return start
+
+    def resident_bytes(self) -> tuple[int, int]:
+        """(index bytes, filter bytes): the memory this open table keeps
+        whatever the block cache holds -- its index (keys, handles and the
+        per-block bookkeeping) and its bloom filter. Python object sizes
+        (sys.getsizeof), so an estimate of what the process holds for it;
+        the key index of promoted blocks is charged to the cache instead."""
+        index = sum(map(sys.getsizeof, self.index_keys))
+        for column in (self.index_keys, self.index_seq_kinds, self.index_offsets, self.index_sizes,
+                       self.blocks, self.refs, self.uses, self.charges, self.indexed):
+            index += sys.getsizeof(column)
+        return index, sys.getsizeof(self._bloom_bits) if self._bloom_bits is not None else 0
 
     def _promote(self, i: int) -> None:
         """Block ``i`` is cached and keeps being used: decode it (if held

@@ -94,3 +94,22 @@ def test_a_scan_reads_tables_that_compaction_deleted_under_it(tmp_path):
         assert not before & {f for f in os.listdir(path) if f.endswith(".sst")}
     finally:
         db.close()
+
+
+def test_stats_say_what_open_tables_keep_outside_the_cache(tmp_path):
+    path = str(tmp_path / "db")
+    db, keys = _fill(path, 20_000, write_buffer_size=256 << 10)
+    try:
+        db.compact_range()
+        for k in keys[:100]:
+            assert db.get(k) is not None
+        memory = db.stats()["table_memory"]
+        readers = [m.reader for level in db._state.version.levels for m in level if m.reader is not None]
+        assert memory["tables"] == len(readers) == db.stats()["open_tables"] > 0
+        filter_bytes = sum(r.filter.size_bytes for r in readers)
+        # The filters' bit arrays (plus each one's object header), and at least
+        # one index key's bytes per data block.
+        assert filter_bytes <= memory["filter_bytes"] <= filter_bytes + 200 * len(readers)
+        assert memory["index_bytes"] >= sum(len(k) for r in readers for k in r.index_keys)
+    finally:
+        db.close()
