@@ -145,12 +145,7 @@ def run(args: argparse.Namespace, rec) -> None:
                 for i in range(0, args.keys, 10_000):
                     adapter.write_batch(zip(keys[i:i + 10_000], (values[j & 1023] for j in range(i, i + 10_000))))
                 adapter.flush()
-                if name == "lsm":
-                    adapter.db.compact_range()
-                elif name == "rocksdb":
-                    adapter.db.compact_range(None, None)
-                elif name == "leveldb":
-                    adapter.db.compact_range()
+                adapter.compact_all()
                 forward, backward, done = _forward_backward(adapter, name)
                 try:
                     for label, fn in (("seek+next", forward), ("seek_for_prev+prev", backward)):

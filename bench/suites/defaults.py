@@ -121,13 +121,7 @@ def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
 def _prepare(name: str, adapter) -> None:
     """Flush; compact the LSM-trees into one sorted run."""
     adapter.flush()
-    if name == "lsm":
-        adapter.db.compact_range()
-    elif name == "rocksdb":
-        adapter.db.flush(True)
-        adapter.db.compact_range(None, None)
-    elif name == "leveldb":
-        adapter.db.compact_range()
+    adapter.compact_all()
 
 
 def _getter(name: str, adapter):
