@@ -150,3 +150,33 @@ def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path):
         with pytest.raises(CorruptionError, match="checksum"):
             db.get(key)
     assert table[key]
+
+
+def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
+    import tracemalloc
+    path = str(tmp_path / "db")
+    table = _fill(path, 30_000)
+    keys = list(table)
+    rng = random.Random(4)
+    rounds = [rng.sample(keys, 10_000) for _ in range(3)]
+    tracemalloc.start()
+    try:
+        db = btree.open(path, cache_size=64 * 4096)
+        try:
+            assert db.stats()["page_count"] > 10 * 64  # the data is many times the pool
+            for k in rounds[0]:
+                assert db.get(k) == table[k]
+            warm = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            for sample in rounds[1:]:
+                for k in sample:
+                    assert db.get(k) == table[k]
+                    assert len(db._pool.pages) <= 64 and len(db._tree.seen_once) <= 64
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            db.close()
+    finally:
+        tracemalloc.stop()
+    # 20,000 more gets over data ten times the pool keep nothing beyond it:
+    # a pool of decoded leaves is replaced, not added to.
+    assert peak - warm < 512 << 10, peak - warm
