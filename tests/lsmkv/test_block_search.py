@@ -112,3 +112,28 @@ def test_table_lookups_agree_with_its_entries_whichever_way_blocks_are_held(tmp_
                 assert reader.get(key, None, read_seq) == expect
     finally:
         reader.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=6), min_size=2, max_size=20, unique=True), st.data())
+def test_a_block_whose_offsets_go_backwards_is_refused_before_it_is_searched(keys, data):
+    import pytest
+
+    from lsmkv.errors import CorruptionError
+    keys = sorted(keys)
+    values = [k * 2 for k in keys]
+    raw = encode_block(keys, [(i + 1) << 8 | 1 for i in range(len(keys))], values)
+    check_block(raw)  # the well-formed block passes
+    n = len(keys)
+    base = len(raw) - 4 - 16 * n
+    ends = [int.from_bytes(raw[base + 4 * i: base + 4 * i + 4], "little") for i in range(2 * n)]
+    i = data.draw(st.integers(0, 2 * n - 2))
+    if ends[i] == 0:
+        return
+    # Make end i larger than end i + 1 (the total still ends where the columns start).
+    bad_end = ends[i + 1] + 1 if i + 1 < 2 * n - 1 else ends[i]
+    if i + 1 == 2 * n - 1:
+        return
+    broken = raw[:base + 4 * i] + bad_end.to_bytes(4, "little") + raw[base + 4 * i + 4:]
+    with pytest.raises(CorruptionError, match="out of order"):
+        check_block(broken)
