@@ -95,6 +95,15 @@ def _load_parser(sub) -> None:
                    help="keep warm copies of up to N other instances' partitions (needs --serve; default 0)")
     p.add_argument("--advertise", metavar="URL",
                    help="address clients reach --serve at (default http://HOST:PORT)")
+    p.add_argument("--acceptable-recovery-lag", type=int, metavar="RECORDS",
+                   help="with --serve: a copy at most this many records behind a partition's end counts as caught "
+                   "up and may take it active (default 10000)")
+    p.add_argument("--max-warmup-replicas", type=int, metavar="N",
+                   help="with --serve: warm-up copies the whole group keeps at once for partitions waiting to move "
+                   "to an instance that is not caught up (default 2)")
+    p.add_argument("--probing-rebalance-interval", type=float, metavar="SECONDS",
+                   help="with --serve: seconds between rebalances while warm-ups exist, moving caught-up warm-ups "
+                   "to active (default 60)")
     p.add_argument("--quiet", action="store_true", help="no live display, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_load)
@@ -136,6 +145,33 @@ def _headline(s: dict) -> str:
             f"{s['rebalances']} rebalances")
 
 
+def _scale_out_usage(args) -> str | None:
+    """What is wrong with the scale-out flags of ``lsmkv kafka load`` (None:
+    nothing). Checked before anything is opened or created."""
+    if args.standby_replicas < 0:
+        return f"--standby-replicas must be 0 or more, not {args.standby_replicas}"
+    if args.standby_replicas and args.serve is None:
+        return "--standby-replicas needs --serve (standbys belong to a serving group's assignment)"
+    if args.standby_replicas and args.processor:
+        return ("--standby-replicas does not go with --processor: a standby copy applies the topic's records as "
+                "they are, while the active shard stores what the processor makes of them, so a standby taking "
+                "over would serve a different table (run without standbys, or without the processor)")
+    lag_aware = {"--acceptable-recovery-lag": args.acceptable_recovery_lag,
+                 "--max-warmup-replicas": args.max_warmup_replicas,
+                 "--probing-rebalance-interval": args.probing_rebalance_interval}
+    for flag, value in lag_aware.items():
+        if value is None:
+            continue
+        if args.serve is None:
+            return f"{flag} needs --serve (the lag-aware assignment is that of a serving group)"
+        if flag == "--probing-rebalance-interval":
+            if not value > 0:
+                return f"{flag} must be a positive number of seconds, not {value:g}"
+        elif value < 0:
+            return f"{flag} must be 0 or more, not {value}"
+    return None
+
+
 def _cmd_load(args) -> int:
     from rich.console import Console
     from rich.console import Group as RichGroup
@@ -143,21 +179,23 @@ def _cmd_load(args) -> int:
     from rich.text import Text
 
     from .loader import Loader
+    usage = _scale_out_usage(args)
+    if usage is None and args.serve is not None:
+        secured = sorted(k for k in _client_config(args) if k.startswith(("security.", "sasl.", "ssl.")))
+        if secured:
+            usage = (f"--serve does not go with {', '.join(secured)} yet: the lag-aware group member connects "
+                     "in PLAINTEXT only (docs/kafka.md, \"Not built yet\")")
+    if usage is not None:
+        print(f"lsmkv kafka load: error: {usage}", file=sys.stderr)
+        return 2
     settings = _settings(args)
     options = dict(parse_option_text(o) for o in args.store_option)
     partitioned = args.partitioned or args.serve is not None
     address = None
-    if args.standby_replicas and args.serve is None:
-        raise OptionError("--standby-replicas needs --serve (standbys are placed from the instances' announcements)")
-    if args.standby_replicas < 0:
-        raise OptionError(f"--standby-replicas must be 0 or more, not {args.standby_replicas}")
-    if args.standby_replicas and args.processor:
-        raise OptionError("--standby-replicas does not go with --processor yet (standby copies store records as "
-                          "they are)")
     if args.serve is not None:
         from .serve import parse_address
         address = parse_address(args.serve)
-    server = announcer = standby = shards = None
+    server = announcer = standby = shards = coordination = None
     if address is not None:
         # The CLI owns the shard directory here: the standby replicator
         # writes it too, and must stop before it closes.
@@ -169,14 +207,27 @@ def _cmd_load(args) -> int:
                               f"{len(settings.topics)}: {settings.topics!r}")
         shards = ShardedStore(args.db, args.engine, topic=settings.topics[0], options=options)
         try:
+            from .assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS
+            from .coordination import DEFAULT_PROBING_INTERVAL, LagAwareCoordination
+            from .standby import StandbyReplicator
             loader = Loader(settings, shards)
             server = QueryServer(loader, *address, advertised=args.advertise)
-            if args.standby_replicas:
-                from .standby import StandbyReplicator
-                standby = server.standby = StandbyReplicator(loader, server.url, args.standby_replicas)
+            # A serving group assigns partitions lag-aware (coordination.py):
+            # actives go to caught-up copies, standbys and warm-ups are placed
+            # by the group leader and kept by the standby replicator.
+            coordination = server.coordination = LagAwareCoordination(
+                loader, server.url, standby_replicas=args.standby_replicas,
+                acceptable_recovery_lag=(DEFAULT_ACCEPTABLE_RECOVERY_LAG if args.acceptable_recovery_lag is None
+                                         else args.acceptable_recovery_lag),
+                max_warmup_replicas=(DEFAULT_MAX_WARMUP_REPLICAS if args.max_warmup_replicas is None
+                                     else args.max_warmup_replicas),
+                probing_interval=(DEFAULT_PROBING_INTERVAL if args.probing_rebalance_interval is None
+                                  else args.probing_rebalance_interval))
+            standby = server.standby = coordination.standby = StandbyReplicator(
+                loader, server.url, args.standby_replicas, wanted=coordination.copies)
             announcer = Announcer(loader, server.url, standby=standby)
         except BaseException:
-            for part in (standby, server, shards):
+            for part in (coordination, standby, server, shards):
                 if part is not None:
                     part.close()
             raise
@@ -208,7 +259,7 @@ def _cmd_load(args) -> int:
     try:
         summary = loader.run()
     finally:
-        for part in (announcer, standby, server, shards):
+        for part in (coordination, announcer, standby, server, shards):
             if part is not None:
                 part.close()
         stop_display.set()

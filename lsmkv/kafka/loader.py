@@ -35,6 +35,14 @@ they are fenced (never written again by this loader) and released. A
 lost partition is fenced at once. ``stop()`` (SIGTERM, Ctrl-C in the CLI)
 drains and commits the same way.
 
+Partitions come from the group (``subscribe``, librdkafka's cooperative
+assignment) or, after :meth:`use_manual_assignment`, from a coordinator
+that calls :meth:`set_assignment` (coordination.py: the lag-aware
+assignment of a serving group); the consumer thread then releases and
+claims partitions exactly as the revoke and assign callbacks do, with
+``incremental_unassign``/``incremental_assign``, and still commits to the
+group.
+
 The loader never prints (the CLI shows :meth:`snapshot`); it logs through
 ``logging`` and never crashes on an unavailable broker: librdkafka keeps
 reconnecting and the loader keeps logging what it sees.
@@ -178,6 +186,12 @@ class Loader:
         self._running = False
         self._consumer = None
         self._applier: Applier | None = None
+        #: Manual assignment (coordination.py): who decides, the partitions
+        #: it gave this loader, and whether they changed since applied.
+        self._assigner = None
+        self._wanted: frozenset[int] = frozenset()
+        self._wanted_changed = False
+        self._wanted_lock = threading.Lock()
 
     @property
     def db(self):
@@ -224,6 +238,48 @@ class Loader:
 
     # -- control ----------------------------------------------------------------------------
 
+    def use_manual_assignment(self, assigner) -> None:
+        """Take partitions from ``assigner`` (coordination.py: it calls
+        :meth:`set_assignment`) instead of subscribing to the group; the
+        consumer assigns them manually and still commits to the group.
+        Partitioned state only; before :meth:`run`."""
+        if self._shards is None:
+            raise LoaderError("manual (lag-aware) assignment needs partitioned state")
+        if self._running:
+            raise LoaderError("choose the assignment before the loader runs")
+        self._assigner = assigner
+
+    @property
+    def _incremental(self) -> bool:
+        """Whether partitions are added and removed one by one (a cooperative
+        group, or manual assignment whatever the strategy setting) rather
+        than the whole assignment replaced (an eager group)."""
+        return self._assigner is not None or self.settings.cooperative
+
+    def set_assignment(self, partitions) -> None:
+        """The partitions of the topic this loader is to hold active from
+        now on (safe from any thread; applied by the consumer thread)."""
+        with self._wanted_lock:
+            self._wanted = frozenset(int(p) for p in partitions)
+            self._wanted_changed = True
+
+    def _apply_assignment(self, consumer) -> None:
+        """Release the partitions no longer assigned (as a cooperative
+        revoke does: in-flight records may finish, offsets are committed),
+        then take the new ones (as an assignment does)."""
+        from confluent_kafka import TopicPartition
+        with self._wanted_lock:
+            wanted, self._wanted_changed = self._wanted, False
+        topic = self._shards.topic
+        held = {p for (t, p), ps in list(self._parts.items()) if ps.state == ACTIVE}
+        drop = [TopicPartition(topic, p) for p in sorted(held - wanted)]
+        add = [TopicPartition(topic, p) for p in sorted(wanted - held)]
+        if drop:
+            self._on_revoke(consumer, drop)
+            consumer.incremental_unassign(drop)
+        if add:
+            self._on_assign(consumer, add)
+
     def stop(self, reason: str = "stopped") -> None:
         """Ask :meth:`run` to drain, commit and return (safe from any thread
         and from a signal handler)."""
@@ -257,8 +313,9 @@ class Loader:
         consumer = Consumer({**s.consumer_config(), "on_commit": self._on_commit, "error_cb": self._on_error})
         self._consumer = consumer
         try:
-            consumer.subscribe(s.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                               on_lost=self._on_lost)
+            if self._assigner is None:
+                consumer.subscribe(s.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                   on_lost=self._on_lost)
             self._loop(consumer)
             self._drain(consumer)
         finally:
@@ -279,6 +336,8 @@ class Loader:
         consume = consumer.consume
         while not self._stop.is_set():
             self._raise_if_failed()
+            if self._wanted_changed:
+                self._apply_assignment(consumer)
             msgs = consume(s.poll_records, 0.1)
             if msgs:
                 self._dispatch(msgs)
@@ -324,6 +383,8 @@ class Loader:
             raise LoaderError(f"the store keeps refusing writes: {applier.error}") from applier.error
         if self._fatal is not None:
             raise LoaderError(f"the consumer failed: {self._fatal}")
+        if self._assigner is not None and self._assigner.error is not None:
+            raise LoaderError(f"the lag-aware assignment failed: {self._assigner.error!r}")
         for ps in list(self._parts.values()):
             if ps.unit_failed:
                 raise LoaderError(f"a processor unit of {ps.topic}[{ps.partition}] failed (see the log)")
@@ -526,7 +587,7 @@ class Loader:
                 log.info("%s: assigned %s[%d], starting at %s", self.name, ps.topic, ps.partition,
                          ps.stored if ps.stored is not None else "the group's offset")
         self.metrics.assigned += len(new)
-        if s.cooperative:
+        if self._incremental:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
@@ -591,7 +652,7 @@ class Loader:
                and self._applier.error is None):
             self._applier.wait_progress(0.05)
         self._release(consumer, states, lost=False)
-        if not self.settings.cooperative:
+        if not self._incremental:
             consumer.unassign()
 
     def _on_lost(self, consumer, partitions) -> None:

@@ -6,6 +6,12 @@ processes. A benchmark, not a test; docs/kafka.md records its figures:
     python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 1
     python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 2 --kill
     python -m lsmkv.kafka.scaleout_bench ... --instances 2 --kill --standby-replicas 1
+    python -m lsmkv.kafka.scaleout_bench ... --instances 3 --kill --standby-replicas 1
+
+Serving instances share the partitions by the lag-aware assignment
+(coordination.py), so with more instances than standbys + 1 a killed
+owner's partitions go to the instances holding their copies
+(``takeover_starts``: where each new owner started; null: rebuilt).
 
 Throughput counts from the first assignment any instance reports to the
 moment every partition's shard holds its end (the group join, about 3 s
@@ -121,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                       (_held(alive)), 600, "the survivors holding every partition at its end")
                 figures.update(failover_s=round(time.monotonic() - killed, 2), moved_partitions=gone,
                                moved_records=sum(ends[p] for p in gone))
+                # Where each moved partition's new owner started (null: rebuilt from the topic).
+                starts = {}
+                for u in alive:
+                    for p, start in ((_status(u) or {}).get("starts") or {}).items():
+                        if int(p) in gone:
+                            starts[int(p)] = start
+                figures["takeover_starts"] = starts
             print(json.dumps(figures))
         finally:
             for proc in procs:

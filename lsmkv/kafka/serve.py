@@ -13,7 +13,11 @@ Bytes travel as lowercase hex.
 
     GET /v1/status                       {"url", "topic", "partitions", "active": {p: stored offset},
                                           "restoring": [p], "starts": {p: offset its assignment started at
-                                          (null: rebuilt from the beginning)}}
+                                          (null: rebuilt from the beginning)}, "standby": {p: stored offset}
+                                          (standby and warm-up copies), "assignment": {"generation", "leader",
+                                          "active", "standby", "warmup", "waiting", "warmups_in_group",
+                                          "waiting_in_group", "ends", "lags", "probes", "rebalance_seconds"} (the
+                                          lag-aware assignment, coordination.py)}
     GET /v1/get?key=HEX[&stale=1]        {"partition", "found", "value": HEX|null, "stored",
                                           "role": "active"|"restoring"|"standby", "behind": records|null}
     GET /v1/scan?partition=P[&start=HEX][&end=HEX][&limit=N]
@@ -95,6 +99,9 @@ class QueryServer:
         #: The StandbyReplicator of this instance (None: no standbys): its
         #: copies answer gets that ask for ``stale=1``.
         self.standby = None
+        #: The LagAwareCoordination of this instance (None: none): its
+        #: latest assignment shows in the status.
+        self.coordination = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -153,7 +160,9 @@ class QueryServer:
         starts = {str(p): pm.start for (_, p), pm in list(loader.metrics.partitions.items()) if str(p) in active}
         return {"url": self.url, "topic": loader.shards.topic, "partitions": loader.shards.partitions,
                 "active": active, "restoring": loader.restoring(), "starts": starts,
-                "standby": {} if self.standby is None else {str(p): o for p, o in sorted(self.standby.held().items())}}
+                "standby": {} if self.standby is None else {str(p): o for p, o in
+                                                            sorted(self.standby.held().items())},
+                "assignment": None if self.coordination is None else self.coordination.status()}
 
     def _owned(self, partition: int):
         db = self._loader.shard_of(partition)

@@ -20,13 +20,13 @@ makes this replicator drop it at once (no later write includes it)
 before the loader reads the shard's offset; the replicator takes a
 partition only while nobody claims it.
 
-The assignment itself is librdkafka's cooperative-sticky one, which
-knows nothing of standbys: a partition whose owner dies goes to a
-survivor that may hold no warm copy (it then rebuilds from the topic).
-With N = instances - 1 every survivor has one. Moving partitions only to
-caught-up copies (KIP-441's warm-ups and probing rebalances) needs an
-assignor that sees every member's offsets; docs/kafka.md says what that
-takes. Standbys store records as they are (no ``--processor``).
+Where the copies go: with the lag-aware assignment of a serving group
+(coordination.py, assignor.py) the group leader places standbys and
+warm-ups, and the replicator keeps exactly the partitions its
+``wanted()`` callable returns (this instance's standby and warm-up
+partitions). Without it (``wanted=None``) each instance places standbys
+itself from the announcements, on the ring described above. Standbys
+store records as they are, so they refuse ``--processor`` (cli.py).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def place_standbys(members: list[Member], replicas: int) -> dict[int, list[str]]
 class StandbyReplicator:
     """Keeps the standby shards of ``loader``'s instance (``url``) warm."""
 
-    def __init__(self, loader, url: str, replicas: int, *, placement_interval: float = PLACEMENT_INTERVAL) -> None:
+    def __init__(self, loader, url: str, replicas: int, *, placement_interval: float = PLACEMENT_INTERVAL,
+                 wanted=None) -> None:
         from confluent_kafka import Consumer
         if type(replicas) is not int or replicas < 0:
             raise ValueError(f"standby replicas must be a non-negative int, not {replicas!r}")
@@ -84,6 +85,8 @@ class StandbyReplicator:
         self.url = url
         self.replicas = replicas
         self._interval = placement_interval
+        #: Callable returning the partitions to keep copies of (None: place them from the announcements).
+        self._wanted = wanted
         s = loader.settings
         self._topic = self._shards.topic
         self._max_key = MAX_KEY_SIZE
@@ -99,6 +102,8 @@ class StandbyReplicator:
         self._stop = threading.Event()
         self.error: BaseException | None = None
         self.applied = 0
+        #: partition -> the end the consumer last saw (its thread notes it after each fetch).
+        self._seen: dict[int, int] = {}
         self._shards.on_claim = self._on_claim
         self._thread = threading.Thread(target=self._run, name="lsmkv-kafka-standby", daemon=True)
         self._thread.start()
@@ -109,6 +114,14 @@ class StandbyReplicator:
         """{partition: stored offset} of the standby shards written now."""
         with self._shards.ownership:
             return dict(self._held)
+
+    def seen_ends(self) -> dict[int, int]:
+        """{partition: the end its consumer last saw in a fetch response}
+        of the copies written now (partitions not fetched yet are left out).
+        Noted by the replicator's own thread: measured, asking its consumer
+        from another thread while it consumes can block for good."""
+        with self._shards.ownership:
+            return {p: e for p, e in self._seen.items() if p in self._held}
 
     def shard_of(self, partition: int):
         """The standby shard of ``partition`` (None: not a standby here)."""
@@ -136,7 +149,9 @@ class StandbyReplicator:
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                if now >= next_placement:
+                if self._wanted is not None:
+                    self._keep(set(self._wanted()))
+                elif now >= next_placement:
                     next_placement = now + self._interval
                     try:
                         members = read_members(s.bootstrap_servers, s.group, client_config=s.client_config,
@@ -154,13 +169,32 @@ class StandbyReplicator:
                 msgs = self._consumer.consume(10_000, 0.1)
                 if msgs:
                     self._apply(msgs)
+                self._note_ends()
         except BaseException as exc:  # noqa: BLE001 - reported; the active load goes on
             self.error = exc
             log.error("the standby replicator stopped: %r", exc)
 
+    def _note_ends(self) -> None:
+        from confluent_kafka import TopicPartition
+        seen = {}
+        for p in list(self._held):
+            try:
+                _, high = self._consumer.get_watermark_offsets(TopicPartition(self._topic, p), cached=True)
+            except Exception:  # noqa: BLE001 - not known yet
+                continue
+            if high is not None and high >= 0:
+                seen[p] = high
+        with self._shards.ownership:
+            self._seen = seen
+
     def _replace(self, placement: dict[int, list[str]]) -> None:
+        self._keep({p for p, urls in placement.items() if self.url in urls})
+
+    def _keep(self, want: set[int]) -> None:
+        """Keep copies of exactly ``want`` (less what this instance holds active)."""
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-        want = {p for p, urls in placement.items() if self.url in urls}
+        if want == set(self._held):
+            return
         add = []
         with self._shards.ownership:
             for p in sorted(set(self._held) - want):
