@@ -33,20 +33,14 @@ def prefix_end(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-def _lo_max(a: Key, b: Key) -> Key:
+def _tighter(pick, a: Key, b: Key) -> Key:
+    """The tighter of two bounds, where None is unbounded: ``pick`` is max
+    for lower bounds, min for upper bounds."""
     if a is None:
         return b
     if b is None:
         return a
-    return max(a, b)
-
-
-def _hi_min(a: Key, b: Key) -> Key:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
+    return pick(a, b)
 
 
 def _empty(r: Range) -> bool:
@@ -75,7 +69,7 @@ def intersect(a: list[Range], b: list[Range]) -> list[Range]:
     out: list[Range] = []
     for alo, ahi in a:
         for blo, bhi in b:
-            r = (_lo_max(alo, blo), _hi_min(ahi, bhi))
+            r = (_tighter(max, alo, blo), _tighter(min, ahi, bhi))
             if not _empty(r):
                 out.append(r)
     return normalize(out)
