@@ -4,7 +4,20 @@ This module owns which pages are in memory. Pages are held decoded
 (:class:`~btree.node.Node`) in an insertion-ordered map; a hit sets the
 page's reference bit, and eviction is CLOCK (second chance): the oldest page
 is evicted if its bit is clear, otherwise the bit is cleared and the page
-goes to the back. Capacity is ``cache_size // page_size`` pages.
+goes to the back.
+
+The pool is charged by what it holds in memory, not by page images: a
+decoded page costs its encoded bytes plus about 75 bytes per entry (the
+key and value objects and their list slots) plus about 440 bytes for the
+node (measured with tracemalloc: a 4 KiB leaf of 26 entries with
+100-byte values takes 5.7 KB, one of 94 entries with 10-byte values
+10.7 KB). The pool keeps a running estimate of a page's cost from the
+pages it decodes and the dirty pages each checkpoint writes, and holds
+``capacity = room // page_bytes`` pages, where ``room`` is ``cache_size``
+less what the tree's adaptive hash index takes (up to 140 bytes per
+entry, two dict slots, at the most entries it has held; it may take at
+most a quarter of ``cache_size``).
+So the pool's memory follows ``cache_size`` whatever the values' sizes.
 
 Dirty pages (changed since the last checkpoint) are never evicted: they reach
 the page file only through a checkpoint (see :mod:`btree.pager`), and the DB
@@ -16,17 +29,52 @@ last checkpoint are kept as raw (data, next page) pairs in ``raw_dirty``.
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import islice
 
 from .node import Node, decode_node
 from .pager import Pager
+
+#: Memory of a decoded page beyond its encoded bytes: per node and per entry
+#: (see the module docstring for the measurements).
+NODE_BYTES = 440
+ENTRY_BYTES = 75
+#: Memory of one adaptive-hash-index entry: a slot in each of two dicts,
+#: whose tables grow by doubling (measured: 70 to 140 bytes per entry).
+HASH_INDEX_ENTRY_BYTES = 140
+#: The hash index may take at most this share of cache_size.
+HASH_INDEX_SHARE = 4
+#: The pool never holds fewer pages than this, whatever cache_size says.
+MIN_PAGES = 16
+#: A checkpoint starts when dirty pages take more than this share of the pool.
+DIRTY_RATIO = 0.75
+#: Weight of one observed page in the running estimate of a page's cost.
+ESTIMATE_WEIGHT = 1 / 64
+#: Pages of a checkpoint that update the estimate.
+CHECKPOINT_SAMPLE = 64
+
+
+def page_cost(node: Node) -> int:
+    """Estimated bytes of memory a decoded page takes."""
+    return NODE_BYTES + node.used + ENTRY_BYTES * len(node.keys)
 
 
 class BufferPool:
     """Not thread-safe by itself: the DB's lock guards it."""
 
-    def __init__(self, pager: Pager, capacity: int) -> None:
+    def __init__(self, pager: Pager, cache_size: int, hash_index: bool = False) -> None:
         self.pager = pager
-        self.capacity = capacity
+        #: Bytes of memory the pool (with the hash index) may take.
+        self.cache_size = cache_size
+        #: Running estimate of one decoded page's memory; until pages are
+        #: observed, twice the page size (a 4 KiB leaf of 100-byte values
+        #: takes 1.4 times, one of 10-byte values 2.6 times).
+        self.page_bytes = float(2 * pager.page_size + NODE_BYTES)
+        #: Entries the hash index may hold (0 without one).
+        self.hash_index_limit = cache_size // HASH_INDEX_SHARE // HASH_INDEX_ENTRY_BYTES if hash_index else 0
+        #: The most entries the hash index has held: its dicts keep the
+        #: memory of their largest size (a dict does not shrink as entries
+        #: are deleted), so that is what it is charged.
+        self.hash_index_peak = 0
         self.pages: OrderedDict[int, Node] = OrderedDict()
         self.dirty: dict[int, Node] = {}
         self.raw_dirty: dict[int, tuple[bytes, int]] = {}
@@ -36,6 +84,43 @@ class BufferPool:
         self.misses = 0
         self.lookups = 0
         self.evictions = 0
+        self.capacity = MIN_PAGES
+        self.dirty_limit = 8
+        self.resize()
+
+    def resize(self) -> None:
+        """Recompute how many pages fit (``capacity``) and how many may be
+        dirty before a checkpoint (``dirty_limit``), from the estimate of a
+        page's cost and the hash index's current size."""
+        ahi = self.ahi
+        if ahi and len(ahi) > self.hash_index_peak:
+            self.hash_index_peak = len(ahi)
+        room = self.cache_size - self.hash_index_peak * HASH_INDEX_ENTRY_BYTES
+        cap = max(int(room // self.page_bytes), MIN_PAGES)
+        self.capacity = cap
+        self.dirty_limit = max(int(cap * DIRTY_RATIO), 8)
+
+    def memory_bytes(self) -> int:
+        """Estimated memory the pool holds now (pages and hash index)."""
+        return int(len(self.pages) * self.page_bytes + self.hash_index_peak * HASH_INDEX_ENTRY_BYTES)
+
+    def observe(self, node: Node) -> None:
+        """Fold one decoded page's cost into the estimate."""
+        self.page_bytes += (page_cost(node) - self.page_bytes) * ESTIMATE_WEIGHT
+
+    def observe_checkpoint(self) -> None:
+        """Fold a sample of the pages a checkpoint is writing (the pages
+        writes made, which no load observed) into the estimate."""
+        for node in islice(self.dirty.values(), CHECKPOINT_SAMPLE):
+            self.observe(node)
+        self.resize()
+
+    def hash_index_grew(self) -> None:
+        """The hash index grew (called every 256 entries): it takes room
+        from the pages, so evict pages if they no longer fit."""
+        self.resize()
+        if len(self.pages) > self.capacity:
+            self.trim()
 
     def load(self, pgno: int) -> Node:
         """Read, verify and decode page ``pgno`` and keep it (a cache miss)."""
@@ -43,6 +128,8 @@ class BufferPool:
         node = decode_node(pager.read_page(pgno), pgno, pager.page_size, pager.path)
         self.pages[pgno] = node
         self.misses += 1
+        self.observe(node)
+        self.resize()
         return node
 
     def new_node(self, leaf: bool) -> Node:
@@ -74,8 +161,9 @@ class BufferPool:
 
     def clear(self) -> None:
         if self.ahi is not None:
-            self.ahi.clear()
+            self.ahi.clear()  # (clear() frees a dict's table)
             self.ahi_page.clear()
+            self.hash_index_peak = 0
         self.pages.clear()
         self.dirty.clear()
         self.raw_dirty.clear()
@@ -83,6 +171,7 @@ class BufferPool:
     def trim(self) -> bool:
         """Evict clean pages until the pool is within capacity. Returns False
         if it could not (too many dirty pages: a checkpoint is due)."""
+        self.resize()
         pages = self.pages
         cap = self.capacity
         budget = 2 * len(pages) + 2

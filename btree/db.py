@@ -69,14 +69,10 @@ DEFAULT_PAGE_SIZE = 4096
 #: its block cache (lsmkv/cache.py DEFAULT_RULE: 1/16 of physical memory,
 #: 32 MiB to 1 GiB). Measured at 1,000,000 random keys with 100-byte values
 #: (a 175 MiB page file): 32 MiB gave 23K puts/s and 41K gets/s, 1 GiB
-#: 140K and 216K, with 222 MiB more peak RSS (a decoded page takes about
-#: 1.3 times its size).
+#: 140K and 216K, with 222 MiB more peak RSS. The pool charges what decoded
+#: pages take in memory, not page images (btree.bufferpool).
 DEFAULT_CACHE_SIZE = None
 DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
-#: The buffer pool never holds fewer pages than this, whatever cache_size says.
-MIN_CACHE_PAGES = 16
-#: A checkpoint starts when dirty pages take more than this share of the pool.
-DIRTY_RATIO = 0.75
 #: Largest total of key and value bytes in one write batch.
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
@@ -346,9 +342,7 @@ class DB(KeyValueMapping):
         meta = pager.meta
         pager.page_count = meta.page_count
         pager.load_freelist(meta.freelist_head)
-        capacity = max(self._cache_size // pager.page_size, MIN_CACHE_PAGES)
-        self._pool = pool = BufferPool(pager, capacity)
-        self._dirty_limit = max(int(capacity * DIRTY_RATIO), 8)
+        self._pool = pool = BufferPool(pager, self._cache_size, self._hash_index)
         clock = self._ttl_clock
         self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
                                  meta.ttl_entries, lambda: now_ms(clock()))
@@ -833,7 +827,7 @@ class DB(KeyValueMapping):
                     self._user_bytes += len(key) + len(value)
                     pending = self._log_pending = self._log_pending + len(rec)
                     pool = self._pool
-                    if (len(pool.dirty) > self._dirty_limit or len(pool.pages) > pool.capacity
+                    if (len(pool.dirty) > pool.dirty_limit or len(pool.pages) > pool.capacity
                             or pending >= self._ckpt_log_bytes or pool.raw_dirty):
                         self._after_write()
             finally:
@@ -1034,7 +1028,7 @@ class DB(KeyValueMapping):
         writes stop (the next one raises) but this one stands."""
         pool = self._pool
         try:
-            if pool.dirty_count() > self._dirty_limit or self._log_pending >= self._ckpt_log_bytes:
+            if pool.dirty_count() > pool.dirty_limit or self._log_pending >= self._ckpt_log_bytes:
                 self._checkpoint()
             if len(pool.pages) > pool.capacity and not pool.trim():
                 self._checkpoint()
@@ -1080,6 +1074,7 @@ class DB(KeyValueMapping):
                 tree.free_overflow(self._meta_chain)
             self._meta_chain = tree.write_overflow(encode_meta_entries(self._meta)) if self._meta else None
             self._meta_dirty = False
+        pool.observe_checkpoint()
         images = [(node.pgno, encode_node(node, ps, epoch)) for node in pool.dirty.values()]
         for pg, (data, nxt) in pool.raw_dirty.items():
             images.append((pg, encode_overflow(pg, data, nxt, ps, epoch)))
@@ -1437,6 +1432,9 @@ class DB(KeyValueMapping):
                 "pages_per_level": counts,
                 "fill_factor": fills,
                 "free_pages": len(pager.free),
+                "cache_size": pool.cache_size,
+                "cache_bytes": pool.memory_bytes(),
+                "cache_page_bytes": round(pool.page_bytes),
                 "cache_capacity_pages": pool.capacity,
                 "cache_pages": len(pool.pages),
                 "dirty_pages": pool.dirty_count(),
@@ -1512,7 +1510,8 @@ class DB(KeyValueMapping):
 def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
     """Open (creating if missing) the btree database in directory ``path``.
 
-    Options: page_size (default 4096, fixed at creation), cache_size (bytes;
+    Options: page_size (default 4096, fixed at creation), cache_size (bytes of
+    memory for decoded pages and the hash index;
     default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
     checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """

@@ -248,9 +248,12 @@ class Tree:
         if i < len(keys) and keys[i] == key:
             v = node.vals[i]
             if type(v) is bytes:
-                if self.ahi is not None:
-                    self.ahi[key] = v
+                ahi = self.ahi
+                if ahi is not None and len(ahi) < self.pool.hash_index_limit:
+                    ahi[key] = v
                     self.ahi_page[key] = pg
+                    if not len(ahi) & 255:
+                        self.pool.hash_index_grew()
                 return v
             return self._value(v)  # (the hash index holds only plain values)
         return None

@@ -112,13 +112,14 @@ def test_gets_beyond_the_pool_read_leaves_raw_and_keep_those_read_again(tmp_path
     keys = list(table)
     with btree.open(path, cache_size=32 * 4096) as db:
         tree, pool = db._tree, db._pool
-        assert db.stats()["pages_per_level"][-1] > 10 * 32  # the data is many times the pool
-        one_per_leaf = list({_leaf_of(tree, k): k for k in keys[:600]}.values())[:30]
+        assert db.stats()["pages_per_level"][-1] > 10 * pool.capacity  # the data is many times the pool
+        leaves = min(30, pool.capacity - 2)
+        one_per_leaf = list({_leaf_of(tree, k): k for k in keys[:600]}.values())[:leaves]
         for k in one_per_leaf:
             assert db[k] == table[k]
         # A leaf read once stays out of the pool; it is only remembered.
         assert not any(node.leaf for node in pool.pages.values())
-        assert len(tree.seen_once) == 30
+        assert len(tree.seen_once) == leaves
         # A leaf read again while remembered is decoded and kept.
         k = one_per_leaf[-1]
         pg = _leaf_of(tree, k)
@@ -130,7 +131,7 @@ def test_gets_beyond_the_pool_read_leaves_raw_and_keep_those_read_again(tmp_path
         for k in random.Random(2).sample(keys, 3000):
             assert db.get(k) == table[k]
             assert db.get(k + b"!") is None
-        assert len(tree.seen_once) <= 32
+        assert len(tree.seen_once) <= pool.capacity
 
 
 def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path):
@@ -163,7 +164,8 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
     try:
         db = btree.open(path, cache_size=64 * 4096)
         try:
-            assert db.stats()["page_count"] > 10 * 64  # the data is many times the pool
+            pool = db._pool
+            assert db.stats()["page_count"] > 10 * pool.capacity  # the data is many times the pool
             for k in rounds[0]:
                 assert db.get(k) == table[k]
             warm = tracemalloc.get_traced_memory()[0]
@@ -171,7 +173,7 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
             for sample in rounds[1:]:
                 for k in sample:
                     assert db.get(k) == table[k]
-                    assert len(db._pool.pages) <= 64 and len(db._tree.seen_once) <= 64
+                    assert len(pool.pages) <= pool.capacity and len(db._tree.seen_once) <= pool.capacity
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             db.close()
@@ -180,3 +182,41 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
     # 20,000 more gets over data ten times the pool keep nothing beyond it:
     # a pool of decoded leaves is replaced, not added to.
     assert peak - warm < 512 << 10, peak - warm
+
+
+@pytest.mark.parametrize("value_size", [10, 100, 1000])
+def test_the_pool_and_hash_index_take_no_more_memory_than_cache_size(tmp_path, value_size):
+    """The pool is charged by decoded pages, not page images: filled over
+    data several times cache_size (every key read twice, so every leaf it
+    can hold is admitted and every key it can index is indexed), the
+    handle's memory stays within cache_size whatever the values' size (a
+    decoded 4 KiB leaf of 10-byte values takes 2.6 times its page)."""
+    import tracemalloc
+    cache_size = 512 << 10
+    path = str(tmp_path / "db")
+    rng = random.Random(value_size)
+    n = 5 * cache_size // (16 + value_size + 16)
+    table = {rng.randbytes(16): rng.randbytes(value_size) for _ in range(n)}
+    with btree.open(path) as db:
+        for k, v in table.items():
+            db.put(k, v)
+    keys = list(table)
+    rng.shuffle(keys)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        db = btree.open(path, cache_size=cache_size)
+        try:
+            for _ in range(2):
+                for k in keys:
+                    assert db.get(k) == table[k]
+            stats = db.stats()
+            held = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            db.close()
+    finally:
+        tracemalloc.stop()
+    assert stats["page_count"] * 4096 > 3 * cache_size  # the pages do not all fit
+    assert stats["cache_pages"] > 0.5 * stats["cache_capacity_pages"]
+    # (64 KiB: what an open handle holds besides its pool.)
+    assert held < 1.1 * cache_size + (64 << 10), (held, stats)

@@ -13,7 +13,8 @@ import btree
 from lsmkv.errors import BackgroundError, CorruptionError
 from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
 
-OPTS = dict(page_size=1024, cache_size=64 * 1024)
+# A pool of about 64 pages (a decoded 1 KiB page is charged about 2.5 KiB).
+OPTS = dict(page_size=1024, cache_size=160 * 1024)
 
 
 class Crash(Exception):
