@@ -285,6 +285,44 @@ def undo_single_bit_flip(buf: bytes) -> bytes | None:
     return bytes(fixed)
 
 
+def _decode_leaf_cells(buf: bytes, offsets, keys: list, vals: list, page_size: int, path: str,
+                       pgno: int) -> tuple[int, bool]:
+    """Append the keys and values of the leaf cells at ``offsets`` to
+    ``keys`` and ``vals``; return the bytes the cells take with their slots
+    and whether any value is not plain bytes (an Overflow or an Expiring).
+    A cell past the end of the page raises IndexError or struct.error."""
+    used = 0
+    ovf = False
+    unpack = LEAF_CELL.unpack_from
+    for off in offsets:
+        klen, kind, vlen = unpack(buf, off)
+        ks = off + LEAF_CELL_SIZE
+        deadline = None
+        if kind & KIND_EXPIRING:
+            deadline = DEADLINE.unpack_from(buf, ks)[0]
+            ks += DEADLINE_SIZE
+            used += DEADLINE_SIZE
+            ovf = True
+        ke = ks + klen
+        keys.append(buf[ks:ke])
+        if kind & ~KIND_EXPIRING == KIND_INLINE and kind <= KIND_EXPIRING | KIND_OVERFLOW:
+            ve = ke + vlen
+            if ve > page_size:
+                raise IndexError
+            val = buf[ke:ve]
+            used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
+        elif kind & ~KIND_EXPIRING == KIND_OVERFLOW and kind <= KIND_EXPIRING | KIND_OVERFLOW:
+            val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
+            ovf = True
+            used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
+        else:
+            raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
+        vals.append(val if deadline is None else Expiring(deadline, val))
+        if ke > page_size:
+            raise IndexError
+    return used, ovf
+
+
 def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     """Decode a verified leaf or internal page into a :class:`Node`."""
     _crc, _pg, ptype, _flags, count, cell_start, _r, _epoch, a, b = check_header(buf, pgno, page_size, path)
@@ -307,34 +345,8 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     used = HEADER_SIZE
     try:
         if leaf:
-            vals = node.vals
-            unpack = LEAF_CELL.unpack_from
-            for off in offsets:
-                klen, kind, vlen = unpack(buf, off)
-                ks = off + LEAF_CELL_SIZE
-                deadline = None
-                if kind & KIND_EXPIRING:
-                    deadline = DEADLINE.unpack_from(buf, ks)[0]
-                    ks += DEADLINE_SIZE
-                    used += DEADLINE_SIZE
-                    node.ovf = True
-                ke = ks + klen
-                keys.append(buf[ks:ke])
-                if kind & ~KIND_EXPIRING == KIND_INLINE and kind <= KIND_EXPIRING | KIND_OVERFLOW:
-                    ve = ke + vlen
-                    if ve > page_size:
-                        raise IndexError
-                    val = buf[ke:ve]
-                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + vlen
-                elif kind & ~KIND_EXPIRING == KIND_OVERFLOW and kind <= KIND_EXPIRING | KIND_OVERFLOW:
-                    val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
-                    node.ovf = True
-                    used += SLOT_SIZE + LEAF_CELL_SIZE + klen + 4
-                else:
-                    raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
-                vals.append(val if deadline is None else Expiring(deadline, val))
-                if ke > page_size:
-                    raise IndexError
+            cells, node.ovf = _decode_leaf_cells(buf, offsets, keys, node.vals, page_size, path, pgno)
+            used += cells
             node.prev = a
             node.next = b
         else:
@@ -361,6 +373,81 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
     return node
 
 
+def _slot_lower_bound(buf: bytes, slots: tuple, key: bytes, inclusive: bool) -> int:
+    """The first slot of a leaf image whose key is >= ``key`` (> ``key``
+    if not ``inclusive``), by binary search over key slices in place."""
+    unpack = LEAF_CELL.unpack_from
+    lo, hi = 0, len(slots)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        off = slots[mid]
+        klen, kind, _vlen = unpack(buf, off)
+        ks = off + (LEAF_CELL_SIZE + DEADLINE_SIZE if kind & KIND_EXPIRING else LEAF_CELL_SIZE)
+        k = buf[ks:ks + klen]
+        if k < key or (not inclusive and k == key):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _checked_leaf_slots(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[tuple, int, int]:
+    """The slot array of a leaf page image and its previous and next leaves'
+    page numbers, after the checksum, page number, page type and slot count
+    are verified."""
+    hdr = check_header(buf, pgno, page_size, path)
+    ptype, count = hdr[2], hdr[4]
+    if ptype != PAGE_LEAF:
+        raise CorruptionError(f"expected a leaf page in the tree, found a "
+                              f"{PAGE_TYPE_NAMES.get(ptype, f'type-{ptype}')} page", path=path, page=pgno)
+    if HEADER_SIZE + SLOT_SIZE * count > page_size:
+        raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
+    slots = _slots(count).unpack_from(buf, HEADER_SIZE) if count else ()
+    return slots, hdr[8], hdr[9]
+
+
+def leaf_page_range(buf: bytes, pgno: int, page_size: int, path: str, bound: bytes | None, inclusive: bool,
+                    limit: int, reverse: bool = False) -> Node:
+    """Up to ``limit`` entries of the leaf page image ``buf`` from ``bound``
+    upward (None: from its first key), or with ``reverse`` the entries
+    below ``bound`` (None: up to its last key) nearest to it, decoded
+    without the rest of the page: a range read of a leaf outside the buffer
+    pool. The checksum and page number are verified first, the start is
+    found by binary search over the slot array, and only the cells read are
+    decoded. Returns a :class:`Node` that holds just those entries (in key
+    order), never kept in the pool: ``used`` is 0 if they reach the end of
+    the page in the direction read (``next``, or ``prev`` with ``reverse``,
+    is then the neighbouring leaf) and -1 if the page goes on past them."""
+    slots, prev_page, next_page = _checked_leaf_slots(buf, pgno, page_size, path)
+    count = len(slots)
+    if count and min(slots) < HEADER_SIZE + SLOT_SIZE * count:
+        raise CorruptionError("a cell overlaps the slot array", path=path, page=pgno)
+    part = Node(pgno, True)
+    part.used = 0
+    try:
+        if reverse:
+            j = count if bound is None else _slot_lower_bound(buf, slots, bound, True)
+            i = max(0, j - limit)
+            complete = i == 0
+        else:
+            i = 0 if bound is None else _slot_lower_bound(buf, slots, bound, inclusive)
+            j = min(count, i + limit)
+            complete = j == count
+        _cells, part.ovf = _decode_leaf_cells(buf, slots[i:j], part.keys, part.vals, page_size, path, pgno)
+    except (IndexError, struct.error):
+        raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
+    keys = part.keys
+    if len(keys) > 1 and not all(map(bytes.__lt__, keys, keys[1:])):
+        raise CorruptionError("keys out of order in the page", path=path, page=pgno)
+    if not complete:
+        part.used = -1
+    elif reverse:
+        part.prev = prev_page
+    else:
+        part.next = next_page
+    return part
+
+
 def search_leaf_page(buf: bytes, pgno: int, page_size: int, path: str, key: bytes):
     """The leaf value of ``key`` in the leaf page image ``buf``, or None if
     the page does not hold ``key``, found without decoding the page: the
@@ -370,27 +457,13 @@ def search_leaf_page(buf: bytes, pgno: int, page_size: int, path: str, key: byte
     value (bytes, :class:`Overflow` or :class:`Expiring`, as decoding makes
     them). A get of a leaf outside the buffer pool costs this instead of a
     decode of every cell."""
-    ptype, count = check_header(buf, pgno, page_size, path)[2:5:2]
-    if ptype != PAGE_LEAF:
-        raise CorruptionError(f"expected a leaf page in the tree, found a "
-                              f"{PAGE_TYPE_NAMES.get(ptype, f'type-{ptype}')} page", path=path, page=pgno)
-    if HEADER_SIZE + SLOT_SIZE * count > page_size:
-        raise CorruptionError(f"slot count {count} does not fit the page", path=path, page=pgno)
+    slots = _checked_leaf_slots(buf, pgno, page_size, path)[0]
+    count = len(slots)
     if not count:
         return None
-    slots = _slots(count).unpack_from(buf, HEADER_SIZE)
     unpack = LEAF_CELL.unpack_from
     try:
-        lo, hi = 0, count
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            off = slots[mid]
-            klen, kind, _vlen = unpack(buf, off)
-            ks = off + (LEAF_CELL_SIZE + DEADLINE_SIZE if kind & KIND_EXPIRING else LEAF_CELL_SIZE)
-            if buf[ks:ks + klen] < key:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _slot_lower_bound(buf, slots, key, True)
         if lo == count:
             return None
         off = slots[lo]

@@ -33,7 +33,7 @@ from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, Node,
-                   Overflow, decode_overflow, search_leaf_page, value_size)
+                   Overflow, decode_overflow, leaf_page_range, search_leaf_page, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
@@ -777,13 +777,14 @@ class Tree:
         """Up to about ``limit`` items from ``lo`` upward (below ``hi``), and
         whether more may follow."""
         pg, height, node = self._view(view)
+        overlay = None if view is None else view[2]
         for _ in range(height - 1):
             n = node(pg, False)
             pg = n.kids[0 if lo is None else bisect_right(n.keys, lo)]
-        leaf = node(pg, True)
+        leaf, cut = self._range_leaf(pg, overlay, lo, lo_inclusive, limit, True)
         keys = leaf.keys
-        if lo is None:
-            i = 0
+        if lo is None or cut is not None:
+            i = 0  # (a part of a page starts at lo)
         elif lo_inclusive:
             i = bisect_left(keys, lo)
         else:
@@ -803,25 +804,62 @@ class Tree:
                     items += zip(keys, leaf.vals)
                 else:
                     items += zip(keys[i:j], leaf.vals[i:j])
-            if j < n or not leaf.next:
+            if j < n:
+                return items, False
+            if cut:  # the page goes on past the cells read: the next chunk re-seeks
+                return items, True
+            if not leaf.next:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
                 return items, True
-            leaf = node(leaf.next, True)
+            leaf, cut = self._range_leaf(leaf.next, overlay, None, True, limit - len(items), False)
             self.pool.lookups += 1
             i = 0
+
+    def _range_leaf(self, pg: int, overlay: dict | None, bound: bytes | None, inclusive: bool, limit: int,
+                    first: bool, reverse: bool = False) -> tuple[Node, bool | None]:
+        """The leaf ``pg`` for a range read, and whether it is cut short
+        (None: a whole leaf). A leaf in the snapshot's overlay or the pool is
+        used whole. One outside the pool is read from its page image without
+        decoding all of it (node.leaf_page_range: up to ``limit`` entries
+        from ``bound``, or below it with ``reverse``) and not kept, as gets do (see ``seen_once``):
+        the first leaf of a range read is remembered, and kept when it is
+        read again while remembered; the leaves a long scan passes through
+        are neither, so a scan does not push out what gets keep reading."""
+        if overlay is not None:
+            node = overlay.get(pg)
+            if node is not None:
+                return node, None
+        node = self.pages.get(pg)
+        if node is not None:
+            node.ref = True
+            return node, None
+        seen = self.seen_once
+        if pg in seen:
+            del seen[pg]
+            node = self._load(pg, True)
+            node.ref = True
+            return node, None
+        if first:
+            if len(seen) >= self.pool.capacity:
+                seen.clear()
+            seen[pg] = None
+        part = leaf_page_range(self.pager.read_page(pg), pg, self.page_size, self.pager.path, bound, inclusive,
+                               limit, reverse)
+        return part, part.used < 0
 
     def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
                        view=None) -> tuple[list, bool]:
         """Up to about ``limit`` items from just below ``hi`` downward (not
         below ``lo``), in descending order, and whether more may follow."""
         pg, height, node = self._view(view)
+        overlay = None if view is None else view[2]
         for _ in range(height - 1):
             n = node(pg, False)
             pg = n.kids[len(n.keys) if hi is None else bisect_left(n.keys, hi)]
-        leaf = node(pg, True)
+        leaf, cut = self._range_leaf(pg, overlay, hi, True, limit, True, True)
         keys = leaf.keys
-        j = len(keys) if hi is None else bisect_left(keys, hi)
+        j = len(keys) if hi is None or cut is not None else bisect_left(keys, hi)
         items: list = []
         nbytes = 0
         while True:
@@ -835,10 +873,14 @@ class Tree:
                     nbytes += big
                 else:
                     items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))
-            if i > 0 or not leaf.prev:
+            if i > 0:
+                return items, False
+            if cut:  # the page goes on below the cells read: the next chunk re-seeks
+                return items, True
+            if not leaf.prev:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
                 return items, True
-            leaf = node(leaf.prev, True)
+            leaf, cut = self._range_leaf(leaf.prev, overlay, None, True, limit - len(items), False, True)
             self.pool.lookups += 1
             j = len(leaf.keys)

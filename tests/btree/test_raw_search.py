@@ -1,7 +1,9 @@
 """A get of a leaf outside the buffer pool searches the page image in place
-(btree.node.search_leaf_page): it must answer exactly what a decoded page
-answers, report damage as CorruptionError, and decide which leaves the pool
-keeps (a leaf read a second time while remembered)."""
+(btree.node.search_leaf_page), and a range read decodes only the cells it
+reads (btree.node.leaf_page_range): both must answer exactly what a decoded
+page answers, report damage as CorruptionError, and decide which leaves the
+pool keeps (a leaf read a second time while remembered; a scan does not
+fill the pool)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import btree
-from btree.node import Expiring, Node, Overflow, decode_node, encode_node, search_leaf_page
+from btree.node import Expiring, Node, Overflow, decode_node, encode_node, leaf_page_range, search_leaf_page
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.errors import CorruptionError
 
@@ -67,6 +69,32 @@ def test_raw_search_answers_what_the_decoded_page_answers(entries, others):
             assert found is None, probe
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=40), st.lists(_keys, max_size=12), st.integers(1, 45))
+def test_a_range_read_of_a_page_answers_what_the_decoded_page_answers(entries, others, limit):
+    img = _leaf(entries)
+    decoded = decode_node(img, 5, PAGE, "f")
+    keys = decoded.keys
+    bounds = [None, b"", b"\xff" * 13, *keys, *others] + [k + b"\x00" for k in keys] + [k[:-1] for k in keys if k]
+    for bound in bounds:
+        for inclusive in (True, False):
+            part = leaf_page_range(img, 5, PAGE, "f", bound, inclusive, limit)
+            if bound is None:
+                i = 0
+            else:
+                i = next((n for n, k in enumerate(keys) if k > bound or (inclusive and k == bound)), len(keys))
+            want = list(zip(keys, decoded.vals))[i:i + limit]
+            assert part.keys == [k for k, _ in want], (bound, inclusive)
+            assert all(_same(a, v) for a, (_, v) in zip(part.vals, want))
+            assert (part.used == 0) == (i + limit >= len(keys))
+        part = leaf_page_range(img, 5, PAGE, "f", bound, True, limit, reverse=True)
+        j = len(keys) if bound is None else sum(1 for k in keys if k < bound)
+        want = list(zip(keys, decoded.vals))[max(0, j - limit):j]
+        assert part.keys == [k for k, _ in want], ("reverse", bound)
+        assert all(_same(a, v) for a, (_, v) in zip(part.vals, want))
+        assert (part.used == 0) == (j - limit <= 0)
+
+
 def test_an_empty_leaf_holds_nothing_and_other_pages_are_refused():
     assert search_leaf_page(_leaf({}), 5, PAGE, "f", b"a") is None
     inner = Node(5, False)
@@ -87,6 +115,8 @@ def test_every_flipped_bit_is_reported_never_returned():
         bad[bit // 8] ^= 1 << (bit % 8)
         with pytest.raises(CorruptionError):
             search_leaf_page(bytes(bad), 5, PAGE, "f", key)
+        with pytest.raises(CorruptionError):
+            leaf_page_range(bytes(bad), 5, PAGE, "f", key, True, 4, reverse=bit % 2 == 1)
 
 
 def _fill(path, n, **options):
@@ -192,10 +222,10 @@ def test_the_pool_and_hash_index_take_no_more_memory_than_cache_size(tmp_path, v
     handle's memory stays within cache_size whatever the values' size (a
     decoded 4 KiB leaf of 10-byte values takes 2.6 times its page)."""
     import tracemalloc
-    cache_size = 512 << 10
+    cache_size = 384 << 10
     path = str(tmp_path / "db")
     rng = random.Random(value_size)
-    n = 5 * cache_size // (16 + value_size + 16)
+    n = 4 * cache_size // (16 + value_size + 16)
     table = {rng.randbytes(16): rng.randbytes(value_size) for _ in range(n)}
     with btree.open(path) as db:
         for k, v in table.items():
@@ -220,3 +250,53 @@ def test_the_pool_and_hash_index_take_no_more_memory_than_cache_size(tmp_path, v
     assert stats["cache_pages"] > 0.5 * stats["cache_capacity_pages"]
     # (64 KiB: what an open handle holds besides its pool.)
     assert held < 1.1 * cache_size + (64 << 10), (held, stats)
+
+
+def test_scans_over_a_small_pool_read_what_is_stored_and_do_not_fill_it(tmp_path):
+    path = str(tmp_path / "db")
+    table = _fill(path, 20_000)
+    keys = sorted(table)
+    rng = random.Random(9)
+    with btree.open(path, cache_size=32 * 4096) as db:
+        pool = db._pool
+        assert db.stats()["pages_per_level"][-1] > 10 * pool.capacity
+        # A full scan, both ways, reads every entry and keeps (almost) nothing.
+        assert list(db.scan()) == [(k, table[k]) for k in keys]
+        assert sum(node.leaf for node in pool.pages.values()) <= 8
+        assert list(db.scan(reverse=True)) == [(k, table[k]) for k in reversed(keys)]
+        # Short range reads from random places, bounded and not.
+        for _ in range(300):
+            a = rng.randbytes(16)
+            b = rng.choice([None, rng.randbytes(16), a + b"\xff"])
+            lo, hi = (a, b) if b is None or a < b else (b, a)
+            want = [(k, table[k]) for k in keys if k >= lo and (hi is None or k < hi)]
+            n = rng.choice([1, 10, 40])
+            assert list(zip(range(n), db.scan(start=lo, end=hi))) == list(enumerate(want[:n]))
+            got = list(zip(range(n), db.scan(start=lo, end=hi, reverse=True)))
+            assert got == list(enumerate(want[::-1][:n]))
+        # A leaf a range read started in is kept when read again.
+        start = keys[5000]
+        pg = _leaf_of(db._tree, start)
+        pool.pages.pop(pg, None)
+        db._tree.seen_once.clear()
+        list(zip(range(3), db.scan(start=start)))
+        assert pg in db._tree.seen_once and pg not in pool.pages
+        list(zip(range(3), db.scan(start=start)))
+        assert pg in pool.pages
+        assert db.check_invariants() == []
+
+
+def test_a_snapshot_scan_over_leaves_outside_the_pool_sees_its_point_in_time(tmp_path):
+    path = str(tmp_path / "db")
+    table = _fill(path, 8_000)
+    keys = sorted(table)
+    with btree.open(path, cache_size=16 * 4096) as db:
+        with db.snapshot() as snap:
+            for k in keys[::3]:
+                db.put(k, b"new")
+            for k in keys[1::3]:
+                db.delete(k)
+            assert list(snap.scan()) == [(k, table[k]) for k in keys]
+            assert list(snap.scan(start=keys[100], end=keys[200], reverse=True)) == \
+                [(k, table[k]) for k in reversed(keys[100:200])]
+        assert [k for k, _ in db.scan()] == [k for i, k in enumerate(keys) if i % 3 != 1]
