@@ -1117,6 +1117,7 @@ class DB(KeyValueMapping):
                         node = self._pages.get(self._ahi_page.get(key))
                         if node is not None:
                             node.ref = True
+                            node.hits += 16  # (the hits it served, counted one in 16)
                     return value
             pager = self._pager
             reads = pager.page_reads

@@ -132,7 +132,8 @@ class Node:
     from its page image on disk; ``ref`` is the CLOCK reference bit.
     """
 
-    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved", "ovf")
+    __slots__ = ("pgno", "leaf", "keys", "vals", "kids", "prev", "next", "used", "dirty", "ref", "saved", "ovf",
+                 "hits")
 
     def __init__(self, pgno: int, leaf: bool) -> None:
         self.pgno = pgno
@@ -147,6 +148,8 @@ class Node:
         self.used = HEADER_SIZE
         self.dirty = False
         self.ref = True
+        #: Reads served while in the pool (the pool's admission policy).
+        self.hits = 0
         #: Id of the newest snapshot that already has this node's pre-image
         #: (see Tree.preserve); 0 = none.
         self.saved = 0

@@ -169,12 +169,6 @@ class Tree:
         self.snap_seq = 0
         #: Overflow pages freed while snapshots live (they may still read them).
         self.deferred: list[int] = []
-        #: Leaves outside the pool that a get searched in their page image
-        #: without keeping them (page number -> None, at most a pool's worth,
-        #: then forgotten at once): a leaf read a second time while it is
-        #: still listed is decoded into the pool. Data read once does not
-        #: push out what keeps being read, and costs no decode (2Q's idea).
-        self.seen_once: dict[int, None] = {}
 
     # ---- page access ---------------------------------------------------------------
 
@@ -183,6 +177,7 @@ class Tree:
         if node is None:
             node = self._load(pgno, leaf)
         node.ref = True
+        node.hits += 1
         return node
 
     def _load(self, pgno: int, leaf: bool) -> Node:
@@ -233,16 +228,12 @@ class Tree:
             pg = node.kids[bisect_right(node.keys, key)]
         node = pages.get(pg)
         if node is None:
-            seen = self.seen_once
-            if pg not in seen:  # a leaf's first read in a while: searched raw, not kept
-                if len(seen) >= self.pool.capacity:
-                    seen.clear()
-                seen[pg] = None
+            if not self.pool.admit(pg):  # searched in its page image, not kept
                 v = search_leaf_page(self.pager.read_page(pg), pg, self.page_size, self.pager.path, key)
                 return v if v is None or type(v) is bytes else self._value(v)
-            del seen[pg]  # read again soon: decoded and kept in the pool
-            node = self._load(pg, True)
+            node = self._load(pg, True)  # read often enough: decoded and kept
         node.ref = True
+        node.hits += 1
         keys = node.keys
         i = bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
@@ -806,8 +797,14 @@ class Tree:
                     items += zip(keys[i:j], leaf.vals[i:j])
             if j < n:
                 return items, False
-            if cut:  # the page goes on past the cells read: the next chunk re-seeks
-                return items, True
+            if cut:  # the page goes on past the cells read
+                if items:  # (the next chunk seeks again after the last item)
+                    return items, True
+                # Every cell read held an expired value: read on in the page.
+                last = keys[-1]
+                leaf, cut = self._range_leaf(leaf.pgno, overlay, last, False, limit, False)
+                i = 0 if cut is not None else bisect_right(leaf.keys, last)  # (admitted: the whole leaf)
+                continue
             if not leaf.next:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):
@@ -822,10 +819,11 @@ class Tree:
         (None: a whole leaf). A leaf in the snapshot's overlay or the pool is
         used whole. One outside the pool is read from its page image without
         decoding all of it (node.leaf_page_range: up to ``limit`` entries
-        from ``bound``, or below it with ``reverse``) and not kept, as gets do (see ``seen_once``):
-        the first leaf of a range read is remembered, and kept when it is
-        read again while remembered; the leaves a long scan passes through
-        are neither, so a scan does not push out what gets keep reading."""
+        from ``bound``, or below it with ``reverse``) and not kept unless the
+        pool's admission policy says so (BufferPool.admit): the first leaf of
+        a range read counts as a read of it, as a get's leaf does; the leaves
+        a long scan passes through are admitted only if already remembered,
+        so a scan does not push out what gets keep reading."""
         if overlay is not None:
             node = overlay.get(pg)
             if node is not None:
@@ -833,17 +831,13 @@ class Tree:
         node = self.pages.get(pg)
         if node is not None:
             node.ref = True
+            node.hits += 1
             return node, None
-        seen = self.seen_once
-        if pg in seen:
-            del seen[pg]
+        if self.pool.admit(pg, first):
             node = self._load(pg, True)
             node.ref = True
+            node.hits += 1
             return node, None
-        if first:
-            if len(seen) >= self.pool.capacity:
-                seen.clear()
-            seen[pg] = None
         part = leaf_page_range(self.pager.read_page(pg), pg, self.page_size, self.pager.path, bound, inclusive,
                                limit, reverse)
         return part, part.used < 0
@@ -875,8 +869,14 @@ class Tree:
                     items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))
             if i > 0:
                 return items, False
-            if cut:  # the page goes on below the cells read: the next chunk re-seeks
-                return items, True
+            if cut:  # the page goes on below the cells read
+                if items:  # (the next chunk seeks again below the last item)
+                    return items, True
+                # Every cell read held an expired value: read on in the page.
+                first = keys[0]
+                leaf, cut = self._range_leaf(leaf.pgno, overlay, first, True, limit, False, True)
+                j = len(leaf.keys) if cut is not None else bisect_left(leaf.keys, first)  # (admitted: the whole leaf)
+                continue
             if not leaf.prev:
                 return items, False
             if len(items) >= limit or nbytes > (1 << 22):

@@ -143,25 +143,26 @@ def test_gets_beyond_the_pool_read_leaves_raw_and_keep_those_read_again(tmp_path
     with btree.open(path, cache_size=32 * 4096) as db:
         tree, pool = db._tree, db._pool
         assert db.stats()["pages_per_level"][-1] > 10 * pool.capacity  # the data is many times the pool
+        assert pool.admit_after == 2  # (a new pool admits on the second read)
         leaves = min(30, pool.capacity - 2)
         one_per_leaf = list({_leaf_of(tree, k): k for k in keys[:600]}.values())[:leaves]
         for k in one_per_leaf:
             assert db[k] == table[k]
         # A leaf read once stays out of the pool; it is only remembered.
         assert not any(node.leaf for node in pool.pages.values())
-        assert len(tree.seen_once) == leaves
+        assert len(pool.seen) == leaves
         # A leaf read again while remembered is decoded and kept.
         k = one_per_leaf[-1]
         pg = _leaf_of(tree, k)
-        assert pg in tree.seen_once
+        assert pg in pool.seen
         assert db.get(k) == table[k]
-        assert pg not in tree.seen_once and pool.pages[pg].leaf
+        assert pg not in pool.seen and pool.pages[pg].leaf
         assert db.check_invariants() == []
         # Every answer through either path is the stored one.
         for k in random.Random(2).sample(keys, 3000):
             assert db.get(k) == table[k]
             assert db.get(k + b"!") is None
-        assert len(tree.seen_once) <= pool.capacity
+        assert len(pool.seen) <= pool.capacity
 
 
 def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path):
@@ -203,7 +204,7 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
             for sample in rounds[1:]:
                 for k in sample:
                     assert db.get(k) == table[k]
-                    assert len(pool.pages) <= pool.capacity and len(db._tree.seen_once) <= pool.capacity
+                    assert len(pool.pages) <= pool.capacity and len(pool.seen) <= pool.capacity
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             db.close()
@@ -278,9 +279,10 @@ def test_scans_over_a_small_pool_read_what_is_stored_and_do_not_fill_it(tmp_path
         start = keys[5000]
         pg = _leaf_of(db._tree, start)
         pool.pages.pop(pg, None)
-        db._tree.seen_once.clear()
+        pool.seen.clear()
+        pool.admit_after = 2
         list(zip(range(3), db.scan(start=start)))
-        assert pg in db._tree.seen_once and pg not in pool.pages
+        assert pg in pool.seen and pg not in pool.pages
         list(zip(range(3), db.scan(start=start)))
         assert pg in pool.pages
         assert db.check_invariants() == []
@@ -300,3 +302,65 @@ def test_a_snapshot_scan_over_leaves_outside_the_pool_sees_its_point_in_time(tmp
             assert list(snap.scan(start=keys[100], end=keys[200], reverse=True)) == \
                 [(k, table[k]) for k in reversed(keys[100:200])]
         assert [k for k, _ in db.scan()] == [k for i, k in enumerate(keys) if i % 3 != 1]
+
+
+def test_admission_gets_stricter_when_kept_leaves_serve_few_reads_and_stays_loose_for_hot_ones(tmp_path):
+    """Uniform random gets over data many times the pool: keeping a leaf
+    pays for its decode only if it serves several reads, which it does not
+    here, so the pool asks for more reads before admitting and decodes far
+    fewer leaves. Gets over a hot set that fits: admission stays on the
+    second read and the hot leaves are kept."""
+    path = str(tmp_path / "db")
+    table = _fill(path, 30_000)
+    keys = list(table)
+    rng = random.Random(7)
+    with btree.open(path, cache_size=1_500_000) as db:
+        pool = db._pool
+        assert db.stats()["pages_per_level"][-1] > 5 * pool.capacity
+        assert pool.admit_after == 2
+        first = rng.choices(keys, k=15_000)
+        for k in first:
+            assert db[k] == table[k]
+        strict = pool.admit_after
+        assert strict > 2
+        misses = pool.misses
+        second = rng.choices(keys, k=15_000)
+        for k in second:
+            assert db[k] == table[k]
+        # Decoded leaves per get: at the second read (2) about a third of
+        # the gets decode here; stricter, few do.
+        assert (pool.misses - misses) / len(second) < 0.1, (pool.misses - misses, pool.admit_after)
+    with btree.open(path, cache_size=1_500_000) as db:
+        pool = db._pool
+        hot = keys[:: len(keys) // 60][:60]  # on at most 60 leaves, fewer than the pool holds
+        hot_leaves = {_leaf_of(db._tree, k) for k in hot}
+        assert len(hot_leaves) < pool.capacity // 2
+        for _ in range(20):
+            for k in hot:
+                assert db.get(k) == table[k]
+        assert pool.admit_after == 2
+        assert hot_leaves <= set(pool.pages)
+
+
+def test_range_reads_over_expired_runs_of_leaves_outside_the_pool(tmp_path):
+    """A part of a page read outside the pool may hold nothing but expired
+    values: the read goes on past them (forward and reverse, from the
+    first chunk's 16 entries up), never stopping or ending early."""
+    now = [1_000_000.0]
+    path = str(tmp_path / "db")
+    rng = random.Random(9)
+    keys = sorted({rng.randbytes(12) for _ in range(6_000)})
+    with btree.open(path, ttl_clock=lambda: now[0]) as db:
+        for n, k in enumerate(keys):
+            # Runs of 150 keys (several leaves' worth) expire, then 50 stay.
+            db.put(k, b"v%d" % n, ttl=10 if n % 200 < 150 else None)
+    now[0] += 60
+    live = [k for n, k in enumerate(keys) if n % 200 >= 150]
+    with btree.open(path, cache_size=16 * 4096, ttl_clock=lambda: now[0]) as db:
+        pool = db._pool
+        for start in [None, keys[0], keys[3], keys[160], keys[1999], keys[4000] + b"\x00"]:
+            want = [k for k in live if start is None or k >= start]
+            assert [k for k, _ in db.scan(start=start)] == want
+            back = [k for k in live if start is None or k < start][::-1]
+            assert [k for k, _ in db.scan(end=start, reverse=True)] == back
+            assert len(pool.pages) <= pool.capacity
