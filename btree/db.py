@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
+from functools import partial
 from typing import Callable, Iterator
 
 from lsmkv.cache import default_capacity
@@ -1075,9 +1076,10 @@ class DB(KeyValueMapping):
             self._meta_chain = tree.write_overflow(encode_meta_entries(self._meta)) if self._meta else None
             self._meta_dirty = False
         pool.observe_checkpoint()
-        images = [(node.pgno, encode_node(node, ps, epoch)) for node in pool.dirty.values()]
+        # Images are made by the pager a chunk at a time (Pager.commit).
+        images: list = [(node.pgno, partial(encode_node, node, ps, epoch)) for node in pool.dirty.values()]
         for pg, (data, nxt) in pool.raw_dirty.items():
-            images.append((pg, encode_overflow(pg, data, nxt, ps, epoch)))
+            images.append((pg, partial(encode_overflow, pg, data, nxt, ps, epoch)))
         # Overflow pages held back for live snapshots are free as far as the
         # page file is concerned (after a crash no snapshot is left).
         deferred = set(tree.deferred)

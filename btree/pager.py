@@ -12,7 +12,9 @@ This module owns ``btree.pages`` and ``btree.journal``:
   does not use (new or free pages) in place and fsyncs; then every page it
   overwrites that the current checkpoint does use, meta page included, goes
   to ``btree.journal`` (a double-write buffer), fsynced, then in place,
-  fsynced, and the journal is removed. A crash during the in-place writes
+  fsynced, and the journal is removed (images are made and written a chunk
+  of 256 pages at a time, so a checkpoint's memory does not grow with its
+  dirty pages). A crash during the in-place writes
   is repaired at the next open by re-applying the journal, so a torn data
   page is always recoverable and the page file always holds exactly one
   checkpoint's tree.
@@ -157,12 +159,28 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length)
 
 
+def journal_header(page_size: int, epoch: int, count: int) -> bytes:
+    """The header of a checkpoint journal of ``count`` page images."""
+    header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, page_size, epoch, count, 0)
+    return header[:28] + _U32.pack(crc32(header[:28]))
+
+
 def encode_journal(page_size: int, epoch: int, images: list[bytes | bytearray]) -> bytes:
-    """A checkpoint journal holding ``images`` (full page images, meta page last)."""
-    header = JOURNAL_HEADER.pack(JOURNAL_MAGIC, 1, page_size, epoch, len(images), 0)
-    header = header[:28] + _U32.pack(crc32(header[:28]))
+    """A checkpoint journal holding ``images`` (full page images, meta page
+    last): the header, the images, the crc32 of the images. (Pager.commit
+    writes the same bytes a chunk at a time.)"""
     body = b"".join(images)
-    return header + body + _U32.pack(crc32(body))
+    return journal_header(page_size, epoch, len(images)) + body + _U32.pack(crc32(body))
+
+
+#: Pages a checkpoint makes and writes at a time (1 MiB of 4 KiB pages).
+COMMIT_CHUNK = 256
+
+
+def _made(pages: list) -> list:
+    """(page number, image) pairs of ``pages``, whose images may still be
+    functions that make them."""
+    return [(pg, img if isinstance(img, (bytes, bytearray)) else img()) for pg, img in pages]
 
 
 def decode_journal(data: bytes, page_size: int, path: str) -> tuple[int, list[tuple[int, bytes]]] | None:
@@ -472,20 +490,25 @@ class Pager:
 
     # ---- checkpoint write protocol ------------------------------------------------
 
-    def commit(self, images: list[tuple[int, bytes | bytearray]], meta: Meta) -> None:
-        """Make ``images`` plus ``meta`` the page file's content, atomically
-        with respect to crashes.
+    def commit(self, pages: list, meta: Meta) -> None:
+        """Make ``pages`` plus ``meta`` the page file's content, atomically
+        with respect to crashes. ``pages`` holds (page number, image) or
+        (page number, function returning the image) pairs: images are made
+        and written :data:`COMMIT_CHUNK` pages at a time, so a checkpoint of
+        many dirty pages holds about a megabyte of images at once, not all
+        of them (twice, with the journal's copy).
 
         Pages the current checkpoint does not use (new or free in it) are
         written in place first and fsynced: nothing durable refers to them.
         Pages it uses go through the journal (journal, fsync, in place,
-        fsync, remove), the meta page with them. With no such page, the meta
-        page alone is written last (a torn meta page leaves the other copy,
-        whose tree is untouched)."""
+        fsync, remove), the meta page with them; their in-place writes read
+        the images back from the journal just written. With no such page,
+        the meta page alone is written last (a torn meta page leaves the
+        other copy, whose tree is untouched)."""
         ps = self.page_size
         old_count, old_listed = self.ckpt_page_count, self.ckpt_listed
         live, fresh = [], []
-        for item in images:
+        for item in pages:
             pg = item[0]
             (live if self.uncertain or (pg < old_count and pg not in old_listed) else fresh).append(item)
         fresh.sort(key=lambda t: t[0])
@@ -495,21 +518,29 @@ class Pager:
         # known here (see prepare_retry).
         self.uncertain = True
         if fresh:
-            self._write_in_place(fresh, meta.page_count)
+            self._grow_to(meta.page_count)
+            for i in range(0, len(fresh), COMMIT_CHUNK):
+                self._write_run(_made(fresh[i:i + COMMIT_CHUNK]))
+            self._sync_in_place()
         if live:
             live.append(meta_image)
-            journal = encode_journal(ps, meta.epoch, [img for _, img in live])
-            j = self.fs.create(self.journal_path)
-            try:
-                j.append(journal)
-                j.sync()
-            finally:
-                j.close()
-            self.fs.sync_dir(self.dir)
-            jbytes = len(journal)
+            jbytes = self._write_journal(meta.epoch, live)
             self.bytes_written += jbytes
             self.journal_bytes += jbytes
-            self._write_in_place(live, meta.page_count)
+            self._grow_to(meta.page_count)
+            journal = self.fs.open_readable(self.journal_path)
+            try:
+                offset = JOURNAL_HEADER.size
+                for i in range(0, len(live), COMMIT_CHUNK):
+                    chunk = live[i:i + COMMIT_CHUNK]
+                    data = journal.read_at(offset, len(chunk) * ps)
+                    if len(data) != len(chunk) * ps:
+                        raise OSError(f"{self.journal_path}: short read of {len(data)} bytes at {offset}")
+                    offset += len(data)
+                    self._write_run([(pg, data[k * ps:(k + 1) * ps]) for k, (pg, _) in enumerate(chunk)])
+            finally:
+                journal.close()
+            self._sync_in_place()
             self.fs.remove(self.journal_path)
             self.fs.sync_dir(self.dir)
         else:
@@ -520,6 +551,26 @@ class Pager:
             self.ckpt_listed = self._next_listed
             self._next_listed = None
         self.uncertain = False
+
+    def _write_journal(self, epoch: int, pages: list) -> int:
+        """Write ``btree.journal`` holding ``pages`` (made a chunk at a time;
+        the meta page last), fsync it and the directory; its size in bytes.
+        The bytes are those of :func:`encode_journal`."""
+        ps = self.page_size
+        j = self.fs.create(self.journal_path)
+        try:
+            j.append(journal_header(ps, epoch, len(pages)))
+            crc = 0
+            for i in range(0, len(pages), COMMIT_CHUNK):
+                body = b"".join(img for _, img in _made(pages[i:i + COMMIT_CHUNK]))
+                crc = crc32(body, crc)
+                j.append(body)
+            j.append(_U32.pack(crc))
+            j.sync()
+        finally:
+            j.close()
+        self.fs.sync_dir(self.dir)
+        return JOURNAL_HEADER.size + len(pages) * ps + 4
 
     def prepare_retry(self) -> None:
         """After a failed checkpoint (or before any retry of one): make the
@@ -544,11 +595,21 @@ class Pager:
         self.meta.epoch = max(self.meta.epoch, self.newest_epoch_on_disk())
 
     def _write_in_place(self, images, page_count: int) -> None:
-        ps = self.page_size
-        want = page_count * ps
+        """Write (page number, image) pairs in place and fsync."""
+        self._grow_to(page_count)
+        self._write_run(images)
+        self._sync_in_place()
+
+    def _grow_to(self, page_count: int) -> None:
+        want = page_count * self.page_size
         if self.file.size() < want:
             self.file.truncate(want)
-        # Coalesce runs of consecutive pages (up to 256 at a time) into one write each.
+
+    def _write_run(self, images) -> None:
+        """Write (page number, image) pairs, sorted by page number, in place
+        (not synced): runs of consecutive pages, up to 256 at a time, in one
+        write each."""
+        ps = self.page_size
         i = 0
         n = len(images)
         written = 0
@@ -561,9 +622,11 @@ class Pager:
             self.file.write_at(start * ps, data)
             written += len(data)
             i = j
-        self.file.sync()
         self.bytes_written += written
         self.data_bytes += written
+
+    def _sync_in_place(self) -> None:
+        self.file.sync()
 
     def read_journal(self) -> tuple[int, list[tuple[int, bytes]]] | None:
         """(epoch, page images) of a complete, valid journal; None if there is
