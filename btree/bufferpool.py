@@ -12,7 +12,8 @@ key and value objects and their list slots) plus about 440 bytes for the
 node (measured with tracemalloc: a 4 KiB leaf of 26 entries with
 100-byte values takes 5.7 KB, one of 94 entries with 10-byte values
 10.7 KB). The pool keeps a running estimate of a page's cost from the
-pages it decodes and the dirty pages each checkpoint writes, and holds
+pages it decodes, a sample of the leaves searched in their page image and
+the dirty pages each checkpoint writes, and holds
 ``capacity = room // page_bytes`` pages, where ``room`` is ``cache_size``
 less what the tree's adaptive hash index takes (up to 140 bytes per
 entry, two dict slots, at the most entries it has held; it may take at
@@ -45,7 +46,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from itertools import islice
 
-from .node import Node, decode_node
+from .node import HEADER, HEADER_SIZE, SLOT_SIZE, Node, decode_node
 from .pager import Pager
 
 #: Memory of a decoded page beyond its encoded bytes: per node and per entry
@@ -65,6 +66,9 @@ DIRTY_RATIO = 0.75
 ESTIMATE_WEIGHT = 1 / 64
 #: Pages of a checkpoint that update the estimate.
 CHECKPOINT_SAMPLE = 64
+#: One in this many leaves searched in their page image (not decoded)
+#: updates the estimate with what it would take decoded.
+IMAGE_SAMPLE = 8
 #: Reads of a leaf (while remembered) that admit it into the pool: the
 #: fewest and the most the admission policy asks for.
 ADMIT_MIN = 2
@@ -116,6 +120,8 @@ class BufferPool:
         self.seen: dict[int, int] = {}
         #: Reads while remembered that admit a leaf (see the module docstring).
         self.admit_after = ADMIT_MIN
+        #: Leaves searched in their page image (see observe_image).
+        self.images_searched = 0
         self._evicted_leaves = 0
         self._evicted_hits = 0
         self.capacity = MIN_PAGES
@@ -141,6 +147,21 @@ class BufferPool:
     def observe(self, node: Node) -> None:
         """Fold one decoded page's cost into the estimate."""
         self.page_bytes += (page_cost(node) - self.page_bytes) * ESTIMATE_WEIGHT
+
+    def observe_image(self, buf: bytes) -> None:
+        """Count a leaf searched in its verified page image ``buf``; one in
+        :data:`IMAGE_SAMPLE` updates the estimate with what the leaf would
+        take decoded (from its header: entries and bytes used). When reads
+        rarely admit leaves, decoded pages alone would leave the estimate
+        where it started."""
+        self.images_searched += 1
+        if self.images_searched % IMAGE_SAMPLE:
+            return
+        count, cell_start = HEADER.unpack_from(buf, 0)[4:6]
+        cells = len(buf) - cell_start if cell_start else 0
+        cost = NODE_BYTES + HEADER_SIZE + (SLOT_SIZE + ENTRY_BYTES) * count + cells
+        self.page_bytes += (cost - self.page_bytes) * ESTIMATE_WEIGHT
+        self.resize()
 
     def observe_checkpoint(self) -> None:
         """Fold a sample of the pages a checkpoint is writing (the pages

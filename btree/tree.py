@@ -229,7 +229,9 @@ class Tree:
         node = pages.get(pg)
         if node is None:
             if not self.pool.admit(pg):  # searched in its page image, not kept
-                v = search_leaf_page(self.pager.read_page(pg), pg, self.page_size, self.pager.path, key)
+                buf = self.pager.read_page(pg)
+                v = search_leaf_page(buf, pg, self.page_size, self.pager.path, key)
+                self.pool.observe_image(buf)
                 return v if v is None or type(v) is bytes else self._value(v)
             node = self._load(pg, True)  # read often enough: decoded and kept
         node.ref = True
