@@ -28,7 +28,11 @@ Modules, one concept each:
 * :mod:`.serve`: ``QueryServer``, a loader's shards over HTTP;
 * :mod:`.client`: ``StoreClient``, interactive queries against a group;
 * :mod:`.standby`: standby replicas, warm shard copies of others' partitions;
+* :mod:`.changelog`: the changelog topic (``--changelog``): its name, record
+  format and writer;
+* :mod:`.restore`: restoring shards from the changelog, which of its batches apply;
 * :mod:`.scaleout_bench`: scale-out throughput and failover figures;
+* :mod:`.changelog_bench`: load with and without the changelog, restore vs rebuild;
 * :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
 * :mod:`.metrics`: counters and gauges of a running loader;
 * :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected

@@ -24,8 +24,9 @@ def _admin(bootstrap_servers: str, client_config: dict | None):
 
 
 def ensure_topic(bootstrap_servers: str, topic: str, partitions: int, *, client_config: dict | None = None,
-                 timeout: float = 30.0) -> int:
-    """Create ``topic`` with ``partitions`` partitions unless it exists;
+                 timeout: float = 30.0, config: dict | None = None) -> int:
+    """Create ``topic`` with ``partitions`` partitions (and the topic
+    ``config``, e.g. ``{"cleanup.policy": "compact"}``) unless it exists;
     return its partition count (the existing one if it existed)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
@@ -36,8 +37,8 @@ def ensure_topic(bootstrap_servers: str, topic: str, partitions: int, *, client_
                                admin=admin)
     if existing:
         return existing
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                                  request_timeout=timeout)
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))], request_timeout=timeout)
     try:
         futures[topic].result(timeout)
     except KafkaException as exc:

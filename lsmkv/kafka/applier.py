@@ -21,8 +21,15 @@ LoaderError). Nothing it has not written counts as stored.
 
 The lock (``lock``) is held while a batch is built and written, and by
 whoever fences a partition (partition.py) or asks for a durable barrier,
-so a fenced partition is never in a later write. This module never talks
-to Kafka.
+so a fenced partition is never in a later write.
+
+``on_written(partition state, operation lists, next offset)``, if given,
+is called under the lock right after each partition's batch is written
+(the loader's changelog writer, changelog.py, produces it there: what the
+changelog holds, a shard held first, in the order the shard applied it);
+``durable_barrier(..., then=...)`` runs ``then`` under the lock after the
+synced write (the changelog's flush before a Kafka commit). This module
+never talks to Kafka itself.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ WRITE_ATTEMPTS = 8
 
 class Applier:
     def __init__(self, db, partitions: dict, *, batch_records: int, batch_bytes: int, linger: float,
-                 metrics, write_attempts: int = WRITE_ATTEMPTS) -> None:
+                 metrics, write_attempts: int = WRITE_ATTEMPTS, on_written=None) -> None:
         self._db = db
         #: The loader's {(topic, partition): PartitionState}; read under ``lock``.
         self._partitions = partitions
@@ -50,6 +57,7 @@ class Applier:
         self._linger = linger
         self._metrics = metrics
         self._write_attempts = write_attempts
+        self._on_written = on_written
         self.lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
         #: Records completed since the last write (a hint for when to write).
@@ -80,12 +88,15 @@ class Applier:
         with self.progress:
             self.progress.wait(timeout)
 
-    def durable_barrier(self, partitions: list[PartitionState], include_fenced: bool = False) -> dict[PartitionState, int]:
+    def durable_barrier(self, partitions: list[PartitionState], include_fenced: bool = False,
+                        then=None) -> dict[PartitionState, int]:
         """Make what the store holds of ``partitions`` durable (one synced
         write, restating their offsets); returns {partition: offset} now
         safe to commit to Kafka (partitions with nothing stored are left out).
         ``include_fenced``: fenced partitions count too (a revoke restating
-        the offsets of partitions it still owns until it returns)."""
+        the offsets of partitions it still owns until it returns). ``then()``
+        runs next, still under the lock (no batch is written meanwhile); if
+        it returns False nothing is safe to commit yet ({} is returned)."""
         with self.lock:
             live = [ps for ps in partitions if ps.stored is not None and (include_fenced or not ps.fenced)]
             if not live:
@@ -94,6 +105,8 @@ class Applier:
                 self._write(db, [], {ps: ps.stored for ps in group}, sync=True)
             for ps in live:
                 ps.durable = ps.stored
+            if then is not None and not then():
+                return {}
             return {ps: ps.stored for ps in live}
 
     # -- the applier's thread -----------------------------------------------------------
@@ -147,6 +160,9 @@ class Applier:
             for db, group in self._by_store(list(offsets)):
                 self._write(db, [ops for ps in group for ops in ops_lists[ps]], {ps: offsets[ps] for ps in group},
                             sync=False)
+            if self._on_written is not None:
+                for ps, offset in offsets.items():
+                    self._on_written(ps, ops_lists[ps], offset)
             stored = sum(len(ops) for taken in ops_lists.values() for ops in taken)
             metrics = self._metrics
             metrics.stored += stored

@@ -32,7 +32,10 @@ would make every copy, the active one included, look behind.
    one per instance: a target that is not the active owner yet is a
    standby first (it is warming up anyway); then the instances with the
    fewest standbys so far, ties broken by ring distance after the active
-   owner (the ring of instances by name), which spreads them evenly.
+   owner (the ring of instances by name); then standbys move from the
+   most to the least loaded instances that may hold them until the spread
+   is even (taken partition by partition, an instance that owns a later
+   partition active was passed over for the earlier ones' standbys).
 4. *Warm-ups*: a target that did not get its partition active and is not
    a standby of it gets a warm-up copy, at most ``max_warmup_replicas`` in
    the whole group. A warm-up is kept like a standby; a later (probing)
@@ -182,6 +185,33 @@ def assign(members: dict[str, MemberInfo], ends: dict[int, int], *, standby_repl
             standby_load[m] += 1
             out[m].standby.append(p)
         standbys[p] = chosen
+    # The pass above goes partition by partition, so it can leave the
+    # spread uneven (an instance that owns a later partition active cannot
+    # take that partition's standby, and was passed over for the earlier
+    # ones): move standbys from the most to the least loaded instances that
+    # may hold them (not the active owner, not already a copy; a waiting
+    # target keeps its copy) until no move narrows the spread.
+    moved = True
+    while moved:
+        moved = False
+        for most in sorted(ids, key=lambda m: (-standby_load[m], index[m])):
+            for least in sorted(ids, key=lambda m: (standby_load[m], index[m])):
+                if standby_load[most] - standby_load[least] <= 1:
+                    break
+                p = next((p for p in sorted(out[most].standby)
+                          if least != active[p] and least not in standbys[p]
+                          and not (most == target[p] and target[p] != active[p])), None)
+                if p is None:
+                    continue
+                standbys[p][standbys[p].index(most)] = least
+                out[most].standby.remove(p)
+                out[least].standby.append(p)
+                standby_load[most] -= 1
+                standby_load[least] += 1
+                moved = True
+                break
+            if moved:
+                break
 
     # 4. Warm-ups for targets still catching up (bounded in the group).
     warmups = 0

@@ -91,6 +91,9 @@ def _load_parser(sub) -> None:
     p.add_argument("--serve", metavar="HOST:PORT",
                    help="serve get/scan/status of the partitions held over HTTP and announce this instance on "
                    "the <group>-members topic (implies --partitioned)")
+    p.add_argument("--changelog", action="store_true",
+                   help="write what each shard applies to the topic <group>-<topic>-changelog and restore shards "
+                   "from it instead of reprocessing the topic (needs --partitioned or --serve; docs/kafka.md)")
     p.add_argument("--standby-replicas", type=int, default=0, metavar="N",
                    help="keep warm copies of up to N other instances' partitions (needs --serve; default 0)")
     p.add_argument("--advertise", metavar="URL",
@@ -120,7 +123,7 @@ def _settings(args):
         until_caught_up=args.until_caught_up, revoke_timeout=args.revoke_timeout,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
         processor=load_processor(args.processor) if args.processor else None,
-        client_config=_client_config(args))
+        changelog=args.changelog, client_config=_client_config(args))
 
 
 def _partition_table(snapshot: dict, title: str):
@@ -139,15 +142,22 @@ def _n(value) -> str:
 
 
 def _headline(s: dict) -> str:
+    changelog = ""
+    if s["changelog_records_produced"] or s["records_restored_from_changelog"]:
+        changelog = (f", changelog: {s['changelog_records_produced']:,} written, "
+                     f"{s['records_restored_from_changelog']:,} restored")
     return (f"{s['records_stored']:,} stored ({s['records_per_sec_now']:,.0f}/s now, {s['records_per_sec']:,.0f}/s "
             f"overall), lag {s['lag']:,}, {s['dead_letters']:,} dead letters, {s['retries']:,} retries, "
             f"{s['pauses']:,} pauses, {s['commits']:,} commits ({s['commit_latency_ms_mean']:.1f} ms), "
-            f"{s['rebalances']} rebalances")
+            f"{s['rebalances']} rebalances{changelog}")
 
 
 def _scale_out_usage(args) -> str | None:
     """What is wrong with the scale-out flags of ``lsmkv kafka load`` (None:
     nothing). Checked before anything is opened or created."""
+    if args.changelog and not (args.partitioned or args.serve is not None):
+        return ("--changelog needs partitioned state (--partitioned or --serve): the changelog holds what each "
+                "partition's shard applied")
     if args.standby_replicas < 0:
         return f"--standby-replicas must be 0 or more, not {args.standby_replicas}"
     if args.standby_replicas and args.serve is None:
@@ -181,10 +191,11 @@ def _cmd_load(args) -> int:
     from .loader import Loader
     usage = _scale_out_usage(args)
     if usage is None and args.serve is not None:
-        secured = sorted(k for k in _client_config(args) if k.startswith(("security.", "sasl.", "ssl.")))
-        if secured:
-            usage = (f"--serve does not go with {', '.join(secured)} yet: the lag-aware group member connects "
-                     "in PLAINTEXT only (docs/kafka.md, \"Not built yet\")")
+        from .group_member import kafka_python_security
+        try:
+            kafka_python_security(_client_config(args))
+        except OptionError as exc:
+            usage = str(exc)
     if usage is not None:
         print(f"lsmkv kafka load: error: {usage}", file=sys.stderr)
         return 2

@@ -98,7 +98,7 @@ class LagAwareCoordination:
         self.member = GroupMember(s.bootstrap_servers, coordination_group(s.group), metadata=self._metadata,
                                   assign=self._assign, on_assignment=self._on_assignment,
                                   session_timeout_ms=s.session_timeout_ms,
-                                  heartbeat_interval_ms=s.heartbeat_interval_ms)
+                                  heartbeat_interval_ms=s.heartbeat_interval_ms, client_config=s.client_config)
         self._thread = threading.Thread(target=self._run, name="lsmkv-kafka-probing", daemon=True)
         self._thread.start()
 

@@ -27,6 +27,11 @@ only) maps {member id: metadata bytes} to {member id: assignment bytes},
 ``on_assignment(generation, member_id, assignment bytes)`` hands this
 member's assignment over. :meth:`request_rejoin` starts a rebalance (a
 probing rebalance, or a member whose metadata changed).
+
+The loader's client settings are librdkafka's (``-X security.protocol=...``);
+:func:`kafka_python_security` maps the security ones to kafka-python's
+client arguments, so a serving group connects the way its consumers do,
+and names the ones kafka-python has no equivalent for.
 """
 
 from __future__ import annotations
@@ -35,12 +40,65 @@ import logging
 import threading
 import time
 
+from lsmkv.errors import OptionError
+
 from .errors import KafkaIntegrationError
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_TYPE = "lsmkv-shards"
 PROTOCOL = "lsmkv-lag-aware-1"
+
+
+#: librdkafka setting -> kafka-python client argument with the same value
+#: (a SASL mechanism upper-cased, as both spell them).
+SECURITY_SETTINGS = {
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.crl.location": "ssl_crlfile",
+}
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: SASL mechanisms mapped: those that authenticate with sasl.username/password.
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def kafka_python_security(client_config: dict) -> dict:
+    """kafka-python client arguments equivalent to the security settings
+    (``security.*``, ``sasl.*``, ``ssl.*``) among librdkafka ``client_config``
+    (the others are not the member's business); OptionError naming every
+    security setting that has no equivalent, or a value that has none."""
+    out: dict = {}
+    unmapped = []
+    for name, value in sorted((client_config or {}).items()):
+        if not name.startswith(("security.", "sasl.", "ssl.")):
+            continue
+        text = str(value).strip()
+        if name in SECURITY_SETTINGS:
+            if name.startswith("sasl.mechanism") and text.upper() not in MECHANISMS:
+                unmapped.append(f"{name}={text}")
+                continue
+            out[SECURITY_SETTINGS[name]] = text.upper() if name.startswith("sasl.mechanism") else text
+        elif name == "security.protocol" and text.upper() in PROTOCOLS:
+            out["security_protocol"] = text.upper()
+        elif name == "ssl.endpoint.identification.algorithm" and text.lower() in ("none", "https"):
+            out["ssl_check_hostname"] = text.lower() == "https"
+        else:
+            # The value only where it is no secret (a protocol, an algorithm).
+            known = name in ("security.protocol", "ssl.endpoint.identification.algorithm")
+            unmapped.append(f"{name}={text}" if known else name)
+    if unmapped:
+        raise OptionError(f"the lag-aware group member of --serve (kafka-python) has no equivalent of "
+                          f"{', '.join(unmapped)}; it maps security.protocol, sasl.mechanism(s) "
+                          f"({'/'.join(MECHANISMS)}), sasl.username, sasl.password, ssl.ca.location, "
+                          "ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.crl.location and "
+                          "ssl.endpoint.identification.algorithm=none|https")
+    return out
 
 
 def coordination_group(group: str) -> str:
@@ -55,7 +113,8 @@ class GroupMember:
 
     def __init__(self, bootstrap_servers: str, group: str, *, metadata, assign, on_assignment,
                  session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500,
-                 rebalance_timeout_ms: int = 30000, client_id: str = "lsmkv-group-member") -> None:
+                 rebalance_timeout_ms: int = 30000, client_id: str = "lsmkv-group-member",
+                 client_config: dict | None = None) -> None:
         from kafka.coordinator.base import BaseCoordinator
         from kafka.net.compat import KafkaNetClient
 
@@ -80,11 +139,19 @@ class GroupMember:
         self._metadata = metadata
         self._assign_fn = assign
         self._on_assignment = on_assignment
-        self._client = KafkaNetClient(bootstrap_servers=bootstrap_servers, client_id=client_id)
+        # ``client_config``: the loader's librdkafka settings; their security
+        # part, mapped (OptionError for what has no equivalent).
+        self._client = KafkaNetClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
+                                      **kafka_python_security(client_config or {}))
         self._client._net.start()
         manager = self._client._manager
         if manager.broker_version_data is None:
-            manager.bootstrap(30000)
+            try:
+                manager.bootstrap(30000)
+            except Exception as exc:  # noqa: BLE001 - kafka-python's own errors, reported as ours
+                self._client.close()
+                raise KafkaIntegrationError(f"the group member of {group} could not connect to {bootstrap_servers}: "
+                                            f"{exc} (its log says why: the security settings?)") from exc
         self._coordinator = _Coordinator(
             self._client, group_id=group, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, max_poll_interval_ms=rebalance_timeout_ms,

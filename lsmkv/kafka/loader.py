@@ -43,6 +43,14 @@ claims partitions exactly as the revoke and assign callbacks do, with
 ``incremental_unassign``/``incremental_assign``, and still commits to the
 group.
 
+With ``settings.changelog`` (partitioned state only) the applier hands
+every batch it wrote to the changelog writer (changelog.py), commits
+flush the changelog before they reach Kafka, and a partition assigned to
+this loader first goes through the restore thread (restore.py): restored
+from the changelog when its shard has no offset, reprocessed from where
+the changelog ends when that is before the shard's offset; it stays
+paused until the answer is applied on the consumer thread.
+
 The loader never prints (the CLI shows :meth:`snapshot`); it logs through
 ``logging`` and never crashes on an unavailable broker: librdkafka keeps
 reconnecting and the loader keeps logging what it sees.
@@ -145,6 +153,9 @@ class Loader:
         if (partitioned or isinstance(store, ShardedStore)) and len(settings.topics) != 1:
             raise LoaderError(f"partitioned state holds one topic (a shard is one of its partitions), not "
                               f"{len(settings.topics)}: {settings.topics!r}")
+        if settings.changelog and not (partitioned or isinstance(store, ShardedStore)):
+            raise LoaderError("a changelog needs partitioned state (--partitioned or --serve): it holds what each "
+                              "partition's shard applied")
         if isinstance(store, ShardedStore):
             if store.topic != settings.topics[0]:
                 raise LoaderError(f"{store.path} holds shards of topic {store.topic!r}, not {settings.topics[0]!r}")
@@ -186,6 +197,9 @@ class Loader:
         self._running = False
         self._consumer = None
         self._applier: Applier | None = None
+        #: ``settings.changelog``: the writer (changelog.py) and the restore thread (restore.py).
+        self._changelog = None
+        self._restorer = None
         #: Manual assignment (coordination.py): who decides, the partitions
         #: it gave this loader, and whether they changed since applied.
         self._assigner = None
@@ -224,10 +238,14 @@ class Loader:
         for ps in list(self._parts.values()):
             if ps.restoring and ps.state == ACTIVE:
                 target = ps.target
-                if target is not None and (ps.stored or 0) >= target:
-                    ps.restoring = False
+                # A changelog restore's progress counts before the shard
+                # stores an offset (its last batch sets it).
+                held = max(ps.stored or 0, ps.restore_position or 0)
+                if target is not None and held >= target:
+                    if not ps.restore_pending:   # (pending: it may yet go back to where the changelog ends)
+                        ps.restoring = False
                 else:
-                    out[ps.partition] = None if target is None else target - (ps.stored or 0)
+                    out[ps.partition] = None if target is None else target - held
         return out
 
     def shard_of(self, partition: int):
@@ -305,11 +323,23 @@ class Loader:
         self._max_key = stats.get("max_key_size", MAX_KEY_SIZE)
         started = time.monotonic()
         self.metrics.started = started
+        if s.changelog:
+            try:
+                self._start_changelog()
+            except BaseException:
+                self._running = False
+                if self._owns_db:
+                    self._db.close()
+                raise
         timer = Timer(tick=0.001, name=f"lsmkv-kafka-{self.name}-timer")
         self._scheduler = RetryScheduler(RetryPolicy(s.max_retries, s.retry_backoff, s.retry_backoff_max), timer)
         self._dlq = DeadLetters(s.producer_config(), s.dlq_for, timer)
         self._applier = Applier(self._db, self._parts, batch_records=s.batch_records, batch_bytes=s.batch_bytes,
-                                linger=s.linger, metrics=self.metrics)
+                                linger=s.linger, metrics=self.metrics,
+                                on_written=self._to_changelog if self._changelog is not None else None)
+        if self._changelog is not None:
+            from .restore import ChangelogRestorer
+            self._restorer = ChangelogRestorer(self, self._applier, self._changelog.topic)
         consumer = Consumer({**s.consumer_config(), "on_commit": self._on_commit, "error_cb": self._on_error})
         self._consumer = consumer
         try:
@@ -329,6 +359,69 @@ class Loader:
         summary = self.metrics.snapshot()
         return LoadSummary(self._stop_reason, time.monotonic() - started, summary["records_stored"], summary)
 
+    def _start_changelog(self) -> None:
+        """Create the changelog topic if missing (as many partitions as the
+        source topic) and its writer."""
+        from .admin import partition_count
+        from .changelog import ChangelogWriter, changelog_topic, ensure_changelog_topic
+        s = self.settings
+        source = self._shards.topic
+        topic = changelog_topic(s.group, source)
+        partitions = partition_count(s.bootstrap_servers, source, client_config=s.client_config)
+        if not partitions:
+            raise LoaderError(f"topic {source!r} does not exist (its changelog {topic!r} needs its partition count)")
+        ensure_changelog_topic(s.bootstrap_servers, topic, partitions, client_config=s.client_config)
+        self._changelog = ChangelogWriter(s.bootstrap_servers, topic, s.client_config)
+        log.info("%s: changelog %s (%d partitions)", self.name, topic, partitions)
+
+    def _to_changelog(self, ps: PartitionState, ops_lists: list, next_offset: int) -> None:
+        # The applier's on_written: under its lock, right after the batch was written.
+        self.metrics.changelog_produced += self._changelog.send(ps.partition, ops_lists, next_offset)
+
+    def _flush_changelog(self, timeout: float) -> bool:
+        """Wait until the changelog holds every batch written so far (under
+        the applier's lock: durable_barrier's ``then``)."""
+        if self._changelog.flush(timeout):
+            return True
+        self._log_error(-1001, f"the changelog did not acknowledge every record within {timeout:g} s; offsets "
+                               "are not committed to Kafka until it does")
+        return False
+
+    def _restored(self, consumer) -> None:
+        """Resume partitions whose start the restore thread decided (restore.py)."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from .commit_control import OffsetWindow
+        for ps, start in self._restorer.finished():
+            if ps.state != ACTIVE or self._parts.get(ps.key) is not ps:
+                continue
+            with self._applier.lock:
+                # A new run of the changelog's partition: its batches cover
+                # source offsets from ``start`` on (changelog.py).
+                self._changelog.begin(ps.partition, 0 if start is None else start)
+                # Nothing was registered while it waited: the window starts afresh.
+                ps.window = OffsetWindow(ps.window.capacity, start)
+                if start != ps.stored:
+                    # Reprocessing from where the changelog ends: the shard
+                    # goes back to older values for a while (restoring).
+                    ps.stored = ps.metrics.stored = start
+                    ps.restoring = True
+                # Fetching starts here now: the caught-up check counts the
+                # floor as a position reached, and the offset committed
+                # before (the shard's, when it is reprocessed) is past it.
+                ps.floor = start
+                ps.restore_pending = False
+                ps.metrics.start = start
+            tp = TopicPartition(ps.topic, ps.partition, OFFSET_BEGINNING if start is None else start)
+            try:
+                consumer.seek(tp)
+                consumer.resume([tp])
+            except Exception as exc:  # noqa: BLE001 - the re-seek below tries again
+                log.warning("%s: resuming %s[%d] at %s: %r", self.name, ps.topic, ps.partition, start, exc)
+                self._reseek[ps.key] = time.monotonic() + RESEEK_INTERVAL
+            ps.paused = ps.metrics.paused = False
+            log.info("%s: %s[%d] consumes the source from %s", self.name, ps.topic, ps.partition,
+                     "its beginning" if start is None else f"offset {start}")
+
     def _loop(self, consumer) -> None:
         s = self.settings
         next_commit = time.monotonic() + s.commit_interval
@@ -338,6 +431,8 @@ class Loader:
             self._raise_if_failed()
             if self._wanted_changed:
                 self._apply_assignment(consumer)
+            if self._restorer is not None:
+                self._restored(consumer)
             msgs = consume(s.poll_records, 0.1)
             if msgs:
                 self._dispatch(msgs)
@@ -385,6 +480,11 @@ class Loader:
             raise LoaderError(f"the consumer failed: {self._fatal}")
         if self._assigner is not None and self._assigner.error is not None:
             raise LoaderError(f"the lag-aware assignment failed: {self._assigner.error!r}")
+        if self._changelog is not None and self._changelog.error is not None:
+            raise LoaderError(f"the changelog cannot be written: {self._changelog.error} (the shards keep exact "
+                              "offsets; a restart reprocesses what the changelog lacks)")
+        if self._restorer is not None and self._restorer.error is not None:
+            raise LoaderError(f"a restore failed and its shard could not be cleared: {self._restorer.error!r}")
         for ps in list(self._parts.values()):
             if ps.unit_failed:
                 raise LoaderError(f"a processor unit of {ps.topic}[{ps.partition}] failed (see the log)")
@@ -404,8 +504,8 @@ class Loader:
                 self._consumer_error(err, msg)
                 continue
             ps = parts.get((msg.topic(), msg.partition()))
-            if ps is None or ps.state != ACTIVE:
-                continue  # revoked meanwhile: the next owner fetches it again
+            if ps is None or ps.state != ACTIVE or ps.restore_pending:
+                continue  # revoked meanwhile (the next owner fetches it again), or not restored yet
             offset = msg.offset()
             key = msg.key()
             value = msg.value()
@@ -469,7 +569,7 @@ class Loader:
     def _flow_control(self, consumer) -> None:
         from confluent_kafka import TopicPartition
         for ps in list(self._parts.values()):
-            if ps.state != ACTIVE:
+            if ps.state != ACTIVE or ps.restore_pending:
                 continue
             pending = ps.window.pending
             if not ps.paused and pending >= ps.window.capacity:
@@ -488,10 +588,18 @@ class Loader:
         from confluent_kafka import KafkaException, TopicPartition
         if states is None:
             states = [ps for ps in list(self._parts.values()) if ps.state == ACTIVE]
-        changed = [ps for ps in states if ps.stored is not None and ps.stored != ps.committed]
+        # (A partition the restore thread has not decided on yet is left
+        # out: its shard's offset may be ahead of the changelog.)
+        changed = [ps for ps in states if ps.stored is not None and ps.stored != ps.committed
+                   and not ps.restore_pending]
         if not changed:
             return
-        durable = self._applier.durable_barrier(changed, include_fenced=True)
+        then = None
+        if self._changelog is not None:
+            # Kafka Streams' order: the store durable, the changelog flushed, then the commit.
+            timeout = 30.0 if synchronous else 5.0
+            then = lambda: self._flush_changelog(timeout)  # noqa: E731
+        durable = self._applier.durable_barrier(changed, include_fenced=True, then=then)
         offsets = [TopicPartition(ps.topic, ps.partition, off) for ps, off in durable.items()]
         if not offsets:
             return
@@ -557,6 +665,9 @@ class Loader:
             # had when assigned: rebuilt from nothing, or a local shard left
             # behind while another instance owned the partition.
             ps.restoring = self._shards is not None
+            # With a changelog the restore thread decides where it starts;
+            # it is assigned paused meanwhile (resumed by _restored).
+            ps.restore_pending = ps.paused = ps.metrics.paused = self._restorer is not None
             if stored is not None:
                 tp.offset = stored
             elif self._shards is not None:
@@ -580,7 +691,10 @@ class Loader:
         now = time.monotonic()
         for ps in new:
             self.ownership.append((now, "assign", ps.topic, ps.partition))
-            if ps.restoring and ps.stored is None:
+            if ps.restore_pending:
+                log.info("%s: assigned %s[%d] (shard offset %s): checking its changelog first", self.name, ps.topic,
+                         ps.partition, ps.stored)
+            elif ps.restoring and ps.stored is None:
                 log.info("%s: assigned %s[%d] with no local shard offset: restoring its shard from the start of "
                          "the topic", self.name, ps.topic, ps.partition)
             else:
@@ -591,6 +705,11 @@ class Loader:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
+        if self._restorer is not None and new:
+            from confluent_kafka import TopicPartition
+            consumer.pause([TopicPartition(ps.topic, ps.partition) for ps in new])
+            for ps in new:
+                self._restorer.submit(ps, ps.stored)
         if (s.until_caught_up or any(ps.restoring for ps in new)) and new:
             # (Restoring shards need the end too: they count as restored
             # once they reach it.) A partition's end is observed once per run: assigned again (after
@@ -713,7 +832,7 @@ class Loader:
         for ps in states:
             if ps.metrics.caught_up:
                 continue
-            if ps.target is None:
+            if ps.target is None or ps.restore_pending:
                 return False
             position = None
             if ps.window.pending == 0:
@@ -799,8 +918,12 @@ class Loader:
             ps.state = FENCED
             for unit in ps.units:
                 unit.stop()
+        if self._restorer is not None:
+            self._restorer.close()
         if self._applier is not None:
             self._applier.stop()
+        if self._changelog is not None:
+            self._changelog.close()
         self._dlq.close(timeout=5.0)
         self._scheduler.close()
         timer.close()

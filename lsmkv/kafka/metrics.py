@@ -10,7 +10,9 @@ past it were fetched), ``lag`` = end - stored, the records in the
 partition's window (``pending``), whether it is paused and how often it
 was, retries and dead letters. Totals: records fetched and stored,
 store writes, records/s over the last interval and overall, retries,
-dead letters, pauses, Kafka commits and their latency, rebalances.
+dead letters, pauses, Kafka commits and their latency, rebalances, and
+with ``--changelog`` the records written to the changelog and restored
+from it (in all and per partition).
 
 This module never prints and never talks to Kafka or the store.
 """
@@ -41,6 +43,10 @@ class PartitionMetrics:
     retries: int = 0
     dead_letters: int = 0
     caught_up: bool = False
+    #: Records restored into its shard from the changelog (``--changelog``),
+    #: and the seconds its last changelog check and restore took.
+    restored: int = 0
+    restore_seconds: float | None = None
 
     @property
     def lag(self) -> int | None:
@@ -72,6 +78,14 @@ class LoaderMetrics:
     revoked: int = 0
     lost: int = 0
     consumer_errors: int = 0
+    #: ``--changelog``: records written to the changelog; records applied
+    #: to shards from it by restores, records restores read and did not
+    #: apply (a stale writer's, or of batches cut short), restores that fell
+    #: back to the source topic.
+    changelog_produced: int = 0
+    restored: int = 0
+    changelog_records_skipped: int = 0
+    changelog_restore_failures: int = 0
     partitions: dict[tuple[str, int], PartitionMetrics] = field(default_factory=dict)
     #: (time, records stored) at the last snapshot, for the interval rate.
     _last: tuple[float, int] = (0.0, 0)
@@ -108,7 +122,9 @@ class LoaderMetrics:
                           "first_fetched": pm.first_fetched, "fetched": pm.fetched, "next_fetch": pm.next_fetch,
                           "stored": pm.stored, "end": pm.end, "target": pm.target, "lag": pm.lag,
                           "pending": pm.pending, "paused": pm.paused, "pauses": pm.pauses,
-                          "retries": pm.retries, "dead_letters": pm.dead_letters, "caught_up": pm.caught_up})
+                          "retries": pm.retries, "dead_letters": pm.dead_letters, "caught_up": pm.caught_up,
+                          "restored_from_changelog": pm.restored,
+                          "restore_seconds": None if pm.restore_seconds is None else round(pm.restore_seconds, 3)})
         return {
             "elapsed_s": round(elapsed, 3),
             "records_fetched": self.fetched,
@@ -131,6 +147,10 @@ class LoaderMetrics:
             "partitions_revoked": self.revoked,
             "partitions_lost": self.lost,
             "consumer_errors": self.consumer_errors,
+            "changelog_records_produced": self.changelog_produced,
+            "records_restored_from_changelog": self.restored,
+            "changelog_records_skipped": self.changelog_records_skipped,
+            "changelog_restore_failures": self.changelog_restore_failures,
             "lag": sum(p["lag"] or 0 for p in parts),
             "partitions": parts,
         }

@@ -44,6 +44,16 @@ class PartitionState:
         #: (partitioned state: rebuilt from the source topic, or a local shard
         #: left behind); the loader clears it once the shard got there.
         self.restoring = False
+        #: ``--changelog``: the restore thread (restore.py) is deciding where
+        #: the partition starts (restoring its shard from the changelog, or
+        #: checking the changelog covers it); the partition is paused and
+        #: its records are not taken until the loader applies the answer.
+        self.restore_pending = False
+        #: The source offset a changelog restore has applied up to so far
+        #: (None: none yet; its progress, before the shard stores an offset).
+        self.restore_position: int | None = None
+        #: Records this assignment applied from the changelog.
+        self.restored = 0
         #: The store holds every record below this (None: none of this partition yet).
         self.stored: int | None = start
         #: A synced write made ``stored`` durable up to here (safe to commit to Kafka).

@@ -13,7 +13,8 @@ Bytes travel as lowercase hex.
 
     GET /v1/status                       {"url", "topic", "partitions", "active": {p: stored offset},
                                           "restoring": [p], "starts": {p: offset its assignment started at
-                                          (null: rebuilt from the beginning)}, "standby": {p: stored offset}
+                                          (null: rebuilt from the beginning)}, "restored_from_changelog":
+                                          {p: records its shard got from the changelog}, "standby": {p: stored offset}
                                           (standby and warm-up copies), "assignment": {"generation", "leader",
                                           "active", "standby", "warmup", "waiting", "warmups_in_group",
                                           "waiting_in_group", "ends", "lags", "probes", "rebalance_seconds"} (the
@@ -158,8 +159,11 @@ class QueryServer:
         held = loader.held()
         active = {str(p): stored for (_, p), (state, stored) in sorted(held.items()) if state == "active"}
         starts = {str(p): pm.start for (_, p), pm in list(loader.metrics.partitions.items()) if str(p) in active}
+        restored = {str(p): pm.restored for (_, p), pm in list(loader.metrics.partitions.items())
+                    if str(p) in active and pm.restored}
         return {"url": self.url, "topic": loader.shards.topic, "partitions": loader.shards.partitions,
                 "active": active, "restoring": loader.restoring(), "starts": starts,
+                "restored_from_changelog": restored,
                 "standby": {} if self.standby is None else {str(p): o for p, o in
                                                             sorted(self.standby.held().items())},
                 "assignment": None if self.coordination is None else self.coordination.status()}

@@ -118,6 +118,10 @@ class LoaderSettings:
     poll_records: int = 10_000
     #: The user processor (None: store records as they are).
     processor: Callable | None = None
+    #: Partitioned state only: write what each active shard applies to the
+    #: changelog topic ``<group>-<topic>-changelog`` and restore shards
+    #: from it (changelog.py, restore.py).
+    changelog: bool = False
     #: Extra librdkafka settings, passed through (security, tuning).
     client_config: dict = field(default_factory=dict)
 
@@ -150,6 +154,8 @@ class LoaderSettings:
         if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
             raise OptionError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be at most a third of "
                               f"session_timeout_ms ({self.session_timeout_ms})")
+        if not isinstance(self.changelog, bool):
+            raise OptionError(f"changelog must be True or False, not {self.changelog!r}")
         if self.processor is not None and not callable(self.processor):
             raise OptionError(f"processor must be callable, not {type(self.processor).__name__}")
         if not isinstance(self.client_config, dict) or not all(isinstance(k, str) for k in self.client_config):

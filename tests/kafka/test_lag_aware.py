@@ -14,7 +14,8 @@ up copy.
   copies, which resume from them (never first to the instance without a
   copy).
 * `--standby-replicas` with `--processor` is refused before anything is
-  created (exit 2)."""
+  created (exit 2), and so are security settings the group member (on
+  kafka-python) has no equivalent for; those it has are mapped."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ import pytest
 
 import lsmkv
 from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
+from lsmkv.errors import OptionError
 from lsmkv.kafka.cli import main
+from lsmkv.kafka.group_member import kafka_python_security
 from lsmkv.kafka.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -211,7 +214,31 @@ def test_standbys_refuse_a_processor_before_anything_is_created(tmp_path, capsys
     assert code == 2 and "--acceptable-recovery-lag needs --serve" in capsys.readouterr().err
     assert not path.exists()
     code = main(["load", "--topic", "t", "--group", "g", "--db", str(path), "--serve", "127.0.0.1:0",
-                 "-X", "security.protocol=SASL_SSL"])
+                 "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=GSSAPI",
+                 "-X", "sasl.kerberos.service.name=kafka", "-X", "ssl.ca.location=/etc/ssl/ca.pem"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("error:") == 1 and "PLAINTEXT only" in err and "security.protocol" in err
-    assert not path.exists()
+    assert code == 2 and err.count("error:") == 1 and not path.exists()
+    assert "no equivalent of sasl.kerberos.service.name, sasl.mechanism=GSSAPI;" in err   # not the mapped ones
+
+
+def test_the_group_member_takes_librdkafkas_security_settings_mapped():
+    mapped = kafka_python_security({
+        "security.protocol": "sasl_ssl", "sasl.mechanisms": "scram-sha-512", "sasl.username": "loader",
+        "sasl.password": "secret", "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/cert.pem",
+        "ssl.key.location": "/key.pem", "ssl.key.password": "kp", "ssl.crl.location": "/crl.pem",
+        "ssl.endpoint.identification.algorithm": "none", "client.id": "x", "socket.timeout.ms": "5000"})
+    assert mapped == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                      "sasl_plain_username": "loader", "sasl_plain_password": "secret", "ssl_cafile": "/ca.pem",
+                      "ssl_certfile": "/cert.pem", "ssl_keyfile": "/key.pem", "ssl_password": "kp",
+                      "ssl_crlfile": "/crl.pem", "ssl_check_hostname": False}
+    assert kafka_python_security({"sasl.mechanism": "PLAIN", "ssl.endpoint.identification.algorithm": "https"}) == {
+        "sasl_mechanism": "PLAIN", "ssl_check_hostname": True}
+    assert kafka_python_security({}) == {} == kafka_python_security({"client.id": "x"})
+    # Every setting without an equivalent is named in one error; a secret's value never is.
+    with pytest.raises(OptionError) as refused:
+        kafka_python_security({"security.protocol": "SSL", "sasl.oauthbearer.client.secret": "hush",
+                               "ssl.keystore.location": "/k.p12", "ssl.endpoint.identification.algorithm": "x",
+                               "sasl.mechanism": "PLAIN,SCRAM-SHA-256"})
+    text = str(refused.value)
+    assert ("no equivalent of sasl.mechanism=PLAIN,SCRAM-SHA-256, sasl.oauthbearer.client.secret, "
+            "ssl.endpoint.identification.algorithm=x, ssl.keystore.location;") in text and "hush" not in text
