@@ -470,6 +470,8 @@ def search_leaf_page(buf: bytes, pgno: int, page_size: int, path: str, key: byte
         if lo == count:
             return None
         off = slots[lo]
+        # (The cell as _decode_leaf_cells reads it; inlined in both, as the
+        # per-cell loop there cannot afford a call.)
         klen, kind, vlen = unpack(buf, off)
         ks = off + LEAF_CELL_SIZE
         deadline = None
