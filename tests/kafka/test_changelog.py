@@ -378,3 +378,57 @@ def test_changelog_without_partitioned_state_is_refused_before_anything_exists(b
     assert "--changelog needs partitioned state (--partitioned or --serve)" in err
     assert not path.exists()
     assert partition_count(broker.bootstrap_servers, changelog_topic(group, topic)) == 0
+
+
+@pytest.mark.kafka
+@pytest.mark.crash
+def test_serving_instances_take_a_killed_owners_partitions_from_the_changelog(broker, name, tmp_path, instances,
+                                                                              ground_truth, partition_ends):
+    """Two `--serve --changelog` instances (lag-aware assignment, no
+    standby) share four partitions; one is SIGKILLed. The survivor has no
+    copy of its partitions: it restores them from the changelog the dead
+    one wrote, then follows the source, and ends with exactly the topic's
+    table."""
+    from instances import Instance, wait_for
+    bs = broker.bootstrap_servers
+    topic, group = name(), name("g")
+    partitions = 4
+    produce_workload(bs, topic, WorkloadSpec(records=6000, keys=800, tombstone_ratio=0.05, seed=61),
+                     partitions=partitions)
+    ends0 = partition_ends(ground_truth(bs, topic))
+    extra = ("--changelog", "--acceptable-recovery-lag", "300", "--probing-rebalance-interval", "2")
+    for i in range(2):
+        instances.append(Instance(bs, topic, group, str(tmp_path / f"i{i}"), extra=extra))
+
+    def loaded():
+        sts = [inst.status() for inst in instances]
+        if not all(sts):
+            return None
+        active = {int(p): i for i, st in enumerate(sts) for p, o in st["active"].items() if o == ends0[int(p)]}
+        return active if len(active) == partitions and len(set(active.values())) == 2 else None
+    active = wait_for(loaded, 120, "two instances each active on two partitions at their ends")
+    victim, survivor = instances[0], instances[1]
+    victim_parts = sorted(p for p, i in active.items() if i == 0)
+    victim.kill()
+    produce_workload(bs, topic, WorkloadSpec(records=1500, keys=800, tombstone_ratio=0.05, seed=62))
+    truth = ground_truth(bs, topic)
+    ends = partition_ends(truth)
+
+    def taken_over():
+        st = survivor.status()
+        if not st or len(st["active"]) != partitions:
+            return None
+        return st if all(st["active"][str(p)] == ends[p] for p in range(partitions)) else None
+    st = wait_for(taken_over, 120, "the survivor holding every partition at its end")
+    restored = {int(p): n for p, n in st["restored_from_changelog"].items()}
+    for p in victim_parts:
+        # Its copy came from the changelog: every record the dead owner had
+        # applied (at least one per key it wrote), not a rebuild from the source.
+        assert restored.get(p, 0) > 0, (p, restored, survivor.output())
+    assert survivor.terminate() == 0, survivor.output()
+    expected = {}
+    for records in truth.values():
+        expected.update(table_of(records))
+    with ShardedStore(survivor.db, None, read_only=True) as store:
+        assert dict(store.scan()) == expected
+        assert store.offsets() == ends
