@@ -184,7 +184,7 @@ def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: 
         out["scan_s"] = time.perf_counter() - t0
         out["scanned"] = scanned
         stats = adapter.stats()
-        cache = (stats.get("block_cache") or {}).get("capacity") or stats.get("cache_bytes")
+        cache = (stats.get("block_cache") or {}).get("capacity") or stats.get("cache_size")  # (configured)
         out["cache"] = f"{cache / 2**20:.0f} MiB" if cache else "engine default"
         resident = stats.get("table_memory")  # lsmkv: open tables' index and filter blocks
         out["resident_mb"] = (round((resident["index_bytes"] + resident["filter_bytes"]) / 2**20, 1)
