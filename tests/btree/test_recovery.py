@@ -337,3 +337,24 @@ def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
     with btree.open(path) as db:
         assert all(db[k] == b"new" for k in keys[::30])
         assert db.check_invariants() == []
+
+
+def test_a_journal_written_a_chunk_at_a_time_holds_the_bytes_of_encode_journal(tmp_path, monkeypatch):
+    """The checkpoint journal's format did not move: the chunked writer
+    (images made by functions, 3 pages per chunk) writes exactly what
+    encode_journal makes of the same images, and decode_journal reads it."""
+    from btree.pager import JOURNAL_FILE, decode_journal, encode_journal
+    monkeypatch.setattr(btree.pager, "COMMIT_CHUNK", 3)
+    path = str(tmp_path / "db")
+    with btree.open(path, page_size=1024) as db:
+        pager = db._pager
+        rng = random.Random(3)
+        images = [(pg, rng.randbytes(1024)) for pg in range(2, 10)]
+        pages = [(pg, (lambda img=img: img)) if pg % 2 else (pg, img) for pg, img in images]
+        size = pager._write_journal(7, pages)
+        with open(os.path.join(path, JOURNAL_FILE), "rb") as f:
+            written = f.read()
+        os.remove(os.path.join(path, JOURNAL_FILE))
+    assert written == encode_journal(1024, 7, [img for _, img in images]) and size == len(written)
+    with pytest.raises(CorruptionError):  # (the images are random bytes, not pages: but the journal is whole)
+        decode_journal(written, 1024, "j")
