@@ -49,6 +49,8 @@ from .write_batch import TOMBSTONE, VALUE, VALUE_TTL
 Chunk = tuple[list[bytes], list[int], list[bytes]]
 _EMPTY: Chunk = ([], [], [])
 _first = itemgetter(0)
+_second = itemgetter(1)
+_third = itemgetter(2)
 #: after(key, inclusive) -> the first chunk of entries with keys > key (>= if
 #: inclusive; key None: from the start); before(key, inclusive) -> the last
 #: chunk of entries with keys < key (<=; key None: to the end). Empty: none.
@@ -148,14 +150,23 @@ _FIRST_CHUNK = 32
 _MAX_CHUNK = 4096
 
 
-def memtable_source(mem, read_seq: int) -> SourceCursor:
+def memtable_source(mem, read_seq: int, now_ms: int | None = None) -> SourceCursor:
     """A memtable's keys a skiplist node at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
-    they resolve to nothing and are left out."""
+    they resolve to nothing and are left out. With ``now_ms``, values with
+    a ttl are resolved at it (:func:`_expire`)."""
     index = mem._index
     latest = mem._latest
 
     def resolve(keys: list[bytes]) -> Chunk:
+        versions = list(map(latest.get, keys))
+        if None not in versions and max(map(_first, versions)) <= read_seq:
+            # Every key's newest version is visible (a cursor made after the
+            # last write to this memtable): C-level maps, no walk.
+            kinds = list(map(_second, versions))
+            if now_ms is not None and VALUE_TTL in kinds:
+                return _expire((keys, kinds, list(map(_third, versions))), now_ms)
+            return keys, kinds, list(map(_third, versions))
         out_keys, kinds, values = [], [], []
         for key in keys:
             version = latest.get(key)
@@ -165,6 +176,8 @@ def memtable_source(mem, read_seq: int) -> SourceCursor:
                 out_keys.append(key)
                 kinds.append(version[1])
                 values.append(version[2])
+        if now_ms is not None and VALUE_TTL in kinds:
+            return _expire((out_keys, kinds, values), now_ms)
         return out_keys, kinds, values
 
     # How many keys to resolve per chunk: few right after a seek (a short
@@ -182,65 +195,70 @@ def memtable_source(mem, read_seq: int) -> SourceCursor:
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
         size = chunk_size(key, 1)
-        keys = index.keys_after(key, inclusive)[:size]
+        keys = index.keys_after(key, inclusive, size)
         while keys:
             chunk = resolve(keys)
             if chunk[0]:
                 walk[1], walk[2] = keys[-1], 1
                 return chunk
-            keys = index.keys_after(keys[-1], False)[:size]
+            keys = index.keys_after(keys[-1], False, size)
         return _EMPTY
 
     def before(key: bytes | None, inclusive: bool) -> Chunk:
         size = chunk_size(key, -1)
-        keys = index.keys_before(key, inclusive)[-size:]
+        keys = index.keys_before(key, inclusive, size)
         while keys:
             chunk = resolve(keys)
             if chunk[0]:
                 walk[1], walk[2] = keys[0], -1
                 return chunk
-            keys = index.keys_before(keys[0], False)[-size:]
+            keys = index.keys_before(keys[0], False, size)
         return _EMPTY
 
     return SourceCursor(after, before)
 
 
-def expiring(source: SourceCursor, now_ms: int) -> SourceCursor:
-    """``source`` with its values that have a ttl resolved at ``now_ms``
-    (ms since the epoch): a live one reads as a plain value, an expired one
-    as a tombstone -- it hides older sources' versions of its key, as a
-    delete does (ttl.py)."""
-    after, before = source.after, source.before
-
-    def resolve(chunk: Chunk) -> Chunk:
-        kinds = chunk[1]
-        if VALUE_TTL not in kinds:
-            return chunk
-        kinds, values = list(kinds), list(chunk[2])
-        for i, kind in enumerate(kinds):
-            if kind == VALUE_TTL:
-                value = live_value(values[i], now_ms)
-                if value is None:
-                    kinds[i], values[i] = TOMBSTONE, b""
-                else:
-                    kinds[i], values[i] = VALUE, value
-        return chunk[0], kinds, values
-
-    return SourceCursor(lambda key, inclusive: resolve(after(key, inclusive)),
-                        lambda key, inclusive: resolve(before(key, inclusive)))
+def _expire(chunk: Chunk, now_ms: int) -> Chunk:
+    """``chunk`` with its values that have a ttl resolved at ``now_ms`` (ms
+    since the epoch): a live one reads as a plain value, an expired one as
+    a tombstone -- it hides older sources' versions of its key, as a delete
+    does (ttl.py). Callers check ``VALUE_TTL in kinds`` first (one C scan)."""
+    kinds, values = list(chunk[1]), list(chunk[2])
+    for i, kind in enumerate(kinds):
+        if kind == VALUE_TTL:
+            value = live_value(values[i], now_ms)
+            if value is None:
+                kinds[i], values[i] = TOMBSTONE, b""
+            else:
+                kinds[i], values[i] = VALUE, value
+    return chunk[0], kinds, values
 
 
-def table_source(reader, read_seq: int) -> SourceCursor:
-    """A table's keys a block's owned keys at a time (reader.owned_entries)."""
-    return SourceCursor(*_table_finders(reader, read_seq))
+def table_source(reader, read_seq: int, now_ms: int | None = None) -> SourceCursor:
+    """A table's keys a block's owned keys at a time (reader.owned_entries),
+    or a part of a block read in place (see _table_finders)."""
+    return SourceCursor(*_table_finders(reader, read_seq, now_ms))
 
 
-def _table_finders(reader, read_seq: int) -> tuple[Finder, Finder]:
+#: Entries a table source reads in place for the first chunk after a seek.
+_SEEK_CHUNK = 16
+
+
+def _table_finders(reader, read_seq: int, now_ms: int | None = None) -> tuple[Finder, Finder]:
+    """A table's after/before finders. Forward, when the table allows it
+    (reader.reads_in_place), a block is read in place: _SEEK_CHUNK entries
+    after a seek -- a short range read decodes what it reads, not the
+    block -- and the rest of the block when the cursor goes on from there.
+    Otherwise, and backward, a block's owned entries are decoded whole."""
     index_keys = reader.index_keys
     n = len(index_keys)
+    in_place = reader.reads_in_place(read_seq)
+    entries_after = reader.entries_after
     #: The last block's entries: stepping off a chunk's end asks for the
     #: block it came from once more before the one beside it.
     memo: list = [-1, None]
+    #: The key the last chunk read in place ended at.
+    ended: list = [None]
 
     def owned(i: int) -> Chunk:
         if memo[0] != i:
@@ -256,8 +274,16 @@ def _table_finders(reader, read_seq: int) -> tuple[Finder, Finder]:
             if not inclusive and i < n and index_keys[i] == key:
                 i += 1  # block i ends at key: nothing above it there
         while i < n:
-            chunk = _filtered(owned(i), key, inclusive, True)
+            if in_place:
+                going_on = key is not None and key == ended[0] and not inclusive
+                chunk = entries_after(i, key, inclusive, None if going_on else _SEEK_CHUNK)
+                if chunk[0]:
+                    ended[0] = chunk[0][-1]
+            else:
+                chunk = _filtered(owned(i), key, inclusive, True)
             if chunk[0]:
+                if now_ms is not None and VALUE_TTL in chunk[1]:
+                    return _expire(chunk, now_ms)
                 return chunk
             i += 1
         return _EMPTY
@@ -267,6 +293,8 @@ def _table_finders(reader, read_seq: int) -> tuple[Finder, Finder]:
         while i >= 0:
             chunk = _filtered(owned(i), key, inclusive, False)
             if chunk[0]:
+                if now_ms is not None and VALUE_TTL in chunk[1]:
+                    return _expire(chunk, now_ms)
                 return chunk
             i -= 1
         return _EMPTY
@@ -274,7 +302,7 @@ def _table_finders(reader, read_seq: int) -> tuple[Finder, Finder]:
     return after, before
 
 
-def level_source(files: list, open_table, read_seq: int) -> SourceCursor:
+def level_source(files: list, open_table, read_seq: int, now_ms: int | None = None) -> SourceCursor:
     """A level >= 1: its tables (sorted, disjoint) one after the other."""
     largest = [meta.largest for meta in files]
     finders: dict[int, tuple[Finder, Finder]] = {}
@@ -282,7 +310,7 @@ def level_source(files: list, open_table, read_seq: int) -> SourceCursor:
     def table(f: int) -> tuple[Finder, Finder]:
         found = finders.get(f)
         if found is None:
-            found = finders[f] = _table_finders(open_table(files[f]), read_seq)
+            found = finders[f] = _table_finders(open_table(files[f]), read_seq, now_ms)
         return found
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:

@@ -45,7 +45,7 @@ from sortedcontainers import SortedList
 from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
 from .compaction import earliest_deadline, level_scores
 from .compactor import CompactionHost, Compactor
-from .cursor import Iterator, expiring, level_source, memtable_source, table_source
+from .cursor import Iterator, level_source, memtable_source, table_source
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
@@ -770,17 +770,17 @@ class DB(KeyValueMapping):
         memtable, per level-0 table and per deeper level, only those that
         hold keys in the range."""
         open_table = self._tables.reader
-        sources = [memtable_source(mem, seq) for mem in (st.mem, *st.imms) if len(mem)]
-        version = st.version
-        sources += [table_source(open_table(meta), seq) for meta in version.overlapping(0, lo, hi)]
-        for level in range(1, NUM_LEVELS):
-            files = version.overlapping(level, lo, hi)
-            if files:
-                sources.append(level_source(files, open_table, seq))
         # Values with a ttl are judged once, as of the cursor's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
-        sources = [expiring(source, now) for source in sources]
+        sources = [memtable_source(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        sources += [table_source(open_table(meta), seq, now) for meta in version.overlapping(0, lo, hi)]
+        for level in range(1, NUM_LEVELS):
+            if version.levels[level]:
+                files = version.overlapping(level, lo, hi)
+                if files:
+                    sources.append(level_source(files, open_table, seq, now))
         return Iterator(sources, lo, hi, check=check, pinned=st, alive=self._alive)
 
     def snapshot(self) -> Snapshot:

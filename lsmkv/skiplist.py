@@ -67,31 +67,34 @@ class UnrolledSkipList:
             self._nodes.insert(i + 1, half)
             self._maxes.insert(i, node[-1])
 
-    def keys_after(self, key: bytes | None, inclusive: bool) -> list[bytes]:
-        """A copy of the keys of one node that come after ``key`` (all of the
-        first node's keys when ``key`` is None); empty at the end."""
+    def keys_after(self, key: bytes | None, inclusive: bool, limit: int | None = None) -> list[bytes]:
+        """A copy of the keys of one node that come after ``key`` (the
+        first node's keys when ``key`` is None), at most ``limit`` of them
+        (the first ones); empty at the end."""
         with self._lock:
             maxes = self._maxes
             if not maxes:
                 return []
             if key is None:
-                return list(self._nodes[0])
+                return self._nodes[0][:limit]
             i = bisect_left(maxes, key) if inclusive else bisect_right(maxes, key)
             if i == len(maxes):
                 return []
             node = self._nodes[i]
             j = bisect_left(node, key) if inclusive else bisect_right(node, key)
-            return node[j:]
+            return node[j:] if limit is None else node[j:j + limit]
 
-    def keys_before(self, key: bytes | None, inclusive: bool) -> list[bytes]:
+    def keys_before(self, key: bytes | None, inclusive: bool, limit: int | None = None) -> list[bytes]:
         """Keys of one node that come before ``key`` (``<=`` if inclusive), in
-        ascending order; the last node's keys when ``key`` is None."""
+        ascending order, at most ``limit`` of them (the last ones); the last
+        node's keys when ``key`` is None."""
         with self._lock:
             maxes = self._maxes
             if not maxes:
                 return []
             if key is None:
-                return list(self._nodes[-1])
+                node = self._nodes[-1]
+                return node[-limit:] if limit is not None else list(node)
             i = bisect_left(maxes, key)
             if i == len(maxes):
                 i -= 1
@@ -100,8 +103,8 @@ class UnrolledSkipList:
             if j == 0:
                 if i == 0:
                     return []
-                return list(self._nodes[i - 1])
-            return node[:j]
+                node, j = self._nodes[i - 1], len(self._nodes[i - 1])
+            return node[:j] if limit is None else node[max(0, j - limit):j]
 
     def iter_from(self, start: bytes | None = None, end: bytes | None = None):
         """Keys in [start, end) ascending, safe against concurrent inserts

@@ -226,6 +226,48 @@ def check_block(data: bytes, path: str = "", offset: int = 0) -> None:
                               offset=offset)
 
 
+def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | None
+                  ) -> tuple[list[bytes], bytes, list[bytes]]:
+    """(keys, kinds, values) of up to ``limit`` entries (None: all) from the
+    first key >= ``key`` (> if not inclusive; None: from the first) of a raw
+    format-2 block checked by :func:`check_block`, decoding only those: a
+    binary search over the key offsets, then slices. Every entry is taken
+    as it is (one version per key, all visible: the caller's condition).
+    ``kinds`` is bytes, the low byte of each entry's seq_kind. A short range
+    read then pays for the entries it reads, not for the whole block."""
+    size = len(data)
+    (n,) = _COUNT.unpack_from(data, size - 4)
+    base = size - 4 - 16 * n
+    key_ends = memoryview(data)[base: base + 4 * n].cast("I")
+    lo, hi = 0, n
+    if key is not None:
+        if inclusive:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        else:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] <= key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+    end = n if limit is None else min(n, lo + limit)
+    if lo >= end:
+        return [], b"", []
+    # Entry j's key is data[ends[j]:ends[j + 1]] with ends = [start of lo, key_ends[lo..end)].
+    ends = key_ends[lo - 1: end].tolist() if lo else [0, *key_ends[:end]]
+    keys = [data[a:b] for a, b in pairwise(ends)]
+    value_ends = memoryview(data)[base + 4 * n: base + 8 * n].cast("I")
+    ends = value_ends[lo - 1: end].tolist() if lo else [key_ends[n - 1], *value_ends[:end]]
+    values = [data[a:b] for a, b in pairwise(ends)]
+    sk_at = base + 8 * n
+    return keys, data[sk_at + 8 * lo: sk_at + 8 * end: 8], values
+
+
 #: search_block's answer when the key's versions may continue in the next block.
 CONTINUE = object()
 _ENTRY = struct.Struct("<Q")

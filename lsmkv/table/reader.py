@@ -35,7 +35,7 @@ version whose sequence is <= the read sequence.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 import sys
 from collections import deque
 from itertools import repeat
@@ -44,8 +44,8 @@ from typing import Iterator
 from ..cache import BlockCache
 from ..errors import CorruptionError
 from ..fs import FileSystem
-from .block import (CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block, decode_block,
-                    search_block, with_sequence)
+from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block,
+                    decode_block, entries_after, search_block, with_sequence)
 from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
@@ -405,6 +405,47 @@ class TableReader:
         return None
 
     # -- iteration --------------------------------------------------------------
+
+    def reads_in_place(self, read_seq: int) -> bool:
+        """Whether a cursor at ``read_seq`` may read this table's blocks in
+        place (:meth:`entries_after`): format 2, one version per key and
+        every version visible, so each entry stands for its key as stored."""
+        props = self.properties
+        return (_LITTLE and self.codec == CODEC_OFFSETS and props.distinct_keys == props.entries
+                and read_seq >= props.largest_seq)
+
+    def entries_after(self, i: int, key: bytes | None, inclusive: bool,
+                      limit: int | None) -> tuple[list[bytes], bytes, list[bytes]] | None:
+        """Up to ``limit`` entries of block ``i`` after ``key`` (see
+        block.entries_after), read from the block's raw bytes, cached or
+        read from the file (and then cached raw, as a get caches it), without
+        decoding the rest of the block (or sliced from the block cached
+        decoded). Only for a table that :meth:`reads_in_place`. Reads here
+        do not count towards promoting a block (``uses``): decoding and
+        indexing a block pays off for point lookups, and a scan passing
+        through would otherwise promote every block it touches."""
+        held = self.blocks[i]
+        if held is None:
+            held = self._read_block(i)
+            cache = self._cache
+            if cache is not None and self.admit_on_read:
+                cache.admit(self, i, held, len(held) + RAW_BLOCK_OVERHEAD)
+        elif type(held) is Block:
+            self.refs[i] = 1
+            keys = held.keys
+            if key is None:
+                j = 0
+            else:
+                j = bisect_left(keys, key) if inclusive else bisect_right(keys, key)
+            end = len(keys) if limit is None else min(len(keys), j + limit)
+            data = held.data
+            ends = held.value_ends
+            sk_at = len(data) - 4 - 8 * len(keys)
+            return (keys[j:end], data[sk_at + 8 * j: sk_at + 8 * end: 8],
+                    [data[ends[k]:ends[k + 1]] for k in range(j, end)])
+        else:
+            self.refs[i] = 1
+        return entries_after(held, key, inclusive, limit)
 
     def owned_entries(self, i: int, read_seq: int) -> tuple[list[bytes], bytes | list[int], list[bytes]]:
         """(keys, kinds, values) of the keys block ``i`` *owns* (those whose

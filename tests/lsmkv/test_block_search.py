@@ -1,6 +1,8 @@
 """Searching a block in its raw bytes (block.search_block) agrees with a
 search of the decoded block, and a table's point lookups agree with its
-entries, whichever way the block is held (raw, decoded, not cached)."""
+entries, whichever way the block is held (raw, decoded, not cached); so do
+range reads of a block in place (block.entries_after) and a table cursor
+that reads its blocks in place."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from lsmkv.cache import BlockCache
 from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.block import CONTINUE, check_block, decode_block, encode_block, search_block
+from lsmkv.cursor import table_source, visible_entries
+from lsmkv.table.block import CONTINUE, check_block, decode_block, encode_block, entries_after, search_block
 from lsmkv.table.builder import TableBuilder
 from lsmkv.table.reader import PROMOTE_AFTER, TableReader
 
@@ -60,6 +63,38 @@ def test_raw_search_agrees_with_a_decoded_search(entries, probes, read_seq):
     for key in sorted(candidates):
         for seq in (read_seq, 0, 1 << 56):
             assert search_block(raw, key, seq) == decoded_search(keys, sks, values, key, seq), (key, seq)
+
+
+@st.composite
+def distinct_blocks(draw):
+    """Entries of a block with one version per key (what a cursor reads in place)."""
+    keys = sorted(set(draw(st.lists(keys_strategy, max_size=40))))
+    return [(key, (i + 1) << 8 | draw(st.sampled_from([0, 1, 2])), draw(st.binary(max_size=12)))
+            for i, key in enumerate(keys)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(distinct_blocks(), st.lists(keys_strategy, max_size=6), st.sampled_from([None, 1, 3, 16]))
+def test_in_place_range_read_agrees_with_the_decoded_block(entries, probes, limit):
+    keys = [k for k, _, _ in entries]
+    sks = [s for _, s, _ in entries]
+    values = [v for _, _, v in entries]
+    raw = encode_block(keys, sks, values)
+    check_block(raw)
+    kinds = [sk & 0xFF for sk in sks]
+    candidates = set(keys) | set(probes) | {b"", b"\xff" * 6}
+    for k in keys:
+        candidates |= {k + b"\x00", k[:-1]}
+    for key in [None, *sorted(candidates)]:
+        for inclusive in (True, False):
+            if key is None:
+                j = 0
+            else:
+                j = bisect.bisect_left(keys, key) if inclusive else bisect.bisect_right(keys, key)
+            end = len(keys) if limit is None else min(len(keys), j + limit)
+            got_keys, got_kinds, got_values = entries_after(raw, key, inclusive, limit)
+            assert (got_keys, list(got_kinds), got_values) == (keys[j:end], kinds[j:end], values[j:end]), \
+                (key, inclusive)
 
 
 def _table(path, entries, block_size):
@@ -137,3 +172,39 @@ def test_a_block_whose_offsets_go_backwards_is_refused_before_it_is_searched(key
     broken = raw[:base + 4 * i] + bad_end.to_bytes(4, "little") + raw[base + 4 * i + 4:]
     with pytest.raises(CorruptionError, match="out of order"):
         check_block(broken)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(keys_strategy, min_size=1, max_size=80, unique=True), st.lists(keys_strategy, max_size=8),
+       st.sampled_from(["none", "raw", "promoted"]), st.sampled_from([64, 2048]), st.data())
+def test_a_table_cursor_reading_in_place_agrees_with_the_entries(tmp_path_factory, keys, probes, held, block_size,
+                                                                 data):
+    keys = sorted(keys)
+    entries = [(k, (i + 1) << 8 | data.draw(st.sampled_from([0, 1])), k * 3) for i, k in enumerate(keys)]
+    path = tmp_path_factory.mktemp("cursor") / "000007.sst"
+    # Small blocks: chunks end at block ends; large ones: a seek's first chunk ends inside a block.
+    _table(path, entries, block_size=block_size)
+    cache = None if held == "none" else BlockCache(1 << 20)
+    reader = TableReader(DEFAULT_FS, str(path), 7, cache)
+    try:
+        read_seq = len(keys) + 1
+        assert reader.reads_in_place(read_seq) and not reader.reads_in_place(read_seq - 2)
+        for _ in range(PROMOTE_AFTER + 1 if held == "promoted" else 1 if held == "raw" else 0):
+            for key in keys:
+                reader._search(key, read_seq)
+        if held == "promoted":
+            assert cache.promoted > 0
+        visible = [(k, sk & 0xFF, v) for k, sk, v in entries]
+        for start in [None, *sorted(set(keys) | set(probes) | {k + b"\x00" for k in keys})]:
+            expect = [e for e in visible if start is None or e[0] >= start]
+            assert list(visible_entries(table_source(reader, read_seq), start)) == expect, start
+            # A positioned cursor: seek, then step entry by entry.
+            source = table_source(reader, read_seq)
+            source.seek(start)
+            walked = []
+            while source.valid:
+                walked.append((source.cur, source.kinds[source.pos], source.values[source.pos]))
+                source.next()
+            assert walked == expect, start
+    finally:
+        reader.close()

@@ -138,8 +138,14 @@ def test_corrupted_data_block_is_detected_never_returned(tmp_path):
     with pytest.raises(CorruptionError, match="checksum mismatch") as info:
         reader.get(b"key00000", bloom_hash(b"key00000"), 2**56)
     assert info.value.path == str(path) and info.value.offset == 0
+    # A cursor, which reads this table's blocks in place (one version per
+    # key), reads the block through the same checks.
+    assert reader.reads_in_place(2**56)
+    with pytest.raises(CorruptionError, match="checksum mismatch"):
+        next(visible_entries(table_source(reader, 2**56), b"key00001"))
     # Other blocks still read fine.
     assert reader.get(b"key01999", bloom_hash(b"key01999"), 2**56) == (VALUE, b"value01999")
+    assert next(visible_entries(table_source(reader, 2**56), b"key01999")) == (b"key01999", VALUE, b"value01999")
 
 
 def test_corrupted_footer_and_truncation(tmp_path):
