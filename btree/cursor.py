@@ -7,8 +7,9 @@ its own and closes it with the cursor, ``snapshot.iterator()`` reads
 through the snapshot it is given. The cursor is lsmkv's merging cursor with
 one source, which reads the tree a run of leaves at a time
 (Tree.chunk_forward / Tree.chunk_backward under the DB's lock, as scans
-do), so moving along costs a list index most of the time and a descent
-from the root once per chunk.
+do), so moving along costs a list index most of the time; a chunk goes on
+where the last one stopped (no descent from the root) unless something was
+written in between.
 """
 
 from __future__ import annotations
@@ -29,13 +30,29 @@ _VALUE = 1
 
 
 def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
-    """The tree as ``snap`` sees it, a chunk of leaves at a time."""
+    """The tree as ``snap`` sees it, a chunk of leaves at a time. A cursor
+    that moves on past the chunk it read (``after`` the last key it was
+    given, or ``before`` the first) goes on where the tree read stopped
+    (Tree.chunk_forward's RangePos) instead of seeking again, if nothing
+    was written in between."""
+    # The last read each way: (the key a move on from it passes, the
+    # RangePos to go on from, or None: nothing lies beyond it -- in a
+    # snapshot, which never changes, that stays so).
+    last: dict[str, tuple] = {}
 
-    def read(fn, *args) -> list:
+    def read(fn, way: str, key: bytes | None, *args) -> list:
+        went = last.pop(way, None)
+        resume = None
+        if went is not None and went[0] == key:
+            if went[1] is None:
+                return []
+            resume = went[1]
         with db._lock:
             db._check_snapshot(snap)
-            items, _ = db._read(fn, *args, snap._view, snap=snap)
+            items, pos = db._read(fn, *args, snap._view, resume, snap=snap)
             db._trim_after_read()
+        if items:
+            last[way] = (items[-1][0], pos)
         return items
 
     def chunk(items: list) -> Chunk:
@@ -45,13 +62,14 @@ def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
         return keys, [_VALUE] * len(keys), values
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
-        return chunk(read(Tree.chunk_forward, key, inclusive, None, CHUNK))
+        return chunk(read(Tree.chunk_forward, "after", key if not inclusive else None,
+                          key, inclusive, None, CHUNK))
 
     def before(key: bytes | None, inclusive: bool) -> Chunk:
         # chunk_backward reads keys below its bound: key + b"\\0" is the
         # smallest key above ``key``, so "below it" is "<= key".
         hi = None if key is None else (key + b"\x00" if inclusive else key)
-        items = read(Tree.chunk_backward, hi, None, CHUNK)
+        items = read(Tree.chunk_backward, "before", key if not inclusive else None, hi, None, CHUNK)
         items.reverse()
         return chunk(items)
 

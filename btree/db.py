@@ -35,6 +35,8 @@ import threading
 import time
 from bisect import bisect_left
 from functools import partial
+from itertools import chain
+from math import isqrt
 from typing import Callable, Iterator
 
 from lsmkv.cache import default_capacity
@@ -82,6 +84,10 @@ OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes",
 DEFAULT_TTL_SWEEP_INTERVAL = 60.0
 #: Entries a sweep chunk looks at while holding the writers off.
 SWEEP_CHUNK = 4096
+#: Entries (cells read) in a scan's first chunk and the most in one chunk
+#: (see DB._scan_chunks for how chunks grow).
+SCAN_FIRST_CHUNK = 16
+SCAN_MAX_CHUNK = 4096
 
 
 def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
@@ -1163,59 +1169,101 @@ class DB(KeyValueMapping):
         """Iterate (key, value) over keys in [start, end) (and starting with
         ``prefix``), ascending, or descending with ``reverse=True``.
 
-        The iterator reads the tree in chunks under the lock and re-seeks
-        after the last key it returned, so it stays valid while writes go on:
-        it returns each key at most once, in order; a key written (or deleted)
-        during the scan is seen (or not) if it lies ahead of the iterator's
-        position. Each chunk is one consistent read of the tree.
+        The iterator reads the tree in chunks under the lock; a chunk goes
+        on where the last one stopped if nothing was written in between, and
+        otherwise seeks again after the last key returned, so it stays valid
+        while writes go on: it returns each key at most once, in order; a key
+        written (or deleted) during the scan is seen (or not) if it lies
+        ahead of the iterator's position. Each chunk is one consistent read
+        of the tree.
         """
-        lo, hi = scan_bounds(start, end, prefix)
-        self._check_open()
+        if type(start) is bytes and end is None and prefix is None:
+            lo, hi = start, None  # (what scan_bounds makes of them, without the calls)
+        else:
+            lo, hi = scan_bounds(start, end, prefix)
+        if not self._usable:
+            self._check_open()
         return self._scan(lo, hi, bool(reverse))
 
     def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool,
               snap: "Snapshot | None" = None) -> Iterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
-            return
+            return iter(())
+        # The items of each chunk are yielded by chain's C loop: the
+        # generator runs once per chunk, not once per item.
+        return chain.from_iterable(self._scan_chunks(lo, hi, reverse, snap))
+
+    def _scan_chunks(self, lo: bytes | None, hi: bytes | None, reverse: bool,
+                     snap: "Snapshot | None") -> Iterator[list[tuple[bytes, bytes]]]:
+        """The chunks of a scan: lists of (key, value), each read under the
+        lock as one consistent read of the tree (or of ``snap``). A chunk
+        goes on where the last one stopped (Tree.chunk_forward's RangePos)
+        if no write came in between, and otherwise seeks again past the last
+        key returned, so writes ahead of the scan's position are seen."""
         # The first chunk is small (a short range read, a seek and a few
-        # next()s, touches one leaf or two), later ones grow 4x up to 4,096.
-        limit = 16
+        # next()s, touches one leaf or two), later ones grow up to 4,096.
+        limit = SCAN_FIRST_CHUNK
+        returned = 0
         inclusive = True
         view = None
+        pos = None
+        lock = self._lock
+        live = self._chunks
         while True:
-            with self._lock:
+            with lock:
                 if snap is None:
-                    self._check_open()
+                    if not self._usable:
+                        self._check_open()
                 else:
                     self._check_snapshot(snap)
                     view = snap._view
-                if reverse:
-                    items, more = self._read(Tree.chunk_backward, hi, lo, limit, view, snap=snap)
+                if self._read_only:
+                    if reverse:
+                        items, pos = self._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
+                    else:
+                        items, pos = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
+                elif reverse:
+                    items, pos = self._tree.chunk_backward(hi, lo, limit, view, pos)
                 else:
-                    items, more = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, snap=snap)
-                self._trim_after_read()
-            # Yield the chunk at C speed; close() of the DB or the snapshot
-            # empties the chunks being yielded, so the next item is an error.
+                    items, pos = self._tree.chunk_forward(lo, inclusive, hi, limit, view, pos)
+                pool = self._pool
+                if len(pool.pages) > pool.capacity:
+                    pool.trim()
+            # close() of the DB or the snapshot empties the chunks being
+            # yielded, so the next item asks for the next chunk: an error.
             key = id(items)
-            live = self._chunks
             live[key] = (items, snap)
             try:
-                yield from items
+                yield items
             finally:
                 live.pop(key, None)
             if self._closed:
                 self._check_open()
             if snap is not None and snap._closed:
                 self._check_snapshot(snap)
-            if not more:
+            if pos is None:
                 return
             if reverse:
                 hi = items[-1][0]
             else:
                 lo = items[-1][0]
                 inclusive = False
-            if limit < 4096:
-                limit *= 4
+            # The next chunk's size weighs what a chunk costs in itself
+            # (the lock, a call into the tree: a few µs) against what it
+            # reads in vain if the caller stops early (most short range
+            # reads stop within a chunk or two). A chunk read from memory
+            # is cheap next to its fixed cost: the next takes twice as many
+            # entries. One that read leaves outside the pool paid a page
+            # read and check per leaf: the next takes sqrt(4 x the entries
+            # returned so far) (at least 16), so what a scan reads in vain
+            # stays about the square root of what it returns, and so does
+            # its number of chunks. (Measured on 1 KB values, 2-3 to a
+            # leaf: doubling read 1.3 times the leaves of YCSB-E's scans.)
+            returned += len(items)
+            if not pos.images:
+                limit = min(2 * limit, SCAN_MAX_CHUNK)
+            else:
+                limit = min(max(SCAN_FIRST_CHUNK, isqrt(4 * returned)), SCAN_MAX_CHUNK)
 
     def get_meta(self, name: str) -> bytes | None:
         """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""

@@ -28,15 +28,20 @@ overflow pages). Conventions (see docs/btree.md):
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from itertools import count
 
 from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
-from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, Node,
-                   Overflow, decode_overflow, leaf_page_range, search_leaf_page, value_size)
+from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
+                   Node, Overflow, decode_overflow, search_leaf_page, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
+#: Tree versions, unique in the process: a tree rebuilt from the disk
+#: (a reload, a vacuum, a read-only handle's new view) never takes a number
+#: a range read of an older tree recorded.
+_versions = count(1)
 
 
 def limits(page_size: int) -> tuple[int, int]:
@@ -153,6 +158,9 @@ class Tree:
         #: range(height - 1): the internal levels of a descent (kept, not rebuilt per call)
         self.inner = range(height - 1)
         self.entries = entries
+        #: Changes with every put and delete (RangePos: a range read goes on
+        #: where its last chunk stopped only if the tree is unchanged).
+        self.version = next(_versions)
         ps = self.pager.page_size
         self.page_size = ps
         self.max_cell, self.max_key = limits(ps)
@@ -276,6 +284,7 @@ class Tree:
 
     def put(self, key: bytes, value) -> None:
         """Store ``value`` (bytes, or an Expiring holding bytes) under ``key``."""
+        self.version = next(_versions)
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
@@ -335,6 +344,7 @@ class Tree:
 
     def delete(self, key: bytes) -> bool:
         """Remove ``key``; False if it was not there."""
+        self.version = next(_versions)
         pages = self.pages
         pg = self.root
         self.pool.lookups += self.height
@@ -765,124 +775,222 @@ class Tree:
             return v if type(v) is bytes else self._value(v)
         return None
 
-    def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
-                      limit: int, view=None) -> tuple[list, bool]:
-        """Up to about ``limit`` items from ``lo`` upward (below ``hi``), and
-        whether more may follow."""
-        pg, height, node = self._view(view)
-        overlay = None if view is None else view[2]
+    def _seek_leaf(self, key: bytes | None, view, reverse: bool) -> int:
+        """The page number of the leaf a range read from ``key`` starts in
+        (None: the first leaf, or with ``reverse`` the last), in the current
+        tree or in a snapshot ``view``. Reading backward from ``key``, the
+        leaf is the one holding the keys just below it."""
+        if view is None:
+            pages = self.pages
+            pg = self.root
+            for _ in self.inner:
+                node = pages.get(pg) or self._load(pg, False)
+                node.ref = True
+                keys = node.keys
+                pg = node.kids[(len(keys) if reverse else 0) if key is None else
+                               (bisect_left if reverse else bisect_right)(keys, key)]
+            return pg
+        pg, height, node_of = self._view(view)
         for _ in range(height - 1):
-            n = node(pg, False)
-            pg = n.kids[0 if lo is None else bisect_right(n.keys, lo)]
-        leaf, cut = self._range_leaf(pg, overlay, lo, lo_inclusive, limit, True)
-        keys = leaf.keys
-        if lo is None or cut is not None:
-            i = 0  # (a part of a page starts at lo)
-        elif lo_inclusive:
-            i = bisect_left(keys, lo)
+            node = node_of(pg, False)
+            keys = node.keys
+            pg = node.kids[(len(keys) if reverse else 0) if key is None else
+                           (bisect_left if reverse else bisect_right)(keys, key)]
+        return pg
+
+    def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
+                      limit: int, view=None, resume: "RangePos | None" = None) -> tuple[list, "RangePos | None"]:
+        """About ``limit`` items from ``lo`` upward (below ``hi``), and where
+        the read stopped (None: nothing more in range).
+
+        Given the RangePos the previous chunk of the same read returned,
+        and if the tree has not changed since (its ``version``), the read
+        goes on from there: no descent from the root, and the page it
+        stopped in is not read again. Otherwise it seeks ``lo`` from the
+        root; a chunk that seeks ends at the end of the leaf it seeks into
+        when the next leaf is outside the pool (a short range read, a seek
+        and a few items, should not pay for a page it may never return)."""
+        overlay = None if view is None else view[2]
+        if resume is not None and resume.version == self.version:
+            pg, i = resume.pgno, resume.index
+            leaf = resume.image
+            if leaf is None:
+                leaf = self._range_leaf(pg, overlay, False)
+            seek = False
         else:
-            i = bisect_right(keys, lo)
+            pg = self._seek_leaf(lo, view, False)
+            leaf = self._range_leaf(pg, overlay, True)
+            if lo is None:
+                i = 0
+            elif type(leaf) is Node:
+                i = (bisect_left if lo_inclusive else bisect_right)(leaf.keys, lo)
+            else:
+                i = leaf.lower_bound(lo, lo_inclusive)
+            seek = True
         items: list = []
+        cells = 0  # cells read: the chunk ends after ``limit`` of them (expired values count)
         nbytes = 0
+        images = 0
         while True:
-            keys = leaf.keys
-            n = len(keys)
-            j = n if hi is None or not n or keys[-1] < hi else bisect_left(keys, hi)
-            if i < j:
-                if leaf.ovf:
-                    pairs, big = self._resolve(keys[i:j], leaf.vals[i:j])
-                    items += pairs
-                    nbytes += big
-                elif i == 0 and j == n:
-                    items += zip(keys, leaf.vals)
+            if type(leaf) is Node:
+                keys = leaf.keys
+                n = len(keys)
+                j = min(n, i + limit - cells)
+                vals, ovf = leaf.vals, leaf.ovf
+                if i or j < n:
+                    keys, vals = keys[i:j], vals[i:j]
+            else:
+                images += 1
+                n = leaf.count
+                j = min(n, i + limit - cells)
+                keys, vals, ovf = leaf.cells(i, j)
+            if hi is not None and keys and keys[-1] >= hi:
+                cut = bisect_left(keys, hi)
+                if ovf:
+                    items += self._resolve(keys[:cut], vals[:cut])[0]
                 else:
-                    items += zip(keys[i:j], leaf.vals[i:j])
-            if j < n:
-                return items, False
-            if cut:  # the page goes on past the cells read
-                if items:  # (the next chunk seeks again after the last item)
-                    return items, True
-                # Every cell read held an expired value: read on in the page.
-                last = keys[-1]
-                leaf, cut = self._range_leaf(leaf.pgno, overlay, last, False, limit, False)
-                i = 0 if cut is not None else bisect_right(leaf.keys, last)  # (admitted: the whole leaf)
+                    items += zip(keys[:cut], vals[:cut])
+                return items, None
+            if ovf:
+                pairs, big = self._resolve(keys, vals)
+                items += pairs
+                nbytes += big
+            else:
+                items += zip(keys, vals)
+            cells += j - i
+            if j < n:  # the page goes on past the cells read
+                if items:
+                    return items, RangePos(self.version, pg, j, None if type(leaf) is Node else leaf, images)
+                i, cells = j, 0  # every cell read held an expired value: read on
                 continue
-            if not leaf.next:
-                return items, False
-            if len(items) >= limit or nbytes > (1 << 22):
-                return items, True
-            leaf, cut = self._range_leaf(leaf.next, overlay, None, True, limit - len(items), False)
+            pg = leaf.next
+            if not pg:
+                return items, None
+            if (cells >= limit or nbytes > (1 << 22)
+                    or (seek and pg not in self.pages and (overlay is None or pg not in overlay))):
+                if items:
+                    return items, RangePos(self.version, pg, 0, None, images)
+                cells = nbytes = 0
+            leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
             i = 0
 
-    def _range_leaf(self, pg: int, overlay: dict | None, bound: bytes | None, inclusive: bool, limit: int,
-                    first: bool, reverse: bool = False) -> tuple[Node, bool | None]:
-        """The leaf ``pg`` for a range read, and whether it is cut short
-        (None: a whole leaf). A leaf in the snapshot's overlay or the pool is
-        used whole. One outside the pool is read from its page image without
-        decoding all of it (node.leaf_page_range: up to ``limit`` entries
-        from ``bound``, or below it with ``reverse``) and not kept unless the
-        pool's admission policy says so (BufferPool.admit): the first leaf of
-        a range read counts as a read of it, as a get's leaf does; the leaves
-        a long scan passes through are admitted only if already remembered,
-        so a scan does not push out what gets keep reading."""
+    def _range_leaf(self, pg: int, overlay: dict | None, first: bool) -> "Node | LeafImage":
+        """The leaf ``pg`` for a range read: a Node (a leaf in the snapshot's
+        overlay or the pool), or for one outside the pool its verified page
+        image (Pager.read_leaf), from which the read decodes only the cells
+        it returns. A leaf outside the pool is not
+        kept unless the pool's admission policy says so (BufferPool.admit):
+        the leaf a range read seeks into (``first``) counts as a read of it,
+        as a get's leaf does; the leaves a read passes through are admitted
+        only if already remembered, so a scan does not push out what gets
+        keep reading."""
         if overlay is not None:
             node = overlay.get(pg)
             if node is not None:
-                return node, None
+                return node
         node = self.pages.get(pg)
-        if node is not None:
-            node.ref = True
-            node.hits += 1
-            return node, None
-        if self.pool.admit(pg, first):
+        if node is None:
+            pool = self.pool
+            # (A leaf passed through is admitted only if remembered: most are
+            # not, and then admit() would change nothing.)
+            if not (first or pg in pool.seen) or not pool.admit(pg, first):
+                return self.pager.read_leaf(pg)
             node = self._load(pg, True)
-            node.ref = True
-            node.hits += 1
-            return node, None
-        part = leaf_page_range(self.pager.read_page(pg), pg, self.page_size, self.pager.path, bound, inclusive,
-                               limit, reverse)
-        return part, part.used < 0
+        node.ref = True
+        node.hits += 1
+        return node
 
     def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
-                       view=None) -> tuple[list, bool]:
-        """Up to about ``limit`` items from just below ``hi`` downward (not
-        below ``lo``), in descending order, and whether more may follow."""
-        pg, height, node = self._view(view)
+                       view=None, resume: "RangePos | None" = None) -> tuple[list, "RangePos | None"]:
+        """About ``limit`` items from just below ``hi`` downward (not below
+        ``lo``), in descending order, and where the read stopped (None:
+        nothing more in range); ``resume`` and the end of a chunk that
+        seeks as for chunk_forward."""
         overlay = None if view is None else view[2]
-        for _ in range(height - 1):
-            n = node(pg, False)
-            pg = n.kids[len(n.keys) if hi is None else bisect_left(n.keys, hi)]
-        leaf, cut = self._range_leaf(pg, overlay, hi, True, limit, True, True)
-        keys = leaf.keys
-        j = len(keys) if hi is None or cut is not None else bisect_left(keys, hi)
+        if resume is not None and resume.version == self.version:
+            pg, j = resume.pgno, resume.index
+            leaf = resume.image
+            if leaf is None:
+                leaf = self._range_leaf(pg, overlay, False)
+            seek = False
+        else:
+            pg = self._seek_leaf(hi, view, True)
+            leaf = self._range_leaf(pg, overlay, True)
+            if hi is None:
+                j = None
+            elif type(leaf) is Node:
+                j = bisect_left(leaf.keys, hi)
+            else:
+                j = leaf.lower_bound(hi, True)
+            seek = True
         items: list = []
+        cells = 0
         nbytes = 0
+        images = 0
         while True:
-            keys = leaf.keys
-            i = 0 if lo is None or not keys or keys[0] >= lo else bisect_left(keys, lo)
-            if i < j:
-                if leaf.ovf:
-                    pairs, big = self._resolve(keys[i:j], leaf.vals[i:j])
+            if type(leaf) is Node:
+                if j is None:
+                    j = len(leaf.keys)
+                i = max(0, j - (limit - cells))
+                keys, vals, ovf = leaf.keys[i:j], leaf.vals[i:j], leaf.ovf
+            else:
+                images += 1
+                if j is None:
+                    j = leaf.count
+                i = max(0, j - (limit - cells))
+                keys, vals, ovf = leaf.cells(i, j)
+            if lo is not None and keys and keys[0] < lo:
+                cut = bisect_left(keys, lo)
+                if ovf:
+                    pairs = self._resolve(keys[cut:], vals[cut:])[0]
                     pairs.reverse()
                     items += pairs
-                    nbytes += big
                 else:
-                    items += zip(reversed(keys[i:j]), reversed(leaf.vals[i:j]))
-            if i > 0:
-                return items, False
-            if cut:  # the page goes on below the cells read
-                if items:  # (the next chunk seeks again below the last item)
-                    return items, True
-                # Every cell read held an expired value: read on in the page.
-                first = keys[0]
-                leaf, cut = self._range_leaf(leaf.pgno, overlay, first, True, limit, False, True)
-                j = len(leaf.keys) if cut is not None else bisect_left(leaf.keys, first)  # (admitted: the whole leaf)
+                    items += zip(reversed(keys[cut:]), reversed(vals[cut:]))
+                return items, None
+            if ovf:
+                pairs, big = self._resolve(keys, vals)
+                pairs.reverse()
+                items += pairs
+                nbytes += big
+            else:
+                items += zip(reversed(keys), reversed(vals))
+            cells += j - i
+            if i > 0:  # the page goes on below the cells read
+                if items:
+                    return items, RangePos(self.version, pg, i, None if type(leaf) is Node else leaf, images)
+                j, cells = i, 0  # every cell read held an expired value: read on
                 continue
-            if not leaf.prev:
-                return items, False
-            if len(items) >= limit or nbytes > (1 << 22):
-                return items, True
-            leaf, cut = self._range_leaf(leaf.prev, overlay, None, True, limit - len(items), False, True)
+            pg = leaf.prev
+            if not pg:
+                return items, None
+            if (cells >= limit or nbytes > (1 << 22)
+                    or (seek and pg not in self.pages and (overlay is None or pg not in overlay))):
+                if items:
+                    return items, RangePos(self.version, pg, None, None, images)
+                cells = nbytes = 0
+            leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
-            j = len(leaf.keys)
+            j = None
+
+
+class RangePos:
+    """Where a chunk of a range read stopped: in leaf ``pgno`` before cell
+    ``index`` (reading forward; reading backward, the cells below it are
+    next, and None means from the leaf's end), with the leaf's verified
+    page image if it was read outside the pool. Valid only while the tree's
+    ``version`` is the one recorded: any write may move entries between
+    pages, and then the next chunk seeks again from its last key.
+    ``images`` counts the leaves the chunk read outside the pool (what
+    its cells cost: DB._scan_chunks sizes the next chunk by it)."""
+
+    __slots__ = ("version", "pgno", "index", "image", "images")
+
+    def __init__(self, version: int, pgno: int, index: int | None, image: "LeafImage | None",
+                 images: int) -> None:
+        self.version = version
+        self.pgno = pgno
+        self.index = index
+        self.image = image
+        self.images = images

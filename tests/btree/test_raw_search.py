@@ -1,9 +1,9 @@
 """A get of a leaf outside the buffer pool searches the page image in place
 (btree.node.search_leaf_page), and a range read decodes only the cells it
-reads (btree.node.leaf_page_range): both must answer exactly what a decoded
-page answers, report damage as CorruptionError, and decide which leaves the
-pool keeps (a leaf read a second time while remembered; a scan does not
-fill the pool)."""
+reads (btree.node.LeafImage): both must answer exactly what a decoded page
+answers, report damage as CorruptionError, and decide which leaves the pool
+keeps (a leaf read a second time while remembered; a scan does not fill the
+pool)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import btree
-from btree.node import Expiring, Node, Overflow, decode_node, encode_node, leaf_page_range, search_leaf_page
+from btree.node import Expiring, Node, Overflow, decode_node, encode_node, read_leaf_image, search_leaf_page
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.errors import CorruptionError
 
@@ -69,6 +69,21 @@ def test_raw_search_answers_what_the_decoded_page_answers(entries, others):
             assert found is None, probe
 
 
+def _image_range(img: bytes, bound, inclusive: bool, limit: int, reverse: bool = False):
+    """A range read of a leaf image as Tree.chunk_forward/chunk_backward
+    make it: up to ``limit`` entries from ``bound`` (below it with
+    ``reverse``); (keys, values, whether they reach the page's end)."""
+    image = read_leaf_image(img, 5, PAGE, "f")
+    if reverse:
+        j = image.count if bound is None else image.lower_bound(bound, True)
+        i = max(0, j - limit)
+    else:
+        i = 0 if bound is None else image.lower_bound(bound, inclusive)
+        j = min(image.count, i + limit)
+    keys, vals, _ovf = image.cells(i, j)
+    return list(keys), list(vals), (i == 0 if reverse else j == image.count)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=40), st.lists(_keys, max_size=12), st.integers(1, 45))
 def test_a_range_read_of_a_page_answers_what_the_decoded_page_answers(entries, others, limit):
@@ -78,21 +93,21 @@ def test_a_range_read_of_a_page_answers_what_the_decoded_page_answers(entries, o
     bounds = [None, b"", b"\xff" * 13, *keys, *others] + [k + b"\x00" for k in keys] + [k[:-1] for k in keys if k]
     for bound in bounds:
         for inclusive in (True, False):
-            part = leaf_page_range(img, 5, PAGE, "f", bound, inclusive, limit)
+            got_keys, got_vals, complete = _image_range(img, bound, inclusive, limit)
             if bound is None:
                 i = 0
             else:
                 i = next((n for n, k in enumerate(keys) if k > bound or (inclusive and k == bound)), len(keys))
             want = list(zip(keys, decoded.vals))[i:i + limit]
-            assert part.keys == [k for k, _ in want], (bound, inclusive)
-            assert all(_same(a, v) for a, (_, v) in zip(part.vals, want))
-            assert (part.used == 0) == (i + limit >= len(keys))
-        part = leaf_page_range(img, 5, PAGE, "f", bound, True, limit, reverse=True)
+            assert got_keys == [k for k, _ in want], (bound, inclusive)
+            assert all(_same(a, v) for a, (_, v) in zip(got_vals, want))
+            assert complete == (i + limit >= len(keys))
+        got_keys, got_vals, complete = _image_range(img, bound, True, limit, reverse=True)
         j = len(keys) if bound is None else sum(1 for k in keys if k < bound)
         want = list(zip(keys, decoded.vals))[max(0, j - limit):j]
-        assert part.keys == [k for k, _ in want], ("reverse", bound)
-        assert all(_same(a, v) for a, (_, v) in zip(part.vals, want))
-        assert (part.used == 0) == (j - limit <= 0)
+        assert got_keys == [k for k, _ in want], ("reverse", bound)
+        assert all(_same(a, v) for a, (_, v) in zip(got_vals, want))
+        assert complete == (j - limit <= 0)
 
 
 def test_an_empty_leaf_holds_nothing_and_other_pages_are_refused():
@@ -116,7 +131,7 @@ def test_every_flipped_bit_is_reported_never_returned():
         with pytest.raises(CorruptionError):
             search_leaf_page(bytes(bad), 5, PAGE, "f", key)
         with pytest.raises(CorruptionError):
-            leaf_page_range(bytes(bad), 5, PAGE, "f", key, True, 4, reverse=bit % 2 == 1)
+            _image_range(bytes(bad), key, True, 4, reverse=bit % 2 == 1)
 
 
 def _fill(path, n, **options):
