@@ -226,6 +226,28 @@ def check_block(data: bytes, path: str = "", offset: int = 0) -> None:
                               offset=offset)
 
 
+def _first_at_or_above(data: bytes, key_ends, n: int, key: bytes, inclusive: bool) -> int:
+    """The index of the first of a raw block's ``n`` keys that is >= ``key``
+    (> if not inclusive), ``n`` if none: a binary search with slice
+    compares over the key offsets (``key_ends``, the block's first column)."""
+    lo, hi = 0, n
+    if inclusive:
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+    else:
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] <= key:
+                lo = mid + 1
+            else:
+                hi = mid
+    return lo
+
+
 def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | None
                   ) -> tuple[list[bytes], bytes, list[bytes]]:
     """(keys, kinds, values) of up to ``limit`` entries (None: all) from the
@@ -239,22 +261,7 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
     (n,) = _COUNT.unpack_from(data, size - 4)
     base = size - 4 - 16 * n
     key_ends = memoryview(data)[base: base + 4 * n].cast("I")
-    lo, hi = 0, n
-    if key is not None:
-        if inclusive:
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-        else:
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] <= key:
-                    lo = mid + 1
-                else:
-                    hi = mid
+    lo = 0 if key is None else _first_at_or_above(data, key_ends, n, key, inclusive)
     end = n if limit is None else min(n, lo + limit)
     if lo >= end:
         return [], b"", []
@@ -288,13 +295,7 @@ def search_block(data: bytes, key: bytes, read_seq: int):
         key_ends = memoryview(data)[base: base + 4 * n].cast("I")
     else:  # pragma: no cover - big-endian hosts
         key_ends = _u32(data[base: base + 4 * n])
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if data[key_ends[mid - 1] if mid else 0: key_ends[mid]] < key:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = _first_at_or_above(data, key_ends, n, key, True)
     sk_at = base + 8 * n
     while lo < n:
         if data[key_ends[lo - 1] if lo else 0: key_ends[lo]] != key:

@@ -22,6 +22,15 @@ from lsmkv.table.reader import PROMOTE_AFTER, TableReader
 keys_strategy = st.binary(min_size=0, max_size=5).map(lambda b: bytes(x % 3 + 0x61 if x > 2 else x for x in b))
 
 
+def candidate_keys(keys, probes):
+    """Keys to look up in a block of ``keys``: the first and last, every
+    key, absent keys before, between and beyond them, and prefixes."""
+    candidates = set(keys) | set(probes) | {b"", b"\xff" * 6}
+    for k in keys:
+        candidates |= {k + b"\x00", k[:-1]}
+    return sorted(candidates)
+
+
 def decoded_search(keys, seq_kinds, values, key, read_seq):
     """The reference: bisect the decoded keys, then walk the key's versions."""
     j = bisect.bisect_left(keys, key)
@@ -56,11 +65,7 @@ def test_raw_search_agrees_with_a_decoded_search(entries, probes, read_seq):
     check_block(raw)
     block = decode_block(raw)
     assert block.keys == keys and block.values() == values and block.seq_kinds == sks
-    # First and last keys, every key, absent keys before, between and beyond.
-    candidates = set(keys) | set(probes) | {b"", b"\xff" * 6}
-    for k in keys:
-        candidates |= {k + b"\x00", k[:-1]}
-    for key in sorted(candidates):
+    for key in candidate_keys(keys, probes):
         for seq in (read_seq, 0, 1 << 56):
             assert search_block(raw, key, seq) == decoded_search(keys, sks, values, key, seq), (key, seq)
 
@@ -82,10 +87,7 @@ def test_in_place_range_read_agrees_with_the_decoded_block(entries, probes, limi
     raw = encode_block(keys, sks, values)
     check_block(raw)
     kinds = [sk & 0xFF for sk in sks]
-    candidates = set(keys) | set(probes) | {b"", b"\xff" * 6}
-    for k in keys:
-        candidates |= {k + b"\x00", k[:-1]}
-    for key in [None, *sorted(candidates)]:
+    for key in [None, *candidate_keys(keys, probes)]:
         for inclusive in (True, False):
             if key is None:
                 j = 0
