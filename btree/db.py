@@ -1217,18 +1217,11 @@ class DB(KeyValueMapping):
                 else:
                     self._check_snapshot(snap)
                     view = snap._view
-                if self._read_only:
-                    if reverse:
-                        items, pos = self._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
-                    else:
-                        items, pos = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
-                elif reverse:
-                    items, pos = self._tree.chunk_backward(hi, lo, limit, view, pos)
+                if reverse:
+                    items, pos = self._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
                 else:
-                    items, pos = self._tree.chunk_forward(lo, inclusive, hi, limit, view, pos)
-                pool = self._pool
-                if len(pool.pages) > pool.capacity:
-                    pool.trim()
+                    items, pos = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
+                self._trim_after_read()
             # close() of the DB or the snapshot empties the chunks being
             # yielded, so the next item asks for the next chunk: an error.
             key = id(items)

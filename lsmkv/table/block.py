@@ -142,6 +142,15 @@ class Block:
         start = len(data) - 4 - 8 * n
         return data[start:len(data) - 4:8]
 
+    def entries(self, i: int, j: int) -> tuple[list[bytes], bytes, list[bytes]]:
+        """(keys, kinds, values) of entries i to j (exclusive), kinds as in
+        :meth:`kinds`: what a range read takes from a cached decoded block."""
+        data = self.data
+        ends = self.value_ends
+        start = len(data) - 4 - 8 * len(self.keys)
+        return (self.keys[i:j], data[start + 8 * i: start + 8 * j: 8],
+                [data[ends[k]:ends[k + 1]] for k in range(i, j)])
+
     def __len__(self) -> int:
         return len(self.keys)
 

@@ -437,12 +437,7 @@ class TableReader:
                 j = 0
             else:
                 j = bisect_left(keys, key) if inclusive else bisect_right(keys, key)
-            end = len(keys) if limit is None else min(len(keys), j + limit)
-            data = held.data
-            ends = held.value_ends
-            sk_at = len(data) - 4 - 8 * len(keys)
-            return (keys[j:end], data[sk_at + 8 * j: sk_at + 8 * end: 8],
-                    [data[ends[k]:ends[k + 1]] for k in range(j, end)])
+            return held.entries(j, len(keys) if limit is None else min(len(keys), j + limit))
         else:
             self.refs[i] = 1
         return entries_after(held, key, inclusive, limit)
