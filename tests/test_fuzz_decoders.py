@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
 from btree.node import (HEADER as PAGE_HEADER, PAGE_FREELIST, PAGE_INTERNAL, PAGE_LEAF, PAGE_META, PAGE_OVERFLOW,
-                        decode_freelist, decode_node, decode_overflow)
+                        decode_freelist, decode_node, decode_overflow, read_leaf_image)
 from btree.pager import LOG_FILE, PAGES_FILE, decode_journal, decode_meta, encode_journal
 from btree.wal import FRAME, LOG_HEADER_SIZE, decode_batch as btree_decode_batch, parse_log
 import lsmkv
@@ -44,7 +44,7 @@ from lsmkv.cursor import table_source, visible_entries
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.filenames import CURRENT
 from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.block import CODEC_LENGTHS, CONTINUE, check_block, decode_block, search_block
+from lsmkv.table.block import CODEC_LENGTHS, CONTINUE, check_block, decode_block, entries_after, search_block
 from lsmkv.table.bloom import BloomFilter
 from lsmkv.table.columns import Columns
 from lsmkv.table.format import FOOTER_SIZE, TRAILER, TRAILER_SIZE, Footer, decode_stored_block
@@ -483,6 +483,15 @@ def test_table_block_search_in_place(fuzz_counter, samples, data):
                         break
                     j += 1
                 assert search_block(d, key, read_seq) == expect
+            # A range read in place (a cursor's): the entries the decoded block
+            # holds from the same binary search on, up to a limit.
+            kinds = [sk & 0xFF for sk in block.seq_kinds]
+            for inclusive in (True, False):
+                j = (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
+                got_keys, got_kinds, got_values = entries_after(d, key, inclusive, 3)
+                end = min(len(keys), j + 3)
+                assert (got_keys, list(got_kinds), got_values) == (
+                    keys[j:end], kinds[j:end], [block.value(k) for k in range(j, end)])
 
     run_case(fuzz_counter, "lsmkv table block searched in place", search, raw)
 
@@ -689,7 +698,13 @@ def _page(draw, samples, page_type: int):
 
 def _decode_page(page_type: int):
     def decode(pgno: int, d: bytes) -> None:
-        if page_type in (PAGE_LEAF, PAGE_INTERNAL):
+        if page_type == PAGE_LEAF:
+            # A range read's view of a leaf outside the pool (every cell,
+            # as a scan reads them), then the pool's full decode.
+            image = read_leaf_image(d, pgno, 512, "btree.pages")
+            image.cells(0, image.count)
+            decode_node(d, pgno, 512, "btree.pages")
+        elif page_type == PAGE_INTERNAL:
             decode_node(d, pgno, 512, "btree.pages")
         elif page_type == PAGE_OVERFLOW:
             decode_overflow(d, pgno, 512, "btree.pages")
