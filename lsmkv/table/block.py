@@ -292,7 +292,8 @@ _PAIR = struct.Struct("<II")
 
 def search_block(data: bytes, key: bytes, read_seq: int):
     """Look ``key`` up in a raw format-2 block (checked by :func:`check_block`)
-    without decoding it: a binary search over its key offsets with slice
+    without decoding it: a substring search of the key column when keys
+    are of one length, else a binary search over its key offsets with slice
     compares. Returns ``(kind, value)`` of the newest version with sequence
     <= read_seq, ``None`` if the block shows the key has no such version, or
     :data:`CONTINUE` if the block ends while the key's versions may go on in
@@ -300,6 +301,31 @@ def search_block(data: bytes, key: bytes, read_seq: int):
     size = len(data)
     (n,) = _COUNT.unpack_from(data, size - 4)
     base = size - 4 - 16 * n
+    klen = len(key)
+    if n and klen:
+        # The common case first: keys of one length (klen) laid end to end,
+        # so that key j starts at j * klen. A C-level substring search of
+        # the key column finds the key's first occurrence; it is taken only
+        # if entry p // klen is exactly there (both its offsets checked),
+        # which makes it the key's first entry. Anything else -- no match,
+        # a match inside or across keys, keys of other lengths, a version
+        # newer than read_seq -- is answered by the binary search below.
+        p = data.find(key, 0, _COUNT.unpack_from(data, base + 4 * n - 4)[0])
+        if p >= 0:
+            j = p // klen
+            if j:
+                if j < n:
+                    start, end = _PAIR.unpack_from(data, base + 4 * j - 4)
+                    if start == p and end == p + klen:
+                        (sk,) = _ENTRY.unpack_from(data, base + 8 * n + 8 * j)
+                        if sk >> 8 <= read_seq:
+                            start, end = _PAIR.unpack_from(data, base + 4 * n + 4 * j - 4)
+                            return sk & 0xFF, data[start:end]
+            elif p == 0 and _COUNT.unpack_from(data, base)[0] == klen:
+                (sk,) = _ENTRY.unpack_from(data, base + 8 * n)
+                if sk >> 8 <= read_seq:
+                    start, end = _PAIR.unpack_from(data, base + 4 * n - 4)
+                    return sk & 0xFF, data[start:end]
     if _LITTLE:
         key_ends = memoryview(data)[base: base + 4 * n].cast("I")
     else:  # pragma: no cover - big-endian hosts
