@@ -10,6 +10,9 @@ page file and the decoded objects the rest of the engine works on:
 * :class:`LeafImage`, a verified leaf page image that a range read decodes
   a few cells of (a run of fixed-size records by one struct call) instead
   of the whole page;
+* the search of a leaf page image for one key without decoding it
+  (:func:`search_leaf_page`, the checks one by one, and :func:`leaf_value`,
+  the same search with the checks in one step, for gets);
 * free-list page encoding.
 
 Every page starts with the same 32-byte header (checksum, page number, type,
@@ -526,27 +529,125 @@ class LeafImage:
         return keys, vals, ovf
 
 
+def _leaf_header(buf: bytes, pgno: int, page_size: int, max_epoch: int) -> tuple | None:
+    """The unpacked header of the leaf page image ``buf`` if its checksum,
+    page number, page type and slot count pass and a checkpoint no newer
+    than ``max_epoch`` wrote it; None otherwise (the caller finds out why
+    through the checks one by one). The checks of check_header,
+    _checked_leaf_slots and Pager._check_epoch with the header unpacked
+    once: a range read (leaf_image) and a get (leaf_value) pay them for
+    every leaf they read outside the pool."""
+    if len(buf) != page_size:
+        return None
+    hdr = HEADER.unpack_from(buf, 0)
+    if (hdr[0] != crc32(memoryview(buf)[4:]) or hdr[1] != pgno or hdr[2] != PAGE_LEAF
+            or HEADER_SIZE + SLOT_SIZE * hdr[4] > page_size or hdr[7] > max_epoch):
+        return None
+    return hdr
+
+
 def leaf_image(buf: bytes, pgno: int, page_size: int, path: str, max_epoch: int) -> LeafImage | None:
     """The leaf page image ``buf`` as a :class:`LeafImage` if it passes
     every check read_leaf_image makes and was written by a checkpoint no
     newer than ``max_epoch``; None otherwise (the caller finds out why).
-    The checks of check_header and _checked_leaf_slots in one place, the
-    header unpacked once: a range read pays them for every leaf outside
-    the pool."""
-    if len(buf) != page_size:
+    The header is checked by :func:`_leaf_header`, the slot array here."""
+    hdr = _leaf_header(buf, pgno, page_size, max_epoch)
+    if hdr is None:
         return None
-    hdr = HEADER.unpack_from(buf, 0)
     count = hdr[4]
-    start = HEADER_SIZE + SLOT_SIZE * count
-    if (hdr[0] != crc32(memoryview(buf)[4:]) or hdr[1] != pgno or hdr[2] != PAGE_LEAF or start > page_size
-            or hdr[7] > max_epoch):
-        return None
     if not count:
         return LeafImage(pgno, buf, (), hdr[8], hdr[9], path)
     slots = (_slot_structs.get(count) or _slots(count)).unpack_from(buf, HEADER_SIZE)
-    if min(slots) < start:
+    if min(slots) < HEADER_SIZE + SLOT_SIZE * count:
         return None
     return LeafImage(pgno, buf, slots, hdr[8], hdr[9], path)
+
+
+#: What leaf_value returns for a page or cell that fails a check: the
+#: caller reads the page again through the checks one by one, which raise.
+UNCHECKED = object()
+
+
+def leaf_value(buf: bytes, pgno: int, page_size: int, key: bytes, max_epoch: int):
+    """The leaf value of ``key`` in the leaf page image ``buf`` (bytes,
+    :class:`Overflow` or :class:`Expiring`, as search_leaf_page makes it),
+    None if the page does not hold ``key``, or :data:`UNCHECKED` if the
+    page fails a check of :func:`_leaf_header` (checksum, page number,
+    page type, slot count, epoch) or the cell the search finds is
+    malformed. search_leaf_page with the header unpacked once, for a get
+    of a leaf outside the pool; on UNCHECKED the caller runs
+    search_leaf_page (after Pager._check_epoch), so a damaged page raises
+    exactly what it raises."""
+    hdr = _leaf_header(buf, pgno, page_size, max_epoch)
+    if hdr is None:
+        return UNCHECKED
+    found = _search_cells(buf, hdr[4], page_size, key)
+    return UNCHECKED if type(found) is _Damage else found
+
+
+class _Damage:
+    """What _search_cells returns for a malformed cell: why, for the
+    CorruptionError search_leaf_page raises."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _search_cells(buf: bytes, count: int, page_size: int, key: bytes):
+    """The search of a leaf image whose header passed its checks: a binary
+    search over its ``count`` slots, each probed slot read from the image
+    (two byte reads) and its key compared in place; only the cell found is
+    checked and turned into a value. Returns the value (bytes,
+    :class:`Overflow` or :class:`Expiring`), None if the page does not
+    hold ``key``, or a :class:`_Damage` if the cell found is malformed."""
+    if not count:
+        return None
+    unpack = LEAF_CELL.unpack_from
+    lo, hi = 0, count
+    try:
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            at = HEADER_SIZE + SLOT_SIZE * mid
+            off = buf[at] | buf[at + 1] << 8
+            klen, kind, _vlen = unpack(buf, off)
+            ks = off + (LEAF_CELL_SIZE + DEADLINE_SIZE if kind & KIND_EXPIRING else LEAF_CELL_SIZE)
+            if buf[ks:ks + klen] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == count:
+            return None
+        at = HEADER_SIZE + SLOT_SIZE * lo
+        off = buf[at] | buf[at + 1] << 8
+        # (The cell as _decode_leaf_cells reads it; inlined in both, as the
+        # per-cell loop there cannot afford a call.)
+        klen, kind, vlen = unpack(buf, off)
+        ks = off + LEAF_CELL_SIZE
+        deadline = None
+        if kind & KIND_EXPIRING:
+            deadline = DEADLINE.unpack_from(buf, ks)[0]
+            ks += DEADLINE_SIZE
+        ke = ks + klen
+        if off < HEADER_SIZE + SLOT_SIZE * count or ke > page_size:
+            return _PAST_END
+        if buf[ks:ke] != key:
+            return None
+        if kind > KIND_EXPIRING | KIND_OVERFLOW:
+            return _Damage(f"unknown value kind {kind}")
+        if kind & ~KIND_EXPIRING == KIND_INLINE:
+            if ke + vlen > page_size:
+                return _PAST_END
+            val = buf[ke:ke + vlen]
+        else:
+            val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
+    except struct.error:
+        return _PAST_END
+    return val if deadline is None else Expiring(deadline, val)
+
+
+_PAST_END = _Damage("cell runs past the end of the page")
 
 
 def read_leaf_image(buf: bytes, pgno: int, page_size: int, path: str) -> LeafImage:
@@ -569,41 +670,10 @@ def search_leaf_page(buf: bytes, pgno: int, page_size: int, path: str, key: byte
     value (bytes, :class:`Overflow` or :class:`Expiring`, as decoding makes
     them). A get of a leaf outside the buffer pool costs this instead of a
     decode of every cell."""
-    slots = _checked_leaf_slots(buf, pgno, page_size, path)[0]
-    count = len(slots)
-    if not count:
-        return None
-    unpack = LEAF_CELL.unpack_from
-    try:
-        lo = _slot_lower_bound(buf, slots, key, True)
-        if lo == count:
-            return None
-        off = slots[lo]
-        # (The cell as _decode_leaf_cells reads it; inlined in both, as the
-        # per-cell loop there cannot afford a call.)
-        klen, kind, vlen = unpack(buf, off)
-        ks = off + LEAF_CELL_SIZE
-        deadline = None
-        if kind & KIND_EXPIRING:
-            deadline = DEADLINE.unpack_from(buf, ks)[0]
-            ks += DEADLINE_SIZE
-        ke = ks + klen
-        if off < HEADER_SIZE + SLOT_SIZE * count or ke > page_size:
-            raise IndexError
-        if buf[ks:ke] != key:
-            return None
-        base = kind & ~KIND_EXPIRING
-        if kind > KIND_EXPIRING | KIND_OVERFLOW:
-            raise CorruptionError(f"unknown value kind {kind}", path=path, page=pgno)
-        if base == KIND_INLINE:
-            if ke + vlen > page_size:
-                raise IndexError
-            val = buf[ke:ke + vlen]
-        else:
-            val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
-    except (struct.error, IndexError):
-        raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
-    return val if deadline is None else Expiring(deadline, val)
+    found = _search_cells(buf, len(_checked_leaf_slots(buf, pgno, page_size, path)[0]), page_size, key)
+    if type(found) is _Damage:
+        raise CorruptionError(found.reason, path=path, page=pgno)
+    return found
 
 
 def encode_overflow(pgno: int, data: bytes, next_page: int, page_size: int, epoch: int) -> bytearray:

@@ -31,9 +31,9 @@ from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.fs import FileSystem
 
-from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, LeafImage, check_header,
-                   decode_freelist, encode_freelist, freelist_capacity, leaf_image, read_leaf_image, seal,
-                   undo_single_bit_flip)
+from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, UNCHECKED, LeafImage,
+                   check_header, decode_freelist, encode_freelist, freelist_capacity, leaf_image, leaf_value,
+                   read_leaf_image, search_leaf_page, seal, undo_single_bit_flip)
 
 log = logging.getLogger(__name__)
 
@@ -423,6 +423,25 @@ class Pager:
             self._check_epoch(pgno, buf)  # (a page of a newer checkpoint)
             image = read_leaf_image(buf, pgno, ps, self.path)
         return image
+
+    def search_leaf(self, pgno: int, key: bytes) -> tuple:
+        """(the leaf value of ``key`` or None, the page image) for a get of
+        leaf ``pgno`` outside the pool: read_page and node.search_leaf_page
+        in one step (node.leaf_value: the header unpacked once, the search
+        inlined). A page that fails a check raises what read_page and
+        search_leaf_page raise for it."""
+        ps = self.page_size
+        if pgno < 2 or pgno >= self.page_count or pgno in self.overlay:
+            buf = self.read_page(pgno)
+            return search_leaf_page(buf, pgno, ps, self.path, key), buf
+        buf = self.file.read_at(pgno * ps, ps)
+        self.page_reads += 1
+        self.bytes_read += len(buf)
+        value = leaf_value(buf, pgno, ps, key, self.meta.epoch)
+        if value is UNCHECKED:
+            self._check_epoch(pgno, buf)  # (a page of a newer checkpoint)
+            value = search_leaf_page(buf, pgno, ps, self.path, key)
+        return value, buf
 
     def newest_epoch_on_disk(self) -> int:
         """Epoch of the newest valid meta copy now on disk (read-only handles

@@ -34,7 +34,7 @@ from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
-                   Node, Overflow, decode_overflow, search_leaf_page, value_size)
+                   Node, Overflow, decode_overflow, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
@@ -237,8 +237,7 @@ class Tree:
         node = pages.get(pg)
         if node is None:
             if not self.pool.admit(pg):  # searched in its page image, not kept
-                buf = self.pager.read_page(pg)
-                v = search_leaf_page(buf, pg, self.page_size, self.pager.path, key)
+                v, buf = self.pager.search_leaf(pg, key)
                 self.pool.observe_image(buf)
                 return v if v is None or type(v) is bytes else self._value(v)
             node = self._load(pg, True)  # read often enough: decoded and kept

@@ -1,14 +1,16 @@
 """A get of a leaf outside the buffer pool searches the page image in place
-(btree.node.search_leaf_page), and a range read decodes only the cells it
-reads (btree.node.LeafImage): both must answer exactly what a decoded page
-answers, report damage as CorruptionError, and decide which leaves the pool
-keeps (a leaf read a second time while remembered; a scan does not fill the
-pool)."""
+(btree.node.search_leaf_page; on the get path btree.node.leaf_value, the
+same with its checks in one step, falling back to it on any failure), and
+a range read decodes only the cells it reads (btree.node.LeafImage): all
+must answer exactly what a decoded page answers, report damage as
+CorruptionError, and decide which leaves the pool keeps (a leaf read a
+second time while remembered; a scan does not fill the pool)."""
 
 from __future__ import annotations
 
 import os
 import random
+import struct
 from bisect import bisect_right
 
 import pytest
@@ -16,8 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import btree
-from btree.node import Expiring, Node, Overflow, decode_node, encode_node, read_leaf_image, search_leaf_page
+from btree.node import (_U32, HEADER, UNCHECKED, Expiring, Node, Overflow, decode_node, encode_node, leaf_value,
+                        read_leaf_image, search_leaf_page)
 from btree.tree import _internal_used, _leaf_used
+from lsmkv.checksum import crc32
 from lsmkv.errors import CorruptionError
 
 PAGE = 4096
@@ -69,6 +73,110 @@ def test_raw_search_answers_what_the_decoded_page_answers(entries, others):
             assert found is None, probe
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=40), st.lists(_keys, max_size=30), st.integers(0, 3))
+def test_the_get_path_answers_what_the_checks_one_by_one_answer(entries, others, epoch):
+    """leaf_value (one header unpack, the search inlined) against
+    search_leaf_page and the decoded page: every key of the page, the
+    first and the last, absent keys between, before and beyond them, keys
+    that are prefixes of others; and a page of a checkpoint newer than
+    ``max_epoch`` is never searched."""
+    img = _leaf(entries)  # (written at epoch 1)
+    decoded = decode_node(img, 5, PAGE, "f")
+    table = dict(zip(decoded.keys, decoded.vals))
+    keys = sorted(entries)
+    probes = set(keys) | set(others) | {b"", b"\xff" * 13}
+    probes |= {k + b"\x00" for k in keys} | {k[:-1] for k in keys if k} | {k + b"\xff" for k in keys}
+    for probe in probes:
+        got = leaf_value(img, 5, PAGE, probe, epoch)
+        if epoch < 1:
+            assert got is UNCHECKED
+            continue
+        assert _same(got, search_leaf_page(img, 5, PAGE, "f", probe)), probe
+        if probe in table:
+            assert _same(got, table[probe]), probe
+        else:
+            assert got is None, probe
+    assert leaf_value(img, 6, PAGE, keys[0] if keys else b"a", 1) is UNCHECKED  # misplaced
+    assert leaf_value(img[:-1], 5, PAGE, b"a", 1) is UNCHECKED  # short
+
+
+def test_the_get_path_never_answers_from_a_page_with_a_flipped_bit():
+    rng = random.Random(5)
+    img = _leaf({rng.randbytes(16): rng.randbytes(100) for _ in range(25)})
+    keys = decode_node(img, 5, PAGE, "f").keys
+    for bit in rng.sample(range(PAGE * 8), 600):
+        bad = bytearray(img)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        key = keys[bit % len(keys)]
+        assert leaf_value(bytes(bad), 5, PAGE, key, 1) is UNCHECKED, bit
+        assert leaf_value(bytes(bad), 5, PAGE, key + b"!", 1) is UNCHECKED, bit
+
+
+def _resealed(img: bytearray) -> bytes:
+    img[:4] = _U32.pack(crc32(memoryview(img)[4:]))
+    return bytes(img)
+
+
+def _agree(img: bytes, probe: bytes) -> None:
+    """leaf_value answers what search_leaf_page answers, and UNCHECKED
+    exactly where it raises (the get then runs it and raises that)."""
+    got = leaf_value(img, 5, PAGE, probe, 1)
+    try:
+        want = search_leaf_page(img, 5, PAGE, "f", probe)
+    except CorruptionError:
+        assert got is UNCHECKED, probe
+    else:
+        assert got is not UNCHECKED and _same(got, want), probe
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, min_size=1, max_size=40), st.lists(_keys, max_size=10), st.data())
+def test_malformed_cells_in_a_sound_page_are_left_to_the_checks_one_by_one(entries, others, data):
+    """Bytes a bad write changed in a page whose checksum holds (resealed):
+    slots, cell headers, keys. Whatever the search meets, the get path
+    agrees with search_leaf_page."""
+    img = bytearray(_leaf(entries))
+    count = len(entries)
+    slots = struct.unpack_from(f"<{count}H", img, 32)
+    for _ in range(data.draw(st.integers(1, 3))):
+        where = data.draw(st.one_of(
+            st.integers(32, 32 + 2 * count - 1),  # the slot array
+            st.sampled_from(slots).flatmap(lambda off: st.integers(off, off + 7)),  # a cell header
+            st.integers(32, PAGE - 1)))
+        img[where] = data.draw(st.integers(0, 255))
+    bad = _resealed(img)
+    keys = sorted(entries)
+    for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys)}:
+        _agree(bad, probe)
+
+
+def test_malformed_cells_the_search_meets_are_reported_by_the_checks_one_by_one():
+    node = Node(5, True)
+    node.keys = [b"k%05d" % i for i in range(20)]
+    node.vals = [b"v" * 30 for _ in node.keys]
+    node.used = _leaf_used(node)
+    img = bytearray(encode_node(node, PAGE, epoch=1))
+    slots = list(struct.unpack_from("<20H", img, 32))
+    cases = []
+    overlap = bytearray(img)
+    struct.pack_into("<H", overlap, 32, 40)  # slot 0 -> inside the slot array; b"" sorts first
+    cases.append((_resealed(overlap), b"", "past the end"))
+    past = bytearray(img)
+    struct.pack_into("<H", past, 32 + 2 * 9, PAGE - 3)  # slot 9 -> a cell header cut by the page's end
+    cases.append((_resealed(past), node.keys[9], "past the end"))
+    long_value = bytearray(img)
+    struct.pack_into("<I", long_value, slots[19] + 3, 5000)  # the last value runs past the page
+    cases.append((_resealed(long_value), node.keys[19], "past the end"))
+    kind = bytearray(img)
+    kind[slots[4] + 2] = 9  # an unknown value kind
+    cases.append((_resealed(kind), node.keys[4], "unknown value kind"))
+    for bad, key, match in cases:
+        with pytest.raises(CorruptionError, match=match):
+            search_leaf_page(bad, 5, PAGE, "f", key)
+        assert leaf_value(bad, 5, PAGE, key, 1) is UNCHECKED, match
+
+
 def _image_range(img: bytes, bound, inclusive: bool, limit: int, reverse: bool = False):
     """A range read of a leaf image as Tree.chunk_forward/chunk_backward
     make it: up to ``limit`` entries from ``bound`` (below it with
@@ -117,6 +225,8 @@ def test_an_empty_leaf_holds_nothing_and_other_pages_are_refused():
     inner.used = _internal_used(inner)
     with pytest.raises(CorruptionError, match="expected a leaf page"):
         search_leaf_page(bytes(encode_node(inner, PAGE, 1)), 5, PAGE, "f", b"m")
+    assert leaf_value(bytes(encode_node(inner, PAGE, 1)), 5, PAGE, b"m", 1) is UNCHECKED
+    assert leaf_value(_leaf({}), 5, PAGE, b"a", 1) is None
     with pytest.raises(CorruptionError, match="image of page 5"):
         search_leaf_page(_leaf({b"a": b"1"}), 6, PAGE, "f", b"a")
 
@@ -180,22 +290,44 @@ def test_gets_beyond_the_pool_read_leaves_raw_and_keep_those_read_again(tmp_path
         assert len(pool.seen) <= pool.capacity
 
 
-def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path):
+@pytest.mark.parametrize("damage", ["bit", "misplaced", "newer"])
+def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path, damage):
+    """A flipped bit, a page written at the wrong place and a page of a
+    checkpoint newer than the meta page's: a get of a key in that leaf
+    raises CorruptionError (the get path's one-step checks fall back to
+    the checks one by one, which name what is wrong)."""
     path = str(tmp_path / "db")
     table = _fill(path, 5_000)
     with btree.open(path) as db:
         key = next(iter(table))
         pg = _leaf_of(db._tree, key)
+        other = _leaf_of(db._tree, max(table))
         page_size = db._tree.page_size
+        epoch = db._pager.meta.epoch
+    assert other != pg
     with open(os.path.join(path, "btree.pages"), "r+b") as f:
-        f.seek(pg * page_size + page_size // 2)
-        byte = f.read(1)
-        f.seek(pg * page_size + page_size // 2)
-        f.write(bytes([byte[0] ^ 0x10]))
+        f.seek(pg * page_size)
+        img = bytearray(f.read(page_size))
+        if damage == "bit":
+            img[page_size // 2] ^= 0x10
+        else:
+            fields = list(HEADER.unpack_from(img, 0))
+            if damage == "misplaced":
+                fields[1] = other
+            else:
+                fields[7] = epoch + 5
+            HEADER.pack_into(img, 0, *fields)
+            img = bytearray(_resealed(img))
+        f.seek(pg * page_size)
+        f.write(img)
+    match = {"bit": "checksum", "misplaced": "image of page", "newer": "newer than the meta page"}[damage]
     with btree.open(path, cache_size=16 * 4096) as db:
         assert pg not in db._pool.pages
-        with pytest.raises(CorruptionError, match="checksum"):
-            db.get(key)
+        for _ in range(2):  # (the second read is the one the pool would admit)
+            with pytest.raises(CorruptionError, match=match):
+                db.get(key)
+            assert pg not in db._pool.pages
+        assert db.get(max(table)) == table[max(table)]  # other leaves still read
     assert table[key]
 
 
