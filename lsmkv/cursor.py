@@ -35,10 +35,15 @@ from __future__ import annotations
 
 import weakref
 from bisect import bisect_left
-from heapq import merge
+from heapq import heapify as heapify_min, heappop as heappop_min, heapreplace as heapreplace_min
 from itertools import compress
 from operator import itemgetter
 from typing import Callable, Iterator as TypingIterator
+
+try:  # max-heap helpers: public since Python 3.14, private (and C-level) before
+    from heapq import heapify_max as _heapify_max, heappop_max as _heappop_max, heapreplace_max as _heapreplace_max
+except ImportError:  # pragma: no cover - depends on the Python version
+    from heapq import _heapify_max, _heappop_max, _heapreplace_max  # type: ignore[attr-defined]
 
 from .errors import ClosedError, CorruptionError
 from .keys import as_key, as_optional_key
@@ -151,7 +156,12 @@ _MAX_CHUNK = 4096
 
 
 def memtable_source(mem, read_seq: int, now_ms: int | None = None) -> SourceCursor:
-    """A memtable's keys a skiplist node at a time, each resolved at read_seq.
+    """A memtable's keys a skiplist node at a time (see memtable_finders)."""
+    return SourceCursor(*memtable_finders(mem, read_seq, now_ms))
+
+
+def memtable_finders(mem, read_seq: int, now_ms: int | None = None) -> tuple[Finder, Finder]:
+    """A memtable's after/before finders: its keys a skiplist node at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
     they resolve to nothing and are left out. With ``now_ms``, values with
     a ttl are resolved at it (:func:`_expire`)."""
@@ -215,7 +225,7 @@ def memtable_source(mem, read_seq: int, now_ms: int | None = None) -> SourceCurs
             keys = index.keys_before(keys[0], False, size)
         return _EMPTY
 
-    return SourceCursor(after, before)
+    return after, before
 
 
 def _expire(chunk: Chunk, now_ms: int) -> Chunk:
@@ -234,22 +244,40 @@ def _expire(chunk: Chunk, now_ms: int) -> Chunk:
     return chunk[0], kinds, values
 
 
-def table_source(reader, read_seq: int, now_ms: int | None = None) -> SourceCursor:
+#: Entries a table source reads in place for the first chunk after a seek,
+#: at most (a source sparser than the view's densest reads fewer: seek_chunk).
+SEEK_CHUNK = 16
+_MIN_SEEK_CHUNK = 4
+
+
+def table_source(reader, read_seq: int, now_ms: int | None = None,
+                 seek_chunk: int = SEEK_CHUNK) -> SourceCursor:
     """A table's keys a block's owned keys at a time (reader.owned_entries),
-    or a part of a block read in place (see _table_finders)."""
-    return SourceCursor(*_table_finders(reader, read_seq, now_ms))
+    or a part of a block read in place (see table_finders)."""
+    return SourceCursor(*table_finders(reader, read_seq, now_ms, seek_chunk))
 
 
-#: Entries a table source reads in place for the first chunk after a seek.
-_SEEK_CHUNK = 16
+def seek_chunk(entries: int, densest: int) -> int:
+    """The first chunk a table source with ``entries`` versions reads in
+    place after a seek, when the view's densest source holds ``densest``:
+    SEEK_CHUNK for the densest, proportionally fewer (at least
+    _MIN_SEEK_CHUNK) for a sparser one. The merge takes about as many keys
+    from each source as its share of the range, so a level-0 table holding
+    a quarter of the keys a level holds serves a short range read's first
+    entries from a quarter of the chunk; if it must go on, the next chunk
+    is the rest of the block."""
+    if densest <= entries or densest <= 0:
+        return SEEK_CHUNK
+    return max(_MIN_SEEK_CHUNK, -(-SEEK_CHUNK * entries // densest))
 
 
-def _table_finders(reader, read_seq: int, now_ms: int | None = None) -> tuple[Finder, Finder]:
+def table_finders(reader, read_seq: int, now_ms: int | None = None,
+                   seek_chunk: int = SEEK_CHUNK) -> tuple[Finder, Finder]:
     """A table's after/before finders. Forward, when the table allows it
-    (reader.reads_in_place), a block is read in place: _SEEK_CHUNK entries
-    after a seek -- a short range read decodes what it reads, not the
-    block -- and the rest of the block when the cursor goes on from there.
-    Otherwise, and backward, a block's owned entries are decoded whole."""
+    (reader.reads_in_place), a block is read in place: ``seek_chunk``
+    entries after a seek -- a short range read decodes what it reads, not
+    the block -- and the rest of the block when the cursor goes on from
+    there. Otherwise, and backward, a block's owned entries are decoded whole."""
     index_keys = reader.index_keys
     n = len(index_keys)
     in_place = reader.reads_in_place(read_seq)
@@ -276,7 +304,7 @@ def _table_finders(reader, read_seq: int, now_ms: int | None = None) -> tuple[Fi
         while i < n:
             if in_place:
                 going_on = key is not None and key == ended[0] and not inclusive
-                chunk = entries_after(i, key, inclusive, None if going_on else _SEEK_CHUNK)
+                chunk = entries_after(i, key, inclusive, None if going_on else seek_chunk)
                 if chunk[0]:
                     ended[0] = chunk[0][-1]
             else:
@@ -302,20 +330,40 @@ def _table_finders(reader, read_seq: int, now_ms: int | None = None) -> tuple[Fi
     return after, before
 
 
-def level_source(files: list, open_table, read_seq: int, now_ms: int | None = None) -> SourceCursor:
-    """A level >= 1: its tables (sorted, disjoint) one after the other."""
-    largest = [meta.largest for meta in files]
+def level_source(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
+                 largest: list[bytes] | None = None, lo: bytes | None = None, hi: bytes | None = None,
+                 seek_chunk: int = SEEK_CHUNK) -> SourceCursor:
+    """A level >= 1: its tables (sorted, disjoint) one after the other (see level_finders)."""
+    return SourceCursor(*level_finders(files, open_table, read_seq, now_ms, largest=largest, lo=lo, hi=hi,
+                                        seek_chunk=seek_chunk))
+
+
+def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
+                   largest: list[bytes] | None = None, lo: bytes | None = None, hi: bytes | None = None,
+                   seek_chunk: int = SEEK_CHUNK) -> tuple[Finder, Finder]:
+    """A level's after/before finders: its tables (sorted, disjoint) one after the other.
+    ``largest`` is each table's largest key (the Version keeps that list,
+    so a view need not build it). A table is opened, and its finders made,
+    only when a seek lands in it; with bounds [lo, hi) the source never
+    steps into a table wholly outside them, so a view can hand over a
+    whole level instead of a copy of the tables that meet its range."""
+    if largest is None:
+        largest = [meta.largest for meta in files]
+    count = len(files)
     finders: dict[int, tuple[Finder, Finder]] = {}
 
     def table(f: int) -> tuple[Finder, Finder]:
         found = finders.get(f)
         if found is None:
-            found = finders[f] = _table_finders(open_table(files[f]), read_seq, now_ms)
+            found = finders[f] = table_finders(open_table(files[f]), read_seq, now_ms, seek_chunk)
         return found
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
-        f = 0 if key is None else bisect_left(largest, key)
-        while f < len(files):
+        if key is None:
+            f = 0 if lo is None else bisect_left(largest, lo)
+        else:
+            f = bisect_left(largest, key)
+        while f < count and (hi is None or files[f].smallest < hi):
             chunk = table(f)[0](key, inclusive)
             if chunk[0]:
                 return chunk
@@ -324,8 +372,10 @@ def level_source(files: list, open_table, read_seq: int, now_ms: int | None = No
         return _EMPTY
 
     def before(key: bytes | None, inclusive: bool) -> Chunk:
-        f = len(files) - 1 if key is None else min(bisect_left(largest, key), len(files) - 1)
-        while f >= 0:
+        if key is None and hi is not None:
+            key, inclusive = hi, False
+        f = count - 1 if key is None else min(bisect_left(largest, key), count - 1)
+        while f >= 0 and (lo is None or largest[f] >= lo):
             if key is None or files[f].smallest <= key:
                 chunk = table(f)[1](key, inclusive)
                 if chunk[0]:
@@ -334,7 +384,7 @@ def level_source(files: list, open_table, read_seq: int, now_ms: int | None = No
             key = None
         return _EMPTY
 
-    return SourceCursor(after, before)
+    return after, before
 
 
 # -- the merging cursor ------------------------------------------------------------------------
@@ -509,23 +559,9 @@ class Iterator:
     def stream(self, start: bytes | None = None, reverse: bool = False) -> TypingIterator[tuple[bytes, bytes]]:
         """(key, value) of every live key in the bounds from ``start`` on
         (inclusive; None: from the first, or with ``reverse`` from the
-        last), ascending or descending, a chunk at a time and at C speed
-        where a chunk holds no tombstone. DB.scan() is this."""
-        sources = self._sources
-        if reverse:
-            streams = [_chunks_backward(s, start if start is not None else self._upper,
-                                        start is not None or self._upper is None) for s in sources]
-        else:
-            lower = self._lower
-            if start is None or (lower is not None and start < lower):
-                start = lower
-            streams = [_chunks_forward(s, start) for s in sources]
-        bound = self._lower if reverse else self._upper
-        # The stream holds the view itself (the read state, whose Version
-        # keeps the tables on disk), so it outlives a cursor dropped early.
-        if len(streams) == 1:
-            return _live_chunks(streams[0], bound, reverse, self._check_open, self._alive, self._pinned)
-        return _live_merged(streams, bound, reverse, self._check_open, self._alive, self._pinned)
+        last), ascending or descending (:func:`stream_view`)."""
+        return stream_view([(s.after, s.before) for s in self._sources], self._lower, self._upper, start, reverse,
+                           self._check_open, self._alive, self._pinned)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -550,21 +586,46 @@ class Iterator:
 
 # -- streaming (iteration and scans) -----------------------------------------------------------
 
-def _chunks_forward(s: SourceCursor, start: bytes | None) -> TypingIterator[Chunk]:
-    chunk = s.after(start, True)
+def stream_view(finders: list[tuple[Finder, Finder]], lower: bytes | None, upper: bytes | None,
+                start: bytes | None, reverse: bool, check: Callable[[], None], alive: list[bool],
+                pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
+    """(key, value) of every live key in [lower, upper) from ``start`` on
+    (inclusive; None: from the first, or with ``reverse`` from the last),
+    ascending or descending, over the sources whose (after, before)
+    finders are given (newest first): a chunk at a time, at C speed where
+    one source is left and a chunk holds no tombstone. DB.scan() is this,
+    with no cursor objects; ``pinned`` (the read state) is held by the
+    stream so that it outlives anything dropped early; ``check`` raises
+    if the database was closed, looked at once ``alive[0]`` is False."""
+    if reverse:
+        end = start if start is not None else upper
+        inclusive = start is not None or upper is None
+        streams = [_chunks_backward(before, end, inclusive) for _, before in finders]
+    else:
+        if start is None or (lower is not None and start < lower):
+            start = lower
+        streams = [_chunks_forward(after, start) for after, _ in finders]
+    bound = lower if reverse else upper
+    if len(streams) == 1:
+        return _live_chunks(streams[0], bound, reverse, check, alive, pinned)
+    return _live_merged(streams, bound, reverse, check, alive, pinned)
+
+
+def _chunks_forward(after: Finder, start: bytes | None) -> TypingIterator[Chunk]:
+    chunk = after(start, True)
     while chunk[0]:
         yield chunk
         last = chunk[0][-1]
-        chunk = _ascending_after(s.after(last, False), last)
+        chunk = _ascending_after(after(last, False), last)
 
 
-def _chunks_backward(s: SourceCursor, end: bytes | None, inclusive: bool) -> TypingIterator[Chunk]:
+def _chunks_backward(before: Finder, end: bytes | None, inclusive: bool) -> TypingIterator[Chunk]:
     """Chunks below ``end`` (<= if inclusive), the highest first; each ascending."""
-    chunk = s.before(end, inclusive)
+    chunk = before(end, inclusive)
     while chunk[0]:
         yield chunk
         first = chunk[0][0]
-        chunk = _descending_before(s.before(first, False), first)
+        chunk = _descending_before(before(first, False), first)
 
 
 def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes | None = None,
@@ -572,12 +633,12 @@ def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes
     """(key, kind, value) of one source's visible versions with keys in
     [start, end), tombstones included, ascending or descending."""
     if reverse:
-        for key, kind, value in _entries(_chunks_backward(source, end, end is None), True):
+        for key, kind, value in _entries(_chunks_backward(source.before, end, end is None), True):
             if start is not None and key < start:
                 return
             yield key, kind, value
     else:
-        for key, kind, value in _entries(_chunks_forward(source, start), False):
+        for key, kind, value in _entries(_chunks_forward(source.after, start), False):
             if end is not None and key >= end:
                 return
             yield key, kind, value
@@ -619,17 +680,59 @@ def _entries(chunks: TypingIterator[Chunk], reverse: bool) -> TypingIterator[tup
 
 def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reverse: bool,
                  check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
-    """The live entries of several sources (newest first) merged: for a key
-    in several, the newest source's version (heapq.merge keeps equal keys
-    in source order); tombstones dropped; up to ``bound``."""
+    """The live entries of several sources' chunk streams (newest first)
+    merged: for a key in several, the newest source's version; tombstones
+    dropped; up to ``bound`` (the upper bound, exclusive; with reverse the
+    lower, inclusive).
+
+    One heap of the sources' current entries, walked in place: each heap
+    item is ``[key, rank, at, keys, kinds, values, stop, stream]``, the
+    source's current chunk, the position in it and the position past its
+    end (-1 with reverse), so that moving on costs an index step and a
+    C-level heapreplace, with no generator per source. ``rank`` (the
+    source's index, negated with reverse so that a max-heap also pops the
+    newest source first) orders equal keys newest first; the items never
+    compare beyond it. A source whose chunk runs out takes its next chunk
+    from its stream."""
+    if reverse:
+        heapify, replace, pop, step = _heapify_max, _heapreplace_max, _heappop_max, -1
+    else:
+        heapify, replace, pop, step = heapify_min, heapreplace_min, heappop_min, 1
+    heap = []
+    for rank, stream in enumerate(streams):
+        chunk = next(stream, None)
+        if chunk is not None:
+            keys = chunk[0]
+            at, stop = (len(keys) - 1, -1) if reverse else (0, len(keys))
+            heap.append([keys[at], -rank if reverse else rank, at, keys, chunk[1], chunk[2], stop, stream])
+    heapify(heap)
     prev = None
-    for key, kind, value in merge(*[_entries(c, reverse) for c in streams], key=_first, reverse=reverse):
-        if key == prev:
+    while heap:
+        top = heap[0]
+        key = top[0]
+        if key != prev:
+            prev = key
+            if bound is not None and (key < bound if reverse else key >= bound):
+                return
+            if not alive[0]:
+                check()
+            at = top[2]
+            if top[4][at] != TOMBSTONE:
+                yield key, top[5][at]
+        # Move this source on: the next entry of its chunk, or its next chunk.
+        at = top[2] + step
+        if at != top[6]:
+            top[0] = top[3][at]
+            top[2] = at
+            replace(heap, top)
             continue
-        prev = key
-        if bound is not None and (key < bound if reverse else key >= bound):
-            return
-        if not alive[0]:
-            check()
-        if kind != TOMBSTONE:
-            yield key, value
+        chunk = next(top[7], None)
+        if chunk is None:
+            pop(heap)
+            continue
+        keys = top[3] = chunk[0]
+        top[4], top[5] = chunk[1], chunk[2]
+        at, top[6] = (len(keys) - 1, -1) if reverse else (0, len(keys))
+        top[0] = keys[at]
+        top[2] = at
+        replace(heap, top)

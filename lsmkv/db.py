@@ -45,7 +45,8 @@ from sortedcontainers import SortedList
 from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
 from .compaction import earliest_deadline, level_scores
 from .compactor import CompactionHost, Compactor
-from .cursor import Iterator, level_source, memtable_source, table_source
+from .cursor import (Finder, Iterator, SourceCursor, level_finders, memtable_finders, seek_chunk, stream_view,
+                     table_finders)
 from .dbdir import prepare_directory
 from .errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from .filenames import CURRENT, LOCK, log_name, parse, table_name
@@ -703,7 +704,8 @@ class DB(KeyValueMapping):
                    reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
             return iter(())
-        return self._view(st, seq, lo, hi, self._check_scan).stream(reverse=reverse)
+        return stream_view(self._view_finders(st, seq, lo, hi), lo, hi, None, reverse, self._check_scan,
+                           self._alive, st)
 
     def _check_scan(self) -> None:
         if self._closed:
@@ -766,22 +768,40 @@ class DB(KeyValueMapping):
         return self._view(self._state, seq, lo, hi, check)
 
     def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Iterator:
-        """A cursor over ``st`` at ``seq`` in [lo, hi): one source per
-        memtable, per level-0 table and per deeper level, only those that
-        hold keys in the range."""
+        """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
+        return Iterator([SourceCursor(after, before) for after, before in self._view_finders(st, seq, lo, hi)],
+                        lo, hi, check=check, pinned=st, alive=self._alive)
+
+    def _view_finders(self, st: _ReadState, seq: int, lo: bytes | None,
+                      hi: bytes | None) -> list[tuple[Finder, Finder]]:
+        """The (after, before) finders of the sources of ``st`` at ``seq``
+        that hold keys in [lo, hi), newest first: one per memtable, per
+        level-0 table and per deeper level. A level is handed whole, with
+        the bounds, and opens only the tables a seek lands in. Each table
+        source's first read after a seek is sized by how dense it is beside
+        the view's densest source (cursor.seek_chunk)."""
         open_table = self._tables.reader
-        # Values with a ttl are judged once, as of the cursor's making (as
+        # Values with a ttl are judged once, as of the view's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
-        sources = [memtable_source(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
+        finders = [memtable_finders(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
         version = st.version
-        sources += [table_source(open_table(meta), seq, now) for meta in version.overlapping(0, lo, hi)]
-        for level in range(1, NUM_LEVELS):
-            if version.levels[level]:
-                files = version.overlapping(level, lo, hi)
-                if files:
-                    sources.append(level_source(files, open_table, seq, now))
-        return Iterator(sources, lo, hi, check=check, pinned=st, alive=self._alive)
+        tables = version.overlapping(0, lo, hi)
+        levels = []
+        for level in version.deep_levels:
+            files = version.levels[level]
+            i = 0 if lo is None else bisect_left(version.largest_keys[level], lo)
+            if i < len(files) and (hi is None or files[i].smallest < hi):
+                levels.append(level)
+        entries = version.level_entries
+        densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+        for meta in tables:
+            finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest)))
+        for level in levels:
+            finders.append(level_finders(version.levels[level], open_table, seq, now,
+                                         largest=version.largest_keys[level], lo=lo, hi=hi,
+                                         seek_chunk=seek_chunk(entries[level], densest)))
+        return finders
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""

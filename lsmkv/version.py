@@ -266,12 +266,17 @@ class VersionEdit:
 class Version:
     """Tables per level at one point in time. Immutable once built."""
 
-    __slots__ = ("levels", "largest_keys", "__weakref__")
+    __slots__ = ("levels", "largest_keys", "level_entries", "deep_levels", "__weakref__")
 
     def __init__(self, levels: list[list[FileMeta]]) -> None:
         self.levels = levels
         #: For levels >= 1: the largest key of each table, for bisecting.
         self.largest_keys = [[f.largest for f in files] for files in levels]
+        #: The entries (versions) each level holds: how dense a level is
+        #: beside the others, which sizes a cursor's first read (cursor.py).
+        self.level_entries = [sum(f.entries for f in files) for files in levels]
+        #: The levels >= 1 that hold tables, ascending.
+        self.deep_levels = [level for level in range(1, len(levels)) if levels[level]]
 
     def files(self) -> Iterable[FileMeta]:
         for files in self.levels:

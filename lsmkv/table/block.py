@@ -269,16 +269,17 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
     size = len(data)
     (n,) = _COUNT.unpack_from(data, size - 4)
     base = size - 4 - 16 * n
-    key_ends = memoryview(data)[base: base + 4 * n].cast("I")
-    lo = 0 if key is None else _first_at_or_above(data, key_ends, n, key, inclusive)
+    # The key ends (entries 0..n-1), then the value ends (n..2n-1): one cast.
+    ends_at = memoryview(data)[base: base + 8 * n].cast("I")
+    lo = 0 if key is None else _first_at_or_above(data, ends_at, n, key, inclusive)
     end = n if limit is None else min(n, lo + limit)
     if lo >= end:
         return [], b"", []
-    # Entry j's key is data[ends[j]:ends[j + 1]] with ends = [start of lo, key_ends[lo..end)].
-    ends = key_ends[lo - 1: end].tolist() if lo else [0, *key_ends[:end]]
+    # Entry j's key is data[ends[j]:ends[j + 1]] with ends = [start of lo, key ends of lo..end).
+    ends = ends_at[lo - 1: end].tolist() if lo else [0, *ends_at[:end]]
     keys = [data[a:b] for a, b in pairwise(ends)]
-    value_ends = memoryview(data)[base + 4 * n: base + 8 * n].cast("I")
-    ends = value_ends[lo - 1: end].tolist() if lo else [key_ends[n - 1], *value_ends[:end]]
+    # Values follow the keys: value 0 starts where the last key ends.
+    ends = ends_at[n + lo - 1: n + end].tolist() if lo else [ends_at[n - 1], *ends_at[n: n + end]]
     values = [data[a:b] for a, b in pairwise(ends)]
     sk_at = base + 8 * n
     return keys, data[sk_at + 8 * lo: sk_at + 8 * end: 8], values

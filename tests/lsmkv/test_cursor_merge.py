@@ -1,13 +1,23 @@
 """The merge of several sources' chunks (cursor._live_merged) agrees with
 a reference built from dicts: for a key in several sources the newest
 source's version, tombstones dropped, keys below the bound, ascending and
-descending, whatever the chunk boundaries."""
+descending, whatever the chunk boundaries. And whole views (a memtable,
+level-0 tables, a level of many tables) read through scans and cursors
+agree with a dict, bounded or not, whatever the seek chunk sizes."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+import random
+import shutil
+import tempfile
+from bisect import bisect_left
+from itertools import islice
 
-from lsmkv.cursor import _live_merged
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import lsmkv
+from lsmkv.cursor import SEEK_CHUNK, _live_merged, seek_chunk
 from lsmkv.write_batch import TOMBSTONE, VALUE
 
 keys_strategy = st.binary(min_size=0, max_size=3)
@@ -55,3 +65,84 @@ def test_merged_sources_agree_with_a_dict_merge(srcs, bound, reverse):
         streams.append(iter(chunks))
     got = list(_live_merged(streams, bound, reverse, lambda: None, [True], None))
     assert got == reference(srcs, bound, reverse)
+
+
+# -- whole views: level sources handed a whole level with bounds, seek chunks sized by density -----------
+
+
+def test_seek_chunk_is_proportional_to_density_within_limits():
+    assert seek_chunk(100_000, 100_000) == SEEK_CHUNK
+    assert seek_chunk(25_000, 100_000) == 4
+    assert seek_chunk(50_000, 100_000) == 8
+    assert seek_chunk(1, 100_000) == 4  # never below the minimum
+    assert seek_chunk(0, 0) == SEEK_CHUNK
+
+
+@pytest.fixture(scope="module")
+def layered():
+    """A database whose view has a memtable, level-0 tables and a level of
+    many small tables, with overwrites and deletes in every layer, and the
+    dict it should read as."""
+    path = tempfile.mkdtemp(prefix="lsmkv-view-")
+    db = lsmkv.open(path, write_buffer_size=1 << 20, block_size=256, target_file_size=2048,
+                     disable_auto_compactions=True)
+    model: dict[bytes, bytes] = {}
+    rng = random.Random(7)
+    for n in range(0, 600, 2):  # the level: every even key
+        key, value = b"k%04d" % n, b"base%d-" % n + b"v" * 40
+        db.put(key, value)
+        model[key] = value
+    db.flush()
+    db.compact_range()
+    for layer in range(3):  # level-0 tables, then the memtable: sparse overwrites, deletes, new keys
+        for _ in range(60):
+            key = b"k%04d" % rng.randrange(620)
+            if rng.random() < 0.3:
+                db.delete(key)
+                model.pop(key, None)
+            else:
+                value = b"L%d-%d" % (layer, rng.randrange(1000))
+                db.put(key, value)
+                model[key] = value
+        if layer < 2:
+            db.flush()
+    levels = db.stats()["files_per_level"]
+    assert levels[0] == 2 and sum(levels[1:]) > 5, levels
+    yield db, model
+    db.close()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+VIEW_KEYS = st.integers(0, 640).map(lambda n: b"k%04d" % n) | st.sampled_from([b"", b"k", b"z"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(VIEW_KEYS | st.none(), VIEW_KEYS | st.none(), st.booleans(), st.integers(1, 40))
+def test_bounded_scans_of_a_layered_view_agree_with_the_model(layered, start, end, reverse, limit):
+    db, model = layered
+    want = sorted((k, v) for k, v in model.items() if (start is None or k >= start) and (end is None or k < end))
+    if reverse:
+        want.reverse()
+    assert list(islice(db.scan(start=start, end=end, reverse=reverse), limit)) == want[:limit]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(VIEW_KEYS | st.none(), VIEW_KEYS | st.none(), VIEW_KEYS, st.lists(st.booleans(), max_size=30))
+def test_cursor_moves_in_a_layered_view_agree_with_the_model(layered, lower, upper, target, moves):
+    """seek, then next() (True) or prev() (False) steps, within bounds."""
+    db, model = layered
+    keys = sorted(k for k in model if (lower is None or k >= lower) and (upper is None or k < upper))
+    with db.iterator(lower_bound=lower, upper_bound=upper) as it:
+        it.seek(target)
+        at = bisect_left(keys, max(target, lower) if lower is not None else target)
+        for forward in moves:
+            if at < 0 or at >= len(keys):
+                assert not it.valid()
+                break
+            assert it.valid() and it.key() == keys[at] and it.value() == model[keys[at]]
+            if forward:
+                it.next()
+                at += 1
+            else:
+                it.prev()
+                at -= 1
