@@ -1,7 +1,10 @@
 """The checksum both engines put on every record, block and page.
 
-CRC-32 (zlib's, hardware-assisted where the platform allows). One function so
-that the algorithm is defined in exactly one place; formats document it as
+CRC-32 of the zlib polynomial, computed by ISA-L (the ``isal`` package:
+carry-less multiply instructions, about ten times zlib's speed on a 4 KiB
+block or page) and by zlib's ``crc32`` where ``isal`` is not installed; the
+two give the same value for the same bytes and start. One function so that
+the algorithm is defined in exactly one place; formats document it as
 "crc32 (zlib polynomial) of the bytes named".
 
 It also owns telling a flipped bit from other damage (``single_bit_error``):
@@ -12,7 +15,10 @@ short (a torn tail, to be dropped).
 
 from __future__ import annotations
 
-from zlib import crc32
+try:
+    from isal.isal_zlib import crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the same values
+    from zlib import crc32
 
 __all__ = ["crc32", "checksum", "single_bit_error", "STORED_CRC"]
 
