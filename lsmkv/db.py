@@ -601,18 +601,18 @@ class DB(KeyValueMapping):
                 if found is not None:
                     break
         else:
-            levels = st.version.levels
-            largest_keys = st.version.largest_keys
-            for level in range(1, NUM_LEVELS):
+            version = st.version
+            levels = version.levels
+            largest_keys = version.largest_keys
+            for level in version.deep_levels:  # (the levels >= 1 that hold tables)
                 files = levels[level]
-                if files:
-                    i = bisect_left(largest_keys[level], k)
-                    if i < len(files):
-                        meta = files[i]
-                        if meta.smallest <= k:
-                            found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
-                            if found is not None:
-                                break
+                i = bisect_left(largest_keys[level], k)
+                if i < len(files):
+                    meta = files[i]
+                    if meta.smallest <= k:
+                        found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                        if found is not None:
+                            break
         if found is None or found[0] == TOMBSTONE:
             return default
         if found[0] == VALUE_TTL:
@@ -660,16 +660,15 @@ class DB(KeyValueMapping):
                     return found
         levels = version.levels
         largest_keys = version.largest_keys
-        for level in range(1, NUM_LEVELS):
+        for level in version.deep_levels:
             files = levels[level]
-            if files:
-                i = bisect_left(largest_keys[level], key)
-                if i < len(files):
-                    meta = files[i]
-                    if meta.smallest <= key:
-                        found = (meta.reader or open_table(meta)).get(key, h, seq)
-                        if found is not None:
-                            return found
+            i = bisect_left(largest_keys[level], key)
+            if i < len(files):
+                meta = files[i]
+                if meta.smallest <= key:
+                    found = (meta.reader or open_table(meta)).get(key, h, seq)
+                    if found is not None:
+                        return found
         return None
 
     def _live_count(self) -> int:
