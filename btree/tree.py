@@ -38,6 +38,9 @@ from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZ
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
+#: A range read's chunk ends once the values it resolved from overflow
+#: chains pass this many bytes, whatever its entry count.
+CHUNK_BYTES = 1 << 22
 #: Tree versions, unique in the process: a tree rebuilt from the disk
 #: (a reload, a vacuum, a read-only handle's new view) never takes a number
 #: a range read of an older tree recorded.
@@ -810,11 +813,9 @@ class Tree:
         when the next leaf is outside the pool (a short range read, a seek
         and a few items, should not pay for a page it may never return)."""
         overlay = None if view is None else view[2]
-        if resume is not None and resume.version == self.version:
-            pg, i = resume.pgno, resume.index
-            leaf = resume.image
-            if leaf is None:
-                leaf = self._range_leaf(pg, overlay, False)
+        resumed = self._resumed(resume, overlay)
+        if resumed is not None:
+            pg, i, leaf = resumed
             seek = False
         else:
             pg = self._seek_leaf(lo, view, False)
@@ -865,14 +866,32 @@ class Tree:
             pg = leaf.next
             if not pg:
                 return items, None
-            if (cells >= limit or nbytes > (1 << 22)
-                    or (seek and pg not in self.pages and (overlay is None or pg not in overlay))):
+            if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
                 if items:
                     return items, RangePos(self.version, pg, 0, None, images)
                 cells = nbytes = 0
             leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
             i = 0
+
+    def _resumed(self, resume: "RangePos | None", overlay: dict | None) -> tuple | None:
+        """(page, index, leaf) to go on from where the previous chunk of a
+        range read stopped, if the tree has not changed since (``version``);
+        None if the chunk must seek. The leaf is the image the previous
+        chunk verified, when it read the page outside the pool."""
+        if resume is None or resume.version != self.version:
+            return None
+        leaf = resume.image
+        if leaf is None:
+            leaf = self._range_leaf(resume.pgno, overlay, False)
+        return resume.pgno, resume.index, leaf
+
+    def _chunk_ends_before(self, pg: int, full: bool, seek: bool, overlay: dict | None) -> bool:
+        """Whether a chunk ends before moving on to leaf ``pg``: it is
+        ``full`` (its cells or bytes), or it seeks and ``pg`` is outside
+        the pool (a short range read does not pay for a page it may never
+        return)."""
+        return full or (seek and pg not in self.pages and (overlay is None or pg not in overlay))
 
     def _range_leaf(self, pg: int, overlay: dict | None, first: bool) -> "Node | LeafImage":
         """The leaf ``pg`` for a range read: a Node (a leaf in the snapshot's
@@ -907,11 +926,9 @@ class Tree:
         nothing more in range); ``resume`` and the end of a chunk that
         seeks as for chunk_forward."""
         overlay = None if view is None else view[2]
-        if resume is not None and resume.version == self.version:
-            pg, j = resume.pgno, resume.index
-            leaf = resume.image
-            if leaf is None:
-                leaf = self._range_leaf(pg, overlay, False)
+        resumed = self._resumed(resume, overlay)
+        if resumed is not None:
+            pg, j, leaf = resumed
             seek = False
         else:
             pg = self._seek_leaf(hi, view, True)
@@ -964,8 +981,7 @@ class Tree:
             pg = leaf.prev
             if not pg:
                 return items, None
-            if (cells >= limit or nbytes > (1 << 22)
-                    or (seek and pg not in self.pages and (overlay is None or pg not in overlay))):
+            if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
                 if items:
                     return items, RangePos(self.version, pg, None, None, images)
                 cells = nbytes = 0

@@ -330,16 +330,8 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
     return after, before
 
 
-def level_source(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
-                 largest: list[bytes] | None = None, lo: bytes | None = None, hi: bytes | None = None,
-                 seek_chunk: int = SEEK_CHUNK) -> SourceCursor:
-    """A level >= 1: its tables (sorted, disjoint) one after the other (see level_finders)."""
-    return SourceCursor(*level_finders(files, open_table, read_seq, now_ms, largest=largest, lo=lo, hi=hi,
-                                        seek_chunk=seek_chunk))
-
-
 def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
-                   largest: list[bytes] | None = None, lo: bytes | None = None, hi: bytes | None = None,
+                   largest: list[bytes], lo: bytes | None = None, hi: bytes | None = None,
                    seek_chunk: int = SEEK_CHUNK) -> tuple[Finder, Finder]:
     """A level's after/before finders: its tables (sorted, disjoint) one after the other.
     ``largest`` is each table's largest key (the Version keeps that list,
@@ -347,8 +339,6 @@ def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = N
     only when a seek lands in it; with bounds [lo, hi) the source never
     steps into a table wholly outside them, so a view can hand over a
     whole level instead of a copy of the tables that meet its range."""
-    if largest is None:
-        largest = [meta.largest for meta in files]
     count = len(files)
     finders: dict[int, tuple[Finder, Finder]] = {}
 
