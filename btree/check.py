@@ -10,7 +10,8 @@ This module owns the definition of a well-formed btree database:
   in-order neighbours in both directions;
 * no page is referenced twice; the free list is disjoint from the tree;
   every page below the page count is in the tree, an overflow chain, the
-  free-list chain or the free list;
+  free-list chain or the free list; the page map (format 4) puts no two
+  pages, map pages or directory pages in one slot;
 * the entry count in the meta page matches the leaves.
 
 :func:`verify_structure` checks a tree through any page source (the live
@@ -202,15 +203,20 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         pager.page_count = meta.page_count
         details.update(page_size=ps, epoch=meta.epoch, height=meta.height, page_count=meta.page_count,
                        root=meta.root, checkpoint_lsn=meta.ckpt_lsn)
+        details.update(format_version=meta.version, slot_count=meta.slot_count)
         file_pages = pager.file.size() // ps
-        if file_pages < meta.page_count and not pager.overlay:
-            problems.append(f"{pager.path} holds {file_pages} pages; the meta page records {meta.page_count}")
+        if file_pages < meta.slot_count and not pager.overlay:
+            problems.append(f"{pager.path} holds {file_pages} pages; the meta page records {meta.slot_count}")
         try:
-            pager.load_freelist(meta.freelist_head)
+            pager.load_pages(meta)
         except CorruptionError as exc:
             problems.append(str(exc))
         except StaleView as exc:
-            problems.append(f"{pager.path}: free-list page {exc.args[0]} rewritten by the writer while the check ran")
+            problems.append(f"{pager.path}: page-map or free-list page {exc.args[0]} rewritten by the writer "
+                            "while the check ran")
+        else:
+            problems.extend(pager.map.problems(pager.path))
+            details["map_pages"] = len(pager.map.map_slots) + len(pager.map.dir_slots)
         chain = set(pager.freelist_pages)
         listed = pager.free - chain
         if meta.free_count != len(pager.free) and not problems:
@@ -253,7 +259,7 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         problems.extend(found)
         details.update(counts)
         details["pages_verified"] = 2 + counts["internal_pages"] + counts["leaf_pages"] + \
-            counts["overflow_pages"] + len(chain)
+            counts["overflow_pages"] + len(chain) + details.get("map_pages", 0)
         log_path = os.path.join(path, LOG_FILE)
         if fs.exists(log_path):
             try:

@@ -347,8 +347,7 @@ class DB(KeyValueMapping):
         else:
             pager.overlay_journal()
         meta = pager.meta
-        pager.page_count = meta.page_count
-        pager.load_freelist(meta.freelist_head)
+        pager.load_pages(meta)
         self._pool = pool = BufferPool(pager, self._cache_size, self._hash_index)
         clock = self._ttl_clock
         self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
@@ -1089,16 +1088,11 @@ class DB(KeyValueMapping):
         # Overflow pages held back for live snapshots are free as far as the
         # page file is concerned (after a crash no snapshot is left).
         deferred = set(tree.deferred)
-        if pager.free_changed or pager.meta.free_count != len(pager.free) + len(deferred):
-            head, fl_images = pager.freelist_images(epoch, deferred)
-            images += fl_images
-        else:
-            head = pager.meta.freelist_head
         chain = self._meta_chain
-        meta = Meta(epoch, ps, tree.root, pager.page_count, head, len(pager.free) + len(deferred), ckpt_lsn,
+        meta = Meta(epoch, ps, tree.root, pager.page_count, 0, len(pager.free) + len(deferred), ckpt_lsn,
                     tree.entries, tree.height, tree.ttl_entries, chain.page if chain else 0,
                     chain.length if chain else 0)
-        pager.commit(images, meta)
+        pager.commit(images, meta, deferred)
         pool.mark_all_clean()
         pager.free_changed = False
         self._checkpoints += 1
@@ -1489,7 +1483,10 @@ class DB(KeyValueMapping):
                 "page_reads": pager.page_reads,
                 "log_bytes_written": log_written,
                 "data_bytes_written": pager.data_bytes,
-                "journal_bytes_written": pager.journal_bytes,
+                "slot_count": pager.map.slot_count,
+                "free_slots": pager.map.free_slots(),
+                "map_pages": len(pager.map.map_slots) + len(pager.map.dir_slots),
+                "format_version": pager.meta.version,
                 "log_bytes": (self._log.end_lsn - self._log.base_lsn) if self._log else 0,
                 "data_file_bytes": pager.file.size(),
                 "checkpoints": self._checkpoints,

@@ -13,7 +13,8 @@ page file and the decoded objects the rest of the engine works on:
 * the search of a leaf page image for one key without decoding it
   (:func:`search_leaf_page`, the checks one by one, and :func:`leaf_value`,
   the same search with the checks in one step, for gets);
-* free-list page encoding.
+* pages of page numbers: the free list (format 3), the page map and its
+  directory (format 4).
 
 Every page starts with the same 32-byte header (checksum, page number, type,
 entry count, checkpoint epoch, two type-specific links); docs/formats.md has
@@ -43,8 +44,13 @@ PAGE_INTERNAL = 2
 PAGE_LEAF = 3
 PAGE_OVERFLOW = 4
 PAGE_FREELIST = 5
+#: Format 4: the page map (which slot of the file holds each logical page)
+#: and its directory (btree/pagemap.py).
+PAGE_MAP = 6
+PAGE_MAPDIR = 7
 PAGE_TYPE_NAMES = {PAGE_META: "meta", PAGE_INTERNAL: "internal", PAGE_LEAF: "leaf",
-                   PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list"}
+                   PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list", PAGE_MAP: "page-map",
+                   PAGE_MAPDIR: "map-directory"}
 
 #: Leaf cell header: key length u16, kind u8 (0 inline, 1 overflow; +2 with a
 #: deadline), value length u32.
@@ -702,23 +708,38 @@ def decode_overflow(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[b
 
 
 def freelist_capacity(page_size: int) -> int:
+    """Page numbers a free-list, page-map or map-directory page holds."""
     return (page_size - HEADER_SIZE) // 4
 
 
-def encode_freelist(pgno: int, pages: list[int], next_page: int, page_size: int, epoch: int) -> bytearray:
-    """A free-list page: header (count, a = next free-list page), u32 page numbers."""
+def encode_numbers(pgno: int, ptype: int, numbers, link: int, page_size: int, epoch: int) -> bytearray:
+    """A page holding a list of u32 numbers: header (count, a = ``link``),
+    then the numbers. Free-list pages (a = the next free-list page), page-map
+    pages (a = the first logical page they describe) and map-directory pages
+    (a = the next directory page) all take this shape."""
     page = bytearray(page_size)
-    if pages:
-        struct.pack_into(f"<{len(pages)}I", page, HEADER_SIZE, *pages)
-    return seal(page, pgno, PAGE_FREELIST, len(pages), 0, epoch, next_page, 0)
+    if numbers:
+        struct.pack_into(f"<{len(numbers)}I", page, HEADER_SIZE, *numbers)
+    return seal(page, pgno, ptype, len(numbers), 0, epoch, link, 0)
+
+
+def decode_numbers(buf: bytes, pgno: int, ptype: int, page_size: int, path: str) -> tuple[list[int], int, int]:
+    """(numbers, link, epoch) of a verified page made by :func:`encode_numbers`."""
+    hdr = check_header(buf, pgno, page_size, path)
+    if hdr[2] != ptype:
+        raise CorruptionError(f"expected a {PAGE_TYPE_NAMES[ptype]} page, found type {hdr[2]}", path=path, page=pgno)
+    count = hdr[4]
+    if count > freelist_capacity(page_size):
+        raise CorruptionError(f"{PAGE_TYPE_NAMES[ptype]} page claims {count} entries", path=path, page=pgno)
+    return list(struct.unpack_from(f"<{count}I", buf, HEADER_SIZE)), hdr[8], hdr[7]
+
+
+def encode_freelist(pgno: int, pages: list[int], next_page: int, page_size: int, epoch: int) -> bytearray:
+    """A free-list page (format 3): header (count, a = next free-list page), u32 page numbers."""
+    return encode_numbers(pgno, PAGE_FREELIST, pages, next_page, page_size, epoch)
 
 
 def decode_freelist(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[list[int], int]:
     """(free page numbers, next free-list page) of a verified free-list page."""
-    hdr = check_header(buf, pgno, page_size, path)
-    if hdr[2] != PAGE_FREELIST:
-        raise CorruptionError(f"expected a free-list page, found type {hdr[2]}", path=path, page=pgno)
-    count = hdr[4]
-    if count > freelist_capacity(page_size):
-        raise CorruptionError(f"free-list page claims {count} entries", path=path, page=pgno)
-    return list(struct.unpack_from(f"<{count}I", buf, HEADER_SIZE)), hdr[8]
+    pages, nxt, _epoch = decode_numbers(buf, pgno, PAGE_FREELIST, page_size, path)
+    return pages, nxt

@@ -1,23 +1,25 @@
-"""The page file: meta pages, page reads, the free list and atomic checkpoints.
+"""The page file: meta pages, page reads, free pages and atomic checkpoints.
 
-This module owns ``btree.pages`` and ``btree.journal``:
+This module owns ``btree.pages`` (and reads ``btree.journal``, which
+format-3 checkpoints wrote):
 
 * the two meta pages (pages 0 and 1; checkpoint epoch ``e`` goes to page
   ``e % 2``, so a torn meta write leaves the other copy intact);
-* verified page reads (checksum + page number, see :mod:`btree.node`);
-* the free list: which page numbers are unused, allocation (lowest first)
-  and its on-disk chain of free-list pages;
+* verified page reads (checksum + page number, see :mod:`btree.node`),
+  each page read from the slot the page map gives it (btree/pagemap.py);
+* free page numbers: allocation (lowest first); a format-3 file's
+  free-list chain is read, never written;
 * the checkpoint write protocol. Between checkpoints nothing is written to
-  the page file. A checkpoint first writes the pages the current checkpoint
-  does not use (new or free pages) in place and fsyncs; then every page it
-  overwrites that the current checkpoint does use, meta page included, goes
-  to ``btree.journal`` (a double-write buffer), fsynced, then in place,
-  fsynced, and the journal is removed (images are made and written a chunk
-  of 256 pages at a time, so a checkpoint's memory does not grow with its
-  dirty pages). A crash during the in-place writes
-  is repaired at the next open by re-applying the journal, so a torn data
-  page is always recoverable and the page file always holds exactly one
-  checkpoint's tree.
+  the page file. A checkpoint writes every changed page, the changed map
+  pages and the map directory to slots the current checkpoint does not
+  use, fsyncs, then writes the meta page (the copy the current checkpoint
+  does not use) and fsyncs. Nothing durable is ever overwritten, so every
+  page is written once and a crash at any moment leaves the last
+  checkpoint whole (images are made and written a chunk of 256 pages at a
+  time, so a checkpoint's memory does not grow with its dirty pages).
+* format-3 files: a checkpoint journal left by a crash is applied at open
+  (read-only handles read through it); the first checkpoint writes the
+  page map, and the file is format 4 from then on.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ import heapq
 import logging
 import os
 import struct
+from array import array
 
 from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.fs import FileSystem
 
-from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_META, UNCHECKED, LeafImage,
-                   check_header, decode_freelist, encode_freelist, freelist_capacity, leaf_image, leaf_value,
-                   read_leaf_image, search_leaf_page, seal, undo_single_bit_flip)
+from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_META, UNCHECKED,
+                   LeafImage, check_header, decode_numbers, leaf_image, leaf_value, read_leaf_image,
+                   search_leaf_page, seal, undo_single_bit_flip)
+from .pagemap import PageMap
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +52,18 @@ META_MAGIC = b"BTREEDB\x00"
 #: counts them. 3: the meta page names the chain of pages holding the
 #: metadata entries (batch.set_meta). Older versions (whose new fields read
 #: as 0) are still read.
-FORMAT_VERSION = 3
+#: 4: pages move: the page map says which slot of the file holds each page
+#: (btree/pagemap.py), and checkpoints write no journal. A format-4 meta page
+#: whose map directory is 0 describes a file laid out as format 3 (page p in
+#: slot p, a free-list chain), as files built whole are.
+FORMAT_VERSION = 4
 #: magic 8s, format version u32, page size u32, root u32, page count u32,
 #: free-list head u32, free page count u32, checkpoint LSN u64, entries u64, height u32,
-#: entries with a ttl u64, metadata chain's first page u32 (0: none), its length u32
-META_BODY = struct.Struct("<8sIIIIIIQQIQII")
+#: entries with a ttl u64, metadata chain's first page u32 (0: none), its length u32;
+#: format 4 adds: slots in the file u32, first map-directory page's slot u32 (0: identity map).
+META_BODY = struct.Struct("<8sIIIIIIQQIQIIII")
+#: The fields format 3 has (what a format-3 meta page holds).
+META_BODY_V3 = struct.Struct("<8sIIIIIIQQIQII")
 
 JOURNAL_MAGIC = b"BTJOURNL"
 #: magic 8s, version u32, page size u32, epoch u64, page images u32, crc32 of the first 28 bytes u32
@@ -69,11 +80,13 @@ class Meta:
     """The contents of a meta page: where the checkpointed tree is."""
 
     __slots__ = ("epoch", "page_size", "root", "page_count", "freelist_head", "free_count",
-                 "ckpt_lsn", "entries", "height", "ttl_entries", "meta_page", "meta_length")
+                 "ckpt_lsn", "entries", "height", "ttl_entries", "meta_page", "meta_length",
+                 "slot_count", "map_dir", "version")
 
     def __init__(self, epoch: int, page_size: int, root: int, page_count: int, freelist_head: int,
                  free_count: int, ckpt_lsn: int, entries: int, height: int, ttl_entries: int = 0,
-                 meta_page: int = 0, meta_length: int = 0) -> None:
+                 meta_page: int = 0, meta_length: int = 0, slot_count: int | None = None,
+                 map_dir: int = 0, version: int = FORMAT_VERSION) -> None:
         self.epoch = epoch
         self.page_size = page_size
         self.root = root
@@ -88,6 +101,13 @@ class Meta:
         #: The overflow-page chain holding the metadata entries (0: none).
         self.meta_page = meta_page
         self.meta_length = meta_length
+        #: Slots the file uses (format 4; with an identity map, the page count).
+        self.slot_count = page_count if slot_count is None else slot_count
+        #: Slot of the first map-directory page; 0: page p is in slot p and
+        #: ``freelist_head`` names the free list (format 3's layout).
+        self.map_dir = map_dir
+        #: The format version of the meta page read (written: FORMAT_VERSION).
+        self.version = version
 
 
 _NAME = struct.Struct("<H")
@@ -132,7 +152,8 @@ def encode_meta(meta: Meta) -> bytearray:
     page = bytearray(meta.page_size)
     META_BODY.pack_into(page, HEADER_SIZE, META_MAGIC, FORMAT_VERSION, meta.page_size, meta.root,
                         meta.page_count, meta.freelist_head, meta.free_count, meta.ckpt_lsn,
-                        meta.entries, meta.height, meta.ttl_entries, meta.meta_page, meta.meta_length)
+                        meta.entries, meta.height, meta.ttl_entries, meta.meta_page, meta.meta_length,
+                        meta.slot_count, meta.map_dir)
     return seal(page, slot, PAGE_META, 0, 0, meta.epoch, 0, 0)
 
 
@@ -140,13 +161,19 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     hdr = check_header(buf, slot, page_size, path)
     if hdr[2] != PAGE_META:
         raise CorruptionError(f"page {slot} is not a meta page", path=path, page=slot)
-    magic, version, psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length = \
-        META_BODY.unpack_from(buf, HEADER_SIZE)
+    magic, version = struct.unpack_from("<8sI", buf, HEADER_SIZE)
     if magic != META_MAGIC:
         raise CorruptionError("meta page has a wrong magic number", path=path, page=slot)
     if version > FORMAT_VERSION:
         raise InvalidDatabaseError(f"{path} has format version {version}; this btree understands up to "
                                    f"{FORMAT_VERSION}: upgrade the software")
+    if version >= 4:
+        (_, _, psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length,
+         slot_count, map_dir) = META_BODY.unpack_from(buf, HEADER_SIZE)
+    else:
+        (_, _, psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page,
+         meta_length) = META_BODY_V3.unpack_from(buf, HEADER_SIZE)
+        slot_count, map_dir = count, 0
     if psize != page_size:
         raise CorruptionError(f"meta page records page size {psize}, read at {page_size}", path=path, page=slot)
     if not (2 <= root < count) or height < 1:
@@ -157,7 +184,11 @@ def decode_meta(buf: bytes, slot: int, page_size: int, path: str) -> Meta:
     if (meta_page != 0) != (meta_length != 0) or (meta_page and not 2 <= meta_page < count):
         raise CorruptionError(f"meta page names an impossible metadata chain (page {meta_page}, "
                               f"{meta_length} bytes)", path=path, page=slot)
-    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length)
+    if map_dir and (head or not 2 <= map_dir < slot_count) or not map_dir and slot_count != count:
+        raise CorruptionError(f"meta page names an impossible page map (directory in slot {map_dir} of "
+                              f"{slot_count}, free-list head {head}, {count} pages)", path=path, page=slot)
+    return Meta(hdr[7], psize, root, count, head, nfree, lsn, entries, height, ttl_entries, meta_page, meta_length,
+                slot_count, map_dir, version)
 
 
 def journal_header(page_size: int, epoch: int, count: int) -> bytes:
@@ -249,25 +280,24 @@ class Pager:
         #: Page images that stand in for the file's (a read-only handle's view
         #: of a checkpoint whose journal was not yet applied).
         self.overlay: dict[int, bytes] = {}
+        #: Free page numbers (logical pages: see btree/pagemap.py).
         self.free: set[int] = set()
         self._free_heap: list[int] = []
         self.free_changed = False
+        #: The pages of a format-3 free-list chain (none once a map is written).
         self.freelist_pages: list[int] = []
         self.page_count = 0
-        #: What the page file's current checkpoint uses: pages below
-        #: ``ckpt_page_count`` except ``ckpt_listed`` (its listed free pages).
-        #: Only those pages need the journal when a checkpoint overwrites them.
-        self.ckpt_page_count = 0
-        self.ckpt_listed: set[int] = set()
-        self._next_listed: set[int] | None = None
-        #: Set while a checkpoint is being written and after one failed: the
-        #: file may hold either checkpoint, so the next commit journals every page.
-        self.uncertain = False
+        #: Where each page is in the file (loaded with the free list).
+        self.map: PageMap | None = None
+        self.slots = array("I")
+        #: The highest epoch a failed checkpoint stamped pages with (its
+        #: meta page may never have reached the disk; no later checkpoint
+        #: reuses the epoch, so two images of a page never share one).
+        self._failed_epoch = 0
         # Counters for stats().
         self.page_reads = 0
         self.bytes_read = 0
         self.bytes_written = 0
-        self.journal_bytes = 0
         self.data_bytes = 0
 
     def replaced(self) -> bool:
@@ -386,11 +416,32 @@ class Pager:
         if img is not None:
             return img
         ps = self.page_size
-        buf = self.file.read_at(pgno * ps, ps)
+        buf = self.file.read_at(self._slot(pgno) * ps, ps)
         self.page_reads += 1
         self.bytes_read += len(buf)
         self._check_epoch(pgno, buf)
         return buf
+
+    def _slot(self, pgno: int) -> int:
+        """The slot holding page ``pgno`` (CorruptionError if it has none: a
+        reference to a free page)."""
+        s = self.slots[pgno] if pgno < len(self.slots) else 0
+        if not s:
+            raise CorruptionError(f"reference to page {pgno}, which the page map holds as free",
+                                  path=self.path, page=pgno)
+        return s
+
+    def read_slot(self, slot: int, ptype: int) -> tuple[list[int], int, int]:
+        """(numbers, link, epoch) of the verified free-list, page-map or
+        map-directory page in ``slot`` (its header names the slot itself)."""
+        ps = self.page_size
+        buf = self.overlay.get(slot) or self.file.read_at(slot * ps, ps)
+        self.page_reads += 1
+        self.bytes_read += len(buf)
+        numbers, link, epoch = decode_numbers(buf, slot, ptype, ps, self.path)
+        if epoch > self.meta.epoch:
+            self._check_epoch(slot, buf)
+        return numbers, link, epoch
 
     def _check_epoch(self, pgno: int, buf: bytes) -> None:
         """Raise if ``buf``, just read from the file, is an intact page
@@ -413,9 +464,11 @@ class Pager:
         the pool). A page that fails a check raises what read_page and
         read_leaf_image raise for it."""
         ps = self.page_size
-        if pgno < 2 or pgno >= self.page_count or pgno in self.overlay:
+        slots = self.slots
+        slot = slots[pgno] if 2 <= pgno < len(slots) else 0
+        if not slot or pgno in self.overlay:
             return read_leaf_image(self.read_page(pgno), pgno, ps, self.path)
-        buf = self.file.read_at(pgno * ps, ps)
+        buf = self.file.read_at(slot * ps, ps)
         self.page_reads += 1
         self.bytes_read += len(buf)
         image = leaf_image(buf, pgno, ps, self.path, self.meta.epoch)
@@ -431,10 +484,12 @@ class Pager:
         inlined). A page that fails a check raises what read_page and
         search_leaf_page raise for it."""
         ps = self.page_size
-        if pgno < 2 or pgno >= self.page_count or pgno in self.overlay:
+        slots = self.slots
+        slot = slots[pgno] if 2 <= pgno < len(slots) else 0
+        if not slot or pgno in self.overlay:
             buf = self.read_page(pgno)
             return search_leaf_page(buf, pgno, ps, self.path, key), buf
-        buf = self.file.read_at(pgno * ps, ps)
+        buf = self.file.read_at(slot * ps, ps)
         self.page_reads += 1
         self.bytes_read += len(buf)
         value = leaf_value(buf, pgno, ps, key, self.meta.epoch)
@@ -456,11 +511,30 @@ class Pager:
                 pass
         return best
 
-    # ---- free list ----------------------------------------------------------------
+    # ---- free pages and the page map -------------------------------------------------
 
-    def load_freelist(self, head: int) -> None:
-        """Read the free-list chain starting at ``head``; every listed page and
-        every chain page is free."""
+    def load_pages(self, meta: Meta) -> None:
+        """Load where the pages of ``meta``'s checkpoint are (the page map,
+        or for a file without one the identity and its free-list chain)
+        and which page numbers are free."""
+        self.page_count = meta.page_count
+        if meta.map_dir:
+            self.map = PageMap.load(self.read_slot, meta.map_dir, meta.page_count, meta.slot_count,
+                                    self.page_size, self.path)
+            self.freelist_pages = []
+            free = {pg for pg in range(2, meta.page_count) if not self.map.slots[pg]}
+        else:
+            free, chain = self._load_freelist(meta.freelist_head)
+            self.freelist_pages = chain
+            self.map = PageMap.identity(meta.page_count, free, chain, self.page_size)
+        self.slots = self.map.slots
+        self.free = free
+        self._free_heap = sorted(free)
+        self.free_changed = False
+
+    def _load_freelist(self, head: int) -> tuple[set[int], list[int]]:
+        """(free pages, chain pages) of the format-3 free-list chain starting
+        at ``head``; every listed page and every chain page is free."""
         free: set[int] = set()
         chain: list[int] = []
         pg = head
@@ -468,17 +542,12 @@ class Pager:
             if pg in free or pg in chain or not (2 <= pg < self.page_count):
                 raise CorruptionError(f"free-list chain reaches page {pg} again or out of range",
                                       path=self.path, page=pg)
-            pages, nxt = decode_freelist(self.read_page(pg), pg, self.page_size, self.path)
+            pages, nxt, _ = self.read_slot(pg, PAGE_FREELIST)
             chain.append(pg)
             free.update(pages)
             pg = nxt
-        self.ckpt_listed = set(free)
-        self.ckpt_page_count = self.page_count
         free.update(chain)
-        self.freelist_pages = chain
-        self.free = free
-        self._free_heap = sorted(free)
-        self.free_changed = False
+        return free, chain
 
     def allocate(self) -> int:
         """A page number to use: the lowest free page, else a new one at the end."""
@@ -490,6 +559,7 @@ class Pager:
             return pg
         pg = self.page_count
         self.page_count += 1
+        self.slots.append(0)  # (a slot comes with its first checkpoint)
         return pg
 
     def release(self, pgno: int) -> None:
@@ -501,142 +571,70 @@ class Pager:
         heapq.heappush(self._free_heap, pgno)
         self.free_changed = True
 
-    def freelist_images(self, epoch: int, extra: set[int] = frozenset()) -> tuple[int, list[tuple[int, bytearray]]]:
-        """(head, page images) of a free-list chain describing the free set
-        (plus ``extra``, pages free on disk but held back in memory). The
-        chain's own pages are taken from the free set (they count as free
-        once the list is loaded)."""
-        base = sorted(self.free)
-        total = len(base) + len(extra)
-        if not total:
-            self.freelist_pages = []
-            self._next_listed = set()
-            return 0, []
-        cap = freelist_capacity(self.page_size)
-        k = -(-total // (cap + 1))
-        # The chain's pages come from the allocatable free pages only (held-back
-        # pages may still be read); if there are too few, from the file's end.
-        while len(base) < k:
-            pg = self.page_count
-            self.page_count += 1
-            self.free.add(pg)
-            heapq.heappush(self._free_heap, pg)
-            base.append(pg)
-        chain = base[:k]
-        rest = sorted(set(base[k:]) | extra) if extra else base[k:]
-        images = []
-        for j, pg in enumerate(chain):
-            nxt = chain[j + 1] if j + 1 < k else 0
-            images.append((pg, encode_freelist(pg, rest[j * cap:(j + 1) * cap], nxt, self.page_size, epoch)))
-        self.freelist_pages = chain
-        self._next_listed = set(rest)
-        return chain[0], images
-
     # ---- checkpoint write protocol ------------------------------------------------
 
-    def commit(self, pages: list, meta: Meta) -> None:
+    def commit(self, pages: list, meta: Meta, held: set[int] = frozenset()) -> None:
         """Make ``pages`` plus ``meta`` the page file's content, atomically
         with respect to crashes. ``pages`` holds (page number, image) or
-        (page number, function returning the image) pairs: images are made
-        and written :data:`COMMIT_CHUNK` pages at a time, so a checkpoint of
-        many dirty pages holds about a megabyte of images at once, not all
-        of them (twice, with the journal's copy).
+        (page number, function returning the image) pairs; ``held`` are free
+        pages live snapshots may still read (free on disk, their slots kept).
 
-        Pages the current checkpoint does not use (new or free in it) are
-        written in place first and fsynced: nothing durable refers to them.
-        Pages it uses go through the journal (journal, fsync, in place,
-        fsync, remove), the meta page with them; their in-place writes read
-        the images back from the journal just written. With no such page,
-        the meta page alone is written last (a torn meta page leaves the
-        other copy, whose tree is untouched)."""
-        ps = self.page_size
-        old_count, old_listed = self.ckpt_page_count, self.ckpt_listed
-        live, fresh = [], []
-        for item in pages:
-            pg = item[0]
-            (live if self.uncertain or (pg < old_count and pg not in old_listed) else fresh).append(item)
-        fresh.sort(key=lambda t: t[0])
-        live.sort(key=lambda t: t[0])
-        meta_image = (meta.epoch % 2, encode_meta(meta))
-        # Until this commit completes, which checkpoint the file holds is not
-        # known here (see prepare_retry).
-        self.uncertain = True
-        if fresh:
-            self._grow_to(meta.page_count)
-            for i in range(0, len(fresh), COMMIT_CHUNK):
-                self._write_run(_made(fresh[i:i + COMMIT_CHUNK]))
-            self._sync_in_place()
-        if live:
-            live.append(meta_image)
-            jbytes = self._write_journal(meta.epoch, live)
-            self.bytes_written += jbytes
-            self.journal_bytes += jbytes
-            self._grow_to(meta.page_count)
-            journal = self.fs.open_readable(self.journal_path)
-            try:
-                offset = JOURNAL_HEADER.size
-                for i in range(0, len(live), COMMIT_CHUNK):
-                    chunk = live[i:i + COMMIT_CHUNK]
-                    data = journal.read_at(offset, len(chunk) * ps)
-                    if len(data) != len(chunk) * ps:
-                        raise OSError(f"{self.journal_path}: short read of {len(data)} bytes at {offset}")
-                    offset += len(data)
-                    self._write_run([(pg, data[k * ps:(k + 1) * ps]) for k, (pg, _) in enumerate(chunk)])
-            finally:
-                journal.close()
-            self._sync_in_place()
-            self.fs.remove(self.journal_path)
-            self.fs.sync_dir(self.dir)
-        else:
-            self._write_in_place([meta_image], meta.page_count)
-        self.meta = meta
-        self.ckpt_page_count = meta.page_count
-        if self._next_listed is not None:
-            self.ckpt_listed = self._next_listed
-            self._next_listed = None
-        self.uncertain = False
-
-    def _write_journal(self, epoch: int, pages: list) -> int:
-        """Write ``btree.journal`` holding ``pages`` (made a chunk at a time;
-        the meta page last), fsync it and the directory; its size in bytes.
-        The bytes are those of :func:`encode_journal`."""
-        ps = self.page_size
-        j = self.fs.create(self.journal_path)
+        Every page goes to a slot the current checkpoint does not use, with
+        the map pages that change and the map directory (btree/pagemap.py);
+        they are written in slot order, a chunk of :data:`COMMIT_CHUNK`
+        images at a time (so a checkpoint of many dirty pages holds about a
+        megabyte of images at once), and fsynced; then the meta page naming
+        the new map is written to the meta copy the current checkpoint does
+        not use, and fsynced. Nothing the current checkpoint uses is
+        written: a crash at any moment leaves it whole (a torn meta page
+        leaves the other copy, which names it)."""
+        pmap = self.map
+        slots = pmap.slots
+        released = [pg for pg in self.free if pg < len(slots) and slots[pg] and pg not in held]
+        plan = pmap.plan(pages, released, sorted(held), meta.page_count, meta.epoch)
+        meta.slot_count = plan.slot_count
+        meta.map_dir = plan.dir_head
+        meta.freelist_head = 0
         try:
-            j.append(journal_header(ps, epoch, len(pages)))
-            crc = 0
-            for i in range(0, len(pages), COMMIT_CHUNK):
-                body = b"".join(img for _, img in _made(pages[i:i + COMMIT_CHUNK]))
-                crc = crc32(body, crc)
-                j.append(body)
-            j.append(_U32.pack(crc))
-            j.sync()
-        finally:
-            j.close()
-        self.fs.sync_dir(self.dir)
-        return JOURNAL_HEADER.size + len(pages) * ps + 4
+            writes = plan.writes
+            self._grow_to(plan.slot_count)
+            for k in range(0, len(writes), COMMIT_CHUNK):
+                self._write_run(_made(writes[k:k + COMMIT_CHUNK]))
+            self._sync_in_place()
+            self._write_in_place([(meta.epoch % 2, encode_meta(meta))], 2)
+        except BaseException:
+            pmap.failed()
+            self._failed_epoch = max(self._failed_epoch, meta.epoch)
+            raise
+        pmap.committed(plan)
+        self.slots = pmap.slots
+        self.freelist_pages = []
+        self.meta = meta
 
     def prepare_retry(self) -> None:
-        """After a failed checkpoint (or before any retry of one): make the
-        file hold one whole checkpoint again and the next commit safe. A
-        complete journal left by the failed attempt is applied (its
-        checkpoint may be half written in place) and removed, an incomplete
-        one removed; the next epoch is above every epoch on disk; and while
-        it is not known which checkpoint the file holds, the next commit
-        journals every page it writes."""
-        journal = self.read_journal()
-        if journal is not None and journal[0] >= self.meta.epoch:
-            epoch, images = journal
-            slot, meta_img = [(pg, img) for pg, img in images if pg < 2][-1]
-            m = decode_meta(meta_img, slot, self.page_size, self.journal_path)
-            log.info("re-applying the checkpoint journal of epoch %d (%d pages) left by a failed checkpoint",
-                     epoch, len(images))
-            self._write_in_place(images, max(m.page_count, self.page_count))
-            self.meta.epoch = max(self.meta.epoch, epoch)
-        if self.fs.exists(self.journal_path):
-            self.fs.remove(self.journal_path)
-            self.fs.sync_dir(self.dir)
-        self.meta.epoch = max(self.meta.epoch, self.newest_epoch_on_disk())
+        """Before the checkpoint that follows a failed one: make the next
+        commit safe whatever the failed one left.
+
+        The failed checkpoint may have written its meta page (durably or
+        not) over the copy of the checkpoint before the last one. The last
+        checkpoint known durable (``self.meta``, epoch E) is whole, in its
+        slots and its meta copy. Its meta page is written again, under an
+        epoch above every epoch on disk or of a failed checkpoint's pages,
+        and of the other parity than E, to
+        the other copy: both copies then name checkpoint E's tree, so the
+        next commit, which writes the copy E's own meta page is in, can be
+        torn by a crash and still leave a copy naming a tree whose slots it
+        did not touch (it takes none of E's slots: PageMap.failed). A
+        format-3 file's journal never needs applying here: open applied it,
+        and format 4 writes none."""
+        durable = self.meta
+        newest = max(durable.epoch, self._failed_epoch, self.newest_epoch_on_disk())
+        epoch = newest + 1 if (newest + 1) % 2 != durable.epoch % 2 else newest + 2
+        again = Meta(epoch, durable.page_size, durable.root, durable.page_count, durable.freelist_head,
+                     durable.free_count, durable.ckpt_lsn, durable.entries, durable.height, durable.ttl_entries,
+                     durable.meta_page, durable.meta_length, durable.slot_count, durable.map_dir)
+        self._write_in_place([(epoch % 2, encode_meta(again))], 2)
+        self.meta = again
 
     def _write_in_place(self, images, page_count: int) -> None:
         """Write (page number, image) pairs in place and fsync."""
@@ -721,3 +719,16 @@ class Pager:
                 self.page_count = m.page_count
             else:
                 self.overlay[pg] = img
+
+
+def page_slots(dirpath: str, fs: FileSystem | None = None) -> array:
+    """Page number -> slot of its image in ``btree.pages`` (0: none), as the
+    database's last checkpoint has it: where tools (and tests) find a
+    page's bytes, at offset ``slot * page_size``."""
+    from lsmkv.fs import DEFAULT_FS
+    pager = Pager(fs or DEFAULT_FS, dirpath, read_only=True)
+    try:
+        pager.load_pages(pager.read_meta())
+        return pager.slots
+    finally:
+        pager.close()

@@ -1,39 +1,66 @@
 """``lsmkv repair DB`` for the btree engine: rebuild from the leaves that verify.
 
+**Pages and slots.** Parents, sibling links and overflow references name
+*logical* pages (the number a page's header carries too); a page's image
+lies in a *slot* of ``btree.pages`` (offset ``slot * page_size``). A
+format-3 file, and a format-4 file whose meta page names no page map (one
+built whole by btree/bulk.py), keeps page ``p`` in slot ``p`` and its free
+pages in a free-list chain. A format-4 file with a page map
+(btree/pagemap.py) writes each checkpoint's pages to slots the previous
+checkpoint does not use, so besides the current image of each page it holds
+*stale images*: older copies of pages (same page number, older epoch) in
+slots the map no longer names, and maybe pages of a checkpoint a crash cut
+short (newer epoch) in slots no meta page's map names. Everything reported
+names logical pages.
+
 A repair holds the writer lock throughout (it refuses to run while another
 process has the database open for writing) and goes:
 
 1. **Find the checkpoint.** The newest valid meta page, with a complete
-   checkpoint journal laid over the page file (in memory) as open would.
-   If no meta page is valid, or the log starts after the meta page's
+   format-3 checkpoint journal laid over the page file (in memory) as open
+   would. If no meta page is valid, or the log starts after the meta page's
    checkpoint (so a newer checkpoint's meta page was lost), the repair
    works without one (*scan mode*); otherwise in *tree mode*.
-2. **Tree mode.** Walk the tree from the root. Every page on the way must
+2. **Find the pages** (tree mode). Load the page map the meta page names;
+   if it (or its directory) fails to load, the repair goes on in scan mode,
+   ignoring pages newer than the meta page. Without a map: page ``p`` is in
+   slot ``p`` and the free list says which pages are free (if it fails to
+   load, leaves are checked against their siblings, step 5).
+3. **Tree mode.** Walk the tree from the root. Every page on the way must
    verify (checksum, page number, type, epoch not newer than the meta page,
    keys in order and within the separators the parent gives them); a page
-   that does not leaves a *hole*, the key range its parent assigned to it.
-   Load the free list. Then read every other page of the checkpoint: a leaf
-   that verifies, is not free, and whose keys lie inside a hole is an
-   *orphan* of a damaged internal page and is kept; a leaf outside every
-   hole is a stale image (a freed page) and is ignored.
-3. **Scan mode.** Every leaf page in the file that verifies is a candidate.
-4. **Deciding between candidates** whose key ranges overlap (stale images
+   that does not, or one the map holds as free, leaves a *hole*, the key
+   range its parent assigned to it. Then read the current image of every
+   page not walked and not free (in the slot the map names; stale images in
+   other slots are never read): a leaf that verifies and whose keys lie
+   inside a hole is an *orphan* of a damaged internal page and is kept; a
+   leaf outside every hole is ignored.
+4. **Scan mode.** Read every slot of the file. Of the images that verify,
+   the one with the newest epoch is its page's current image and the
+   others are stale, unless a slot that fails verification claims (in its
+   unchecked header) a newer image of the same page, or two images share
+   the newest epoch: then the page counts as damaged. Every current leaf
+   image is a candidate.
+5. **Deciding between candidates** whose key ranges overlap (stale images
    of freed pages): the one written by the newer checkpoint (higher epoch)
    wins, since a page's keys move only into pages written later. Unless the
-   free list verified (which makes every orphan current), an orphan whose
-   sibling link names a kept leaf that does not link back is dropped too.
-5. **What was lost** follows from the sibling links: two neighbouring kept
+   page map or free list verified (which makes every orphan current), an
+   orphan whose sibling link names a kept leaf that does not link back, or
+   a page that verifies but is no kept leaf, is dropped too (in scan mode a
+   page no slot holds any image of counts as such: it was freed and its
+   slot reused).
+6. **What was lost** follows from the sibling links: two neighbouring kept
    leaves that do not link to each other had leaf pages between them that
    failed verification; the keys between their bounds are reported lost.
    A value whose overflow chain fails is lost with its key.
-6. **The log** past the checkpoint is applied up to its first damaged
+7. **The log** past the checkpoint is applied up to its first damaged
    record (the rest is reported as dropped bytes).
-7. **Rebuild.** A new page file holding the surviving entries is written
-   (btree/bulk.py) under a temporary name, the old files are copied into
-   ``lost/N/``, the new page file is renamed over ``btree.pages`` (the
-   commit point; its checkpoint LSN is past everything in the old log, so
-   a crash before the next step replays nothing twice) and an empty log is
-   started at that LSN.
+8. **Rebuild.** A new page file holding the surviving entries is written
+   (btree/bulk.py; page ``p`` in slot ``p``) under a temporary name, the
+   old files are copied into ``lost/N/``, the new page file is renamed over
+   ``btree.pages`` (the commit point; its checkpoint LSN is past everything
+   in the old log, so a crash before the next step replays nothing twice)
+   and an empty log is started at that LSN.
 
 Library code: it never prints.
 """
@@ -41,9 +68,10 @@ Library code: it never prints.
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_left, insort
 from collections import deque
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from lsmkv.dbdir import engine_of_damaged
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
@@ -52,25 +80,32 @@ from lsmkv.repair_report import Loss, RepairReport
 from lsmkv.set_aside import copy_aside, new_set_aside_dir
 
 from .bulk import build_page_file
-from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_LEAF, Expiring, Node, Overflow, check_header,
-                   decode_freelist, decode_node, decode_overflow)
+from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,
+                   PAGE_META, Expiring, Node, Overflow, check_header, decode_node, decode_numbers,
+                   decode_overflow)
+from .pagemap import PageMap
 from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta, decode_meta_entries
 from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, parse_log
 
 #: The new page file while it is being written.
 REBUILT_FILE = PAGES_FILE + ".repair"
-#: Pages read per call while scanning the page file.
+#: Slots read per call while scanning the page file.
 _SCAN_BATCH = 256
 _PAGE_SIZES = [MIN_PAGE_SIZE << i for i in range((MAX_PAGE_SIZE // MIN_PAGE_SIZE).bit_length())]
+#: Page types whose header carries their own slot, not a logical page number.
+_SLOT_NAMED = (PAGE_META, PAGE_MAP, PAGE_MAPDIR)
 
 
 class _Leaf:
     """What the repair knows of a leaf page that verified."""
 
-    __slots__ = ("pgno", "first", "last", "prev", "next", "epoch", "trusted")
+    __slots__ = ("pgno", "slot", "first", "last", "prev", "next", "epoch", "trusted")
 
-    def __init__(self, pgno: int, node: Node, epoch: int, trusted: bool) -> None:
+    def __init__(self, pgno: int, slot: int, node: Node, epoch: int, trusted: bool) -> None:
+        #: The logical page (what sibling links name).
         self.pgno = pgno
+        #: Where the image read is.
+        self.slot = slot
         self.first = node.keys[0]
         self.last = node.keys[-1]
         self.prev = node.prev
@@ -111,18 +146,30 @@ class _Repair:
         self.meta: Meta | None = None
         #: Metadata entries (set_meta) to carry into the rebuilt file.
         self.metadata: dict[bytes, bytes] = {}
+        #: Slot -> image standing in for the file's (a format-3 journal's).
         self.overlay: dict[int, bytes] = {}
-        self.file_pages = 0
+        #: Slots in the file.
+        self.file_slots = 0
         self.max_epoch = 0
+        #: Logical page -> slot of its current image (0: none); None: page p
+        #: is in slot p (a file without a page map).
+        self.slots: array | None = None
         #: (lo, hi): key ranges [lo, hi) whose subtree failed verification (None: unbounded).
         self.holes: list[tuple[bytes | None, bytes | None]] = []
+        #: Logical page -> why it failed verification.
         self.bad_pages: dict[int, str] = {}
+        #: Logical page -> the leaf its current image holds.
         self.leaves: dict[int, _Leaf] = {}
+        #: Free logical pages (tree mode).
         self.free: set[int] = set()
+        #: Whether ``free`` is known complete (a page map, or a free list that verified).
         self.free_exact = False
         self.stale = 0
         #: Pages the tree walk visited (tree mode).
         self.walked: set[int] = set()
+        #: Scan mode: the pages whose newest image fails verification (a
+        #: page no slot holds an image of was freed and its slot reused).
+        self.damaged: set[int] | None = None
         self.file = None
 
     # -- the run ------------------------------------------------------------------
@@ -134,24 +181,30 @@ class _Repair:
         try:
             self._find_checkpoint()
             log = self._read_log()
-            tree_mode = self.meta is not None and not (log is not None and log.base_lsn > self.meta.ckpt_lsn)
-            if self.meta is not None and not tree_mode:
+            newer_meta_lost = self.meta is not None and log is not None and log.base_lsn > self.meta.ckpt_lsn
+            if newer_meta_lost:
                 report.notes.append(f"{self.log_path} starts at LSN {log.base_lsn}, after the checkpoint of the "
                                     f"newest valid meta page ({self.meta.ckpt_lsn}): a newer meta page was lost; "
                                     "every leaf page in the file is a candidate")
+            tree_mode = self.meta is not None and not newer_meta_lost and self._load_pages()
             if tree_mode:
                 self._walk()
-                self._load_free_list()
-                self._scan(limit=self.meta.page_count, epoch_limit=self.meta.epoch)
+                self._read_leaves(self._unwalked_pages(), epoch_limit=self.meta.epoch)
             else:
                 self.holes = [(None, None)]
-                self._scan(limit=self.file_pages, epoch_limit=None)
+                # After a page map failed to load, the meta page is still the
+                # checkpoint: pages newer than it are a failed checkpoint's.
+                limit = self.meta.epoch if self.meta is not None and not newer_meta_lost else None
+                self._read_leaves(self._newest_images(limit), epoch_limit=None)
             kept = self._resolve(link_check=not (tree_mode and self.free_exact))
             self._losses_from_links(kept, empty_tree=tree_mode and not self.holes)
-            self._checkpointed_metadata(tree_mode)
+            if self.meta is not None and not newer_meta_lost:
+                self._checkpointed_metadata()
             ops = self._log_ops(log, tree_mode)
             report.details.update(mode="tree" if tree_mode else "scan", page_size=self.page_size,
-                                  pages_in_file=self.file_pages, leaves_kept=len(kept),
+                                  format_version=self.meta.version if self.meta is not None else None,
+                                  page_map=self.slots is not None,
+                                  pages_in_file=self.file_slots, leaves_kept=len(kept),
                                   stale_leaves_ignored=self.stale,
                                   pages_dropped=sorted(self.bad_pages)[:50], pages_dropped_count=len(self.bad_pages))
             self._rebuild(self._entries(kept, ops), log)
@@ -187,20 +240,21 @@ class _Repair:
             pager.close()
         if not self.page_size:
             self.page_size = self._guess_page_size()
-        size = self.file.size
-        self.file_pages = size // self.page_size if self.page_size else 0
-        if self.meta is not None:
-            self.file_pages = max(self.file_pages, max(self.overlay, default=0) + 1)
+        self.file_slots = self.file.size // self.page_size if self.page_size else 0
+        if self.overlay:
+            self.file_slots = max(self.file_slots, max(self.overlay) + 1)
 
     def _guess_page_size(self) -> int:
-        """The page size under which most of the file's first pages verify."""
+        """The page size under which most of the file's first slots hold a
+        page whose checksum matches."""
         best, best_count = 4096, 0
         for ps in _PAGE_SIZES:
             data = self.file.read_at(0, ps * 64)
             count = 0
-            for pg in range(2, len(data) // ps):
+            for slot in range(2, len(data) // ps):
+                img = data[slot * ps:(slot + 1) * ps]
                 try:
-                    check_header(data[pg * ps:(pg + 1) * ps], pg, ps, self.pages_path)
+                    check_header(img, HEADER.unpack_from(img, 0)[1], ps, self.pages_path)
                     count += 1
                 except CorruptionError:
                     pass
@@ -208,12 +262,39 @@ class _Repair:
                 best, best_count = ps, count
         return best
 
-    def _image(self, pgno: int) -> bytes:
-        img = self.overlay.get(pgno)
+    # -- reading pages -------------------------------------------------------------------
+
+    def _slot_image(self, slot: int) -> bytes:
+        img = self.overlay.get(slot)
         if img is None:
             ps = self.page_size
-            img = self.file.read_at(pgno * ps, ps)
+            img = self.file.read_at(slot * ps, ps)
         return img
+
+    def _slot_images(self, slots: Iterable[int]) -> Iterator[tuple[int, bytes]]:
+        """(slot, image) for each of ``slots`` (ascending), read a batch at a time."""
+        ps = self.page_size
+        base, data = 0, None
+        for slot in slots:
+            if data is None or slot >= base + _SCAN_BATCH:
+                base = slot
+                data = self.file.read_at(base * ps, _SCAN_BATCH * ps)
+            img = self.overlay.get(slot)
+            yield slot, img if img is not None else data[(slot - base) * ps:(slot - base + 1) * ps]
+
+    def _slot(self, pgno: int) -> int:
+        """The slot of logical page ``pgno``'s current image (CorruptionError if none)."""
+        if self.slots is None:
+            if pgno >= 2:
+                return pgno
+        elif 0 <= pgno < len(self.slots) and self.slots[pgno]:
+            return self.slots[pgno]
+        raise CorruptionError(f"page {pgno} has no image (the page map holds it as free, or no slot holds "
+                              "a current image of it)", path=self.pages_path, page=pgno)
+
+    def _image(self, pgno: int) -> bytes:
+        """The current image of logical page ``pgno`` (not yet verified)."""
+        return self._slot_image(self._slot(pgno))
 
     def _verified_node(self, pgno: int, img: bytes, epoch_limit: int | None) -> Node:
         node = decode_node(img, pgno, self.page_size, self.pages_path)
@@ -223,7 +304,57 @@ class _Repair:
                                   path=self.pages_path, page=pgno)
         return node
 
-    # -- 2. tree mode ------------------------------------------------------------------
+    # -- 2. where the pages are (tree mode) -------------------------------------------------
+
+    def _load_pages(self) -> bool:
+        """Load the meta page's page map (or the free list of a file without
+        one). False if the map fails to load: the repair goes on in scan mode."""
+        if not self.meta.map_dir:
+            self._load_free_list()
+            return True
+        meta = self.meta
+        try:
+            pmap = PageMap.load(self._read_numbers, meta.map_dir, meta.page_count, meta.slot_count,
+                                self.page_size, self.pages_path)
+        except CorruptionError as exc:
+            self.report.notes.append(f"page map unreadable ({exc}); every leaf page the file holds a current "
+                                     "image of is a candidate")
+            return False
+        self.slots = pmap.slots
+        self.free = {pg for pg in range(2, meta.page_count) if not pmap.slots[pg]}
+        self.free_exact = True
+        return True
+
+    def _read_numbers(self, slot: int, ptype: int) -> tuple[list[int], int, int]:
+        """A verified map or directory page of the meta page's checkpoint (PageMap.load's reader)."""
+        numbers, link, epoch = decode_numbers(self._slot_image(slot), slot, ptype, self.page_size,
+                                              self.pages_path)
+        if epoch > self.meta.epoch:
+            raise CorruptionError(f"page written by checkpoint {epoch}, after the meta page's {self.meta.epoch}",
+                                  path=self.pages_path, page=slot)
+        return numbers, link, epoch
+
+    def _load_free_list(self) -> None:
+        meta = self.meta
+        free: set[int] = set()
+        pg = meta.freelist_head
+        try:
+            while pg:
+                if pg in free or not 2 <= pg < meta.page_count:
+                    raise CorruptionError("free-list chain loops or leaves the file", path=self.pages_path, page=pg)
+                pages, nxt, epoch = decode_numbers(self._image(pg), pg, PAGE_FREELIST, self.page_size,
+                                                   self.pages_path)
+                if epoch > meta.epoch:
+                    raise CorruptionError("free-list page newer than the meta page", path=self.pages_path, page=pg)
+                free.add(pg)
+                free.update(pages)
+                pg = nxt
+            self.free_exact = True
+        except CorruptionError as exc:
+            self.report.notes.append(f"free list unreadable ({exc}); leaves are checked against their siblings")
+        self.free = free
+
+    # -- 3. tree mode ------------------------------------------------------------------
 
     def _walk(self) -> None:
         meta = self.meta
@@ -254,68 +385,109 @@ class _Repair:
                 continue
             if node.leaf:
                 if node.keys:
-                    self.leaves[pg] = _Leaf(pg, node, HEADER.unpack_from(img, 0)[7], trusted=True)
+                    self.leaves[pg] = _Leaf(pg, self._slot(pg), node, HEADER.unpack_from(img, 0)[7], trusted=True)
                 continue
             bounds = [lo, *node.keys, hi]
             for i, kid in enumerate(node.kids):
                 stack.append((kid, depth + 1, bounds[i], bounds[i + 1]))
         self.walked = seen
 
-    def _load_free_list(self) -> None:
-        meta = self.meta
-        free: set[int] = set()
-        pg = meta.freelist_head
-        try:
-            while pg:
-                if pg in free or not 2 <= pg < meta.page_count:
-                    raise CorruptionError("free-list chain loops or leaves the file", path=self.pages_path, page=pg)
-                img = self._image(pg)
-                pages, nxt = decode_freelist(img, pg, self.page_size, self.pages_path)
-                if HEADER.unpack_from(img, 0)[7] > meta.epoch:
-                    raise CorruptionError("free-list page newer than the meta page", path=self.pages_path, page=pg)
-                free.add(pg)
-                free.update(pages)
-                pg = nxt
-            self.free_exact = True
-        except CorruptionError as exc:
-            self.report.notes.append(f"free list unreadable ({exc}); leaves are checked against their siblings")
-        self.free = free
+    def _unwalked_pages(self) -> dict[int, int]:
+        """Slot -> logical page, for the current image of every page of the
+        checkpoint that the walk did not visit and that is not free."""
+        out: dict[int, int] = {}
+        for pg in range(2, self.meta.page_count):
+            if pg not in self.walked and pg not in self.free:
+                slot = self.slots[pg] if self.slots is not None else pg
+                if slot:
+                    out[slot] = pg
+        return out
 
-    # -- 2/3. every page -----------------------------------------------------------------
+    # -- 4. scan mode --------------------------------------------------------------------
 
-    def _scan(self, limit: int, epoch_limit: int | None) -> None:
-        """Read pages 2..limit-1 not walked or free; keep the leaves that verify."""
+    def _newest_images(self, epoch_limit: int | None) -> dict[int, int]:
+        """Slot -> logical page, for the current image of every page (see
+        the module docstring, step 4): each verifying image's header names
+        its page, and the newest image of a page (not newer than
+        ``epoch_limit``) is its current one. Also sets ``slots`` and ``damaged``."""
         ps = self.page_size
-        walked = self.walked
-        for base in range(2, limit, _SCAN_BATCH):
-            end = min(limit, base + _SCAN_BATCH)
-            data = self.file.read_at(base * ps, (end - base) * ps)
-            for pg in range(base, end):
-                if pg in walked or pg in self.free:
-                    continue
-                img = self.overlay.get(pg) or data[(pg - base) * ps:(pg - base + 1) * ps]
-                try:
-                    hdr = check_header(img, pg, ps, self.pages_path)
-                except CorruptionError as exc:
-                    # In use (the free list does not name it) and damaged; a
-                    # page of zeros may be a free page never written, unless
-                    # the free list is known to be complete.
-                    if epoch_limit is not None and (self.free_exact or any(img)):
-                        self.bad_pages.setdefault(pg, exc.reason)
-                    continue
-                self.max_epoch = max(self.max_epoch, hdr[7])
-                if hdr[2] != PAGE_LEAF:
-                    continue
-                try:
-                    node = self._verified_node(pg, img, epoch_limit)
-                except CorruptionError as exc:
-                    if epoch_limit is not None:
-                        self.bad_pages.setdefault(pg, exc.reason)
-                    continue
-                if node.keys:
-                    self.leaves[pg] = _Leaf(pg, node, hdr[7], trusted=False)
+        newest: dict[int, tuple[int, int]] = {}  # page -> (epoch, slot)
+        tied: set[int] = set()
+        leaf_slots: set[int] = set()
+        claimed: dict[int, tuple[int, int]] = {}  # page -> (epoch, slot) of the newest failing image
+        for slot, img in self._slot_images(range(2, self.file_slots)):
+            if len(img) != ps or not any(img):
+                continue  # past the end, or a slot never written
+            hdr = HEADER.unpack_from(img, 0)
+            pg, ptype, epoch = hdr[1], hdr[2], hdr[7]
+            if ptype in _SLOT_NAMED or pg < 2 or (epoch_limit is not None and epoch > epoch_limit):
+                continue
+            try:
+                check_header(img, pg, ps, self.pages_path)
+            except CorruptionError:
+                if epoch > claimed.get(pg, (-1, 0))[0]:
+                    claimed[pg] = (epoch, slot)
+                continue
+            self.max_epoch = max(self.max_epoch, epoch)
+            if ptype == PAGE_LEAF:
+                leaf_slots.add(slot)
+            have = newest.get(pg)
+            if have is None or epoch > have[0]:
+                newest[pg] = (epoch, slot)
+                tied.discard(pg)
+            elif epoch == have[0]:
+                tied.add(pg)
+        current: dict[int, int] = {}
+        for pg, (epoch, slot) in newest.items():
+            if pg in tied:
+                self.bad_pages[pg] = f"two images of checkpoint {epoch}: which is current is not known"
+            elif claimed.get(pg, (-1, 0))[0] > epoch:
+                bad_epoch, bad_slot = claimed[pg]
+                self.bad_pages[pg] = (f"its newest image (slot {bad_slot}, checkpoint {bad_epoch}) failed "
+                                      "verification")
+            else:
+                current[slot] = pg
+        for pg, (bad_epoch, bad_slot) in claimed.items():
+            if pg not in newest:
+                self.bad_pages[pg] = f"its only image (slot {bad_slot}, checkpoint {bad_epoch}) failed verification"
+        self.damaged = set(self.bad_pages)
+        self.stale += len(leaf_slots - current.keys())
+        self.slots = slots = array("I", bytes(4 * (max(newest, default=1) + 1)))
+        for slot, pg in current.items():
+            slots[pg] = slot
+        return current
 
-    # -- 4. deciding -----------------------------------------------------------------------
+    # -- 3/4. the current images ----------------------------------------------------------
+
+    def _read_leaves(self, pages: dict[int, int], epoch_limit: int | None) -> None:
+        """Read the current images ``pages`` (slot -> logical page) names;
+        keep the leaves that verify. With ``epoch_limit`` (tree mode) a page
+        that fails is recorded as dropped."""
+        ps = self.page_size
+        for slot, img in self._slot_images(sorted(pages)):
+            pg = pages[slot]
+            try:
+                hdr = check_header(img, pg, ps, self.pages_path)
+            except CorruptionError as exc:
+                # In use (neither the map nor the free list has it free) and
+                # damaged; without a map, a page of zeros may be a free page
+                # never written, unless the free list is known to be complete.
+                if epoch_limit is not None and (self.free_exact or any(img)):
+                    self.bad_pages.setdefault(pg, exc.reason)
+                continue
+            self.max_epoch = max(self.max_epoch, hdr[7])
+            if hdr[2] != PAGE_LEAF:
+                continue
+            try:
+                node = self._verified_node(pg, img, epoch_limit)
+            except CorruptionError as exc:
+                if epoch_limit is not None:
+                    self.bad_pages.setdefault(pg, exc.reason)
+                continue
+            if node.keys:
+                self.leaves[pg] = _Leaf(pg, slot, node, hdr[7], trusted=False)
+
+    # -- 5. deciding -----------------------------------------------------------------------
 
     def _in_a_hole(self, leaf: _Leaf) -> bool:
         return any((lo is None or leaf.first >= lo) and (hi is None or leaf.last < hi) for lo, hi in self.holes)
@@ -353,7 +525,8 @@ class _Repair:
         that verifies but is no kept leaf (a stale leaf, a free page, a page
         reused for something else). A link to a page that fails verification
         says nothing (that neighbour is damaged). Dropping a leaf re-examines
-        the orphans that link to it, so a whole stale chain goes."""
+        the orphans that link to it, so a whole stale chain goes. (Links,
+        and ``kept``'s keys, are logical page numbers.)"""
         linking: dict[int, list[_Leaf]] = {}
         work = deque(leaf for leaf in kept.values() if not leaf.trusted)
         for leaf in work:
@@ -387,18 +560,21 @@ class _Repair:
         return None
 
     def _verifies(self, pgno: int) -> bool:
-        """Whether page ``pgno`` holds a verified image (of any type) or is free."""
+        """Whether logical page ``pgno``'s current image verifies (as a page
+        of any type), or the page is free. In scan mode: whether it is not
+        known damaged (a page of which no slot holds an image, not even a
+        damaged one, was freed and its slot reused)."""
         if pgno in self.leaves or pgno in self.free:
             return True
-        if not 2 <= pgno < self.file_pages:
-            return False
+        if self.damaged is not None:
+            return pgno not in self.damaged
         try:
             check_header(self._image(pgno), pgno, self.page_size, self.pages_path)
         except CorruptionError:
             return False
         return True
 
-    # -- 5. what was lost ------------------------------------------------------------------
+    # -- 6. what was lost ------------------------------------------------------------------
 
     def _losses_from_links(self, kept: list[_Leaf], empty_tree: bool) -> None:
         lost = self.report.lost
@@ -425,7 +601,7 @@ class _Repair:
             lost.append(Loss(f"{where}: keys after leaf page {last.pgno}: {why(last.next)}", last.last, None,
                              first_inclusive=False))
 
-    # -- 6. the log ------------------------------------------------------------------------
+    # -- 7. the log ------------------------------------------------------------------------
 
     def _read_log(self):
         try:
@@ -444,13 +620,13 @@ class _Repair:
                                      "short by a crash, never acknowledged as durable)")
         return log
 
-    def _checkpointed_metadata(self, tree_mode: bool) -> None:
+    def _checkpointed_metadata(self) -> None:
         """The metadata entries the checkpoint's meta page names, if their
         chain verifies (else they are reported lost)."""
         meta = self.meta
-        if not tree_mode or meta is None or not meta.meta_page:
+        if not meta.meta_page:
             return
-        data = self._overflow(b"(metadata entries)", Overflow(meta.meta_page, meta.meta_length))
+        data = self._overflow(b"(metadata entries)", Overflow(meta.meta_page, meta.meta_length), meta.epoch)
         if data is None:
             return
         try:
@@ -476,7 +652,7 @@ class _Repair:
         self.report.details["log_batches_applied"] = applied
         return ops
 
-    # -- 7. rebuild ------------------------------------------------------------------------
+    # -- 8. rebuild ------------------------------------------------------------------------
 
     def _entries(self, kept: list[_Leaf], ops: dict[bytes, bytes | None]) -> Iterator[tuple[bytes, bytes]]:
         """The surviving entries in key order, the log's changes applied."""
@@ -484,7 +660,7 @@ class _Repair:
         j = 0
         count = 0
         for leaf in kept:
-            node = decode_node(self._image(leaf.pgno), leaf.pgno, self.page_size, self.pages_path)
+            node = decode_node(self._slot_image(leaf.slot), leaf.pgno, self.page_size, self.pages_path)
             for key, val in zip(node.keys, node.vals):
                 while j < len(pending) and pending[j] < key:
                     value = ops[pending[j]]
@@ -502,12 +678,12 @@ class _Repair:
                 if type(val) is Expiring:
                     inner = val.value
                     if type(inner) is not bytes:
-                        inner = self._overflow(key, inner)
+                        inner = self._overflow(key, inner, leaf.epoch)
                         if inner is None:
                             continue
                     val = Expiring(val.deadline, inner)
                 elif type(val) is not bytes:
-                    val = self._overflow(key, val)
+                    val = self._overflow(key, val, leaf.epoch)
                     if val is None:
                         continue
                 count += 1
@@ -518,18 +694,24 @@ class _Repair:
                 yield k, ops[k]
         self.report.details["entries_kept"] = count
 
-    def _overflow(self, key: bytes, ref: Overflow) -> bytes | None:
-        """The value of an overflow chain, or None (reported lost) if it fails."""
+    def _overflow(self, key: bytes, ref: Overflow, epoch_limit: int) -> bytes | None:
+        """The value of an overflow chain, or None (reported lost) if it
+        fails. A chain is written no later than the page referring to it
+        (epoch ``epoch_limit``): a newer page is another value's."""
         parts = []
         total = 0
         pg = ref.page
         seen = set()
         try:
             while pg:
-                if pg in seen or not 2 <= pg < max(self.file_pages, 3):
-                    raise CorruptionError("overflow chain loops or leaves the file", path=self.pages_path, page=pg)
+                if pg in seen:
+                    raise CorruptionError("overflow chain loops", path=self.pages_path, page=pg)
                 seen.add(pg)
-                data, nxt = decode_overflow(self._image(pg), pg, self.page_size, self.pages_path)
+                img = self._image(pg)
+                data, nxt = decode_overflow(img, pg, self.page_size, self.pages_path)
+                if HEADER.unpack_from(img, 0)[7] > epoch_limit:
+                    raise CorruptionError(f"overflow page newer than the page referring to it (checkpoint "
+                                          f"{epoch_limit})", path=self.pages_path, page=pg)
                 total += len(data)
                 if total > ref.length:
                     raise CorruptionError("overflow chain longer than its value", path=self.pages_path, page=pg)

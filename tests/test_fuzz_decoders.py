@@ -32,8 +32,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
-from btree.node import (HEADER as PAGE_HEADER, PAGE_FREELIST, PAGE_INTERNAL, PAGE_LEAF, PAGE_META, PAGE_OVERFLOW,
-                        decode_freelist, decode_node, decode_overflow, read_leaf_image)
+from btree.node import (HEADER as PAGE_HEADER, PAGE_FREELIST, PAGE_INTERNAL, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,
+                        PAGE_META, PAGE_OVERFLOW, PAGE_TYPE_NAMES, decode_freelist, decode_node, decode_numbers,
+                        decode_overflow, encode_freelist, read_leaf_image)
 from btree.pager import LOG_FILE, PAGES_FILE, decode_journal, decode_meta, encode_journal
 from btree.wal import FRAME, LOG_HEADER_SIZE, decode_batch as btree_decode_batch, parse_log
 import lsmkv
@@ -249,7 +250,10 @@ class Samples:
             db.put(b"big", b"B" * 3000)  # an overflow chain
             db.put(b"big-ttl", b"T" * 3000, ttl=1e6)  # an overflow chain behind a deadline
             for i in range(100, 300):
-                db.delete(b"key%05d" % i)  # merges: free pages and a free-list chain
+                db.delete(b"key%05d" % i)  # merges: free pages
+            db.flush()
+            for i in range(300, 350):
+                db.put(b"key%05d" % i, b"w")  # pages moved to other slots: stale images in free ones
             with db.write_batch() as b:  # metadata: a chain the meta page names
                 b.set_meta("offsets/p0", b"o" * 700)
             db.flush()
@@ -283,14 +287,18 @@ class Samples:
 
     @_once
     def btree_page_images(self) -> dict[int, list[tuple[int, bytes]]]:
-        """Page images of the btree sample by type: {type: [(page number, image)]}."""
+        """Page images of the btree sample by type: {type: [(page number
+        its header names, image)]} (every intact image in the file,
+        including stale ones in free slots), plus a free-list page, which
+        format 4 reads in format-3 files but no longer writes."""
         ps = 512
         out: dict[int, list[tuple[int, bytes]]] = {}
-        for pg in range(len(self.bt_pages) // ps):
-            img = self.bt_pages[pg * ps:(pg + 1) * ps]
+        for slot in range(len(self.bt_pages) // ps):
+            img = self.bt_pages[slot * ps:(slot + 1) * ps]
             hdr = PAGE_HEADER.unpack_from(img, 0)
-            if hdr[0] == crc32(img[4:]) and hdr[1] == pg:
-                out.setdefault(hdr[2], []).append((pg, img))
+            if hdr[0] == crc32(img[4:]):
+                out.setdefault(hdr[2], []).append((hdr[1], img))
+        out[PAGE_FREELIST] = [(9, bytes(encode_freelist(9, [3, 4, 12, 40], 11, ps, 2)))]
         return out
 
 
@@ -719,20 +727,22 @@ def _decode_page(page_type: int):
             decode_overflow(d, pgno, 512, "btree.pages")
         elif page_type == PAGE_FREELIST:
             decode_freelist(d, pgno, 512, "btree.pages")
+        elif page_type in (PAGE_MAP, PAGE_MAPDIR):
+            decode_numbers(d, pgno, page_type, 512, "btree.pages")
         else:
             decode_meta(d, pgno, 512, "btree.pages")
     return decode
 
 
-@pytest.mark.parametrize("page_type", [PAGE_LEAF, PAGE_INTERNAL, PAGE_OVERFLOW, PAGE_FREELIST, PAGE_META],
-                         ids=["leaf", "internal", "overflow", "free-list", "meta"])
+@pytest.mark.parametrize("page_type", [PAGE_LEAF, PAGE_INTERNAL, PAGE_OVERFLOW, PAGE_FREELIST, PAGE_MAP, PAGE_MAPDIR,
+                                       PAGE_META],
+                         ids=["leaf", "internal", "overflow", "free-list", "page-map", "map-directory", "meta"])
 @FUZZ
 @given(data=st.data())
 def test_btree_page_decode(fuzz_counter, samples, page_type, data):
     pgno, raw = data.draw(_page(samples, page_type))
     decode = _decode_page(page_type)
-    name = {PAGE_LEAF: "leaf", PAGE_INTERNAL: "internal", PAGE_OVERFLOW: "overflow", PAGE_FREELIST: "free-list",
-            PAGE_META: "meta"}[page_type]
+    name = PAGE_TYPE_NAMES[page_type]
     run_case(fuzz_counter, f"btree {name} page", lambda d: decode(pgno, d), raw,
              allowed=VERSIONED if page_type == PAGE_META else (CorruptionError,))
 

@@ -138,12 +138,35 @@ class BtreeEngine:
     def crash_evidence(self, path: str) -> list[str]:
         evidence = []
         if os.path.exists(os.path.join(path, "btree.journal")):
-            evidence.append("checkpoint journal present")
+            evidence.append("checkpoint journal present (format 3)")
+        if self._pages_of_a_newer_checkpoint(path):
+            evidence.append("checkpoint writing its pages (pages newer than the meta page in free slots)")
         if os.path.exists(os.path.join(path, "btree.log.tmp")):
             evidence.append("checkpoint starting a new log")
         if os.path.exists(os.path.join(path, "btree.pages.vacuum")):
             evidence.append("compact_range writing a new page file")
         return evidence
+
+    @staticmethod
+    def _pages_of_a_newer_checkpoint(path: str) -> bool:
+        """Whether the page file holds pages stamped with an epoch above its
+        newest meta page's: a checkpoint was writing them (into free slots)."""
+        from btree.node import HEADER
+        from btree.pager import Pager
+        from lsmkv.fs import DEFAULT_FS
+        try:
+            pager = Pager(DEFAULT_FS, path, read_only=True)
+        except OSError:
+            return False
+        try:
+            epoch, ps = pager.read_meta().epoch, pager.page_size
+            with open(pager.path, "rb") as f:
+                data = f.read()
+        except Exception:  # a damaged file is the check's to report
+            return False
+        finally:
+            pager.close()
+        return any(HEADER.unpack_from(data, slot * ps)[7] > epoch for slot in range(2, len(data) // ps))
 
     def check(self, path: str) -> list[str]:
         import btree

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import btree
 from btree.node import (_U32, HEADER, UNCHECKED, Expiring, Node, Overflow, decode_node, encode_node, leaf_value,
                         read_leaf_image, search_leaf_page)
+from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.checksum import crc32
 from lsmkv.errors import CorruptionError
@@ -305,8 +306,9 @@ def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path, damage):
         page_size = db._tree.page_size
         epoch = db._pager.meta.epoch
     assert other != pg
+    slot = page_slots(path)[pg]
     with open(os.path.join(path, "btree.pages"), "r+b") as f:
-        f.seek(pg * page_size)
+        f.seek(slot * page_size)
         img = bytearray(f.read(page_size))
         if damage == "bit":
             img[page_size // 2] ^= 0x10
@@ -318,7 +320,7 @@ def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path, damage):
                 fields[7] = epoch + 5
             HEADER.pack_into(img, 0, *fields)
             img = bytearray(_resealed(img))
-        f.seek(pg * page_size)
+        f.seek(slot * page_size)
         f.write(img)
     match = {"bit": "checksum", "misplaced": "image of page", "newer": "newer than the meta page"}[damage]
     with btree.open(path, cache_size=16 * 4096) as db:

@@ -9,7 +9,11 @@ import random
 
 import pytest
 
+import struct
+
 import btree
+from btree.node import HEADER, HEADER_SIZE, PAGE_META, decode_node, encode_node, seal
+from btree.pager import JOURNAL_FILE, Meta, Pager, encode_journal, encode_meta
 from lsmkv.errors import BackgroundError, CorruptionError
 from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
 
@@ -119,10 +123,10 @@ def _workload(db, model, rng, n):
 @pytest.mark.parametrize("chunk", [256, 3])
 def test_checkpoint_cut_at_every_write_recovers(tmp_path, monkeypatch, chunk):
     """Fill a DB, then checkpoint through a file system that dies at write N
-    (N = 1, 2, ...: inside the journal, the in-place page writes, the meta
-    page, the log switch). Every reopen must give back exactly the data.
-    With ``chunk`` 3 the checkpoint makes and writes its pages 3 at a time
-    (many journal appends and in-place runs) instead of 256."""
+    (N = 1, 2, ...: inside the runs of pages written to free slots, the map
+    pages, the meta page, the log switch). Every reopen must give back
+    exactly the data. With ``chunk`` 3 the checkpoint makes and writes its
+    pages 3 at a time (many runs) instead of 256."""
     monkeypatch.setattr(btree.pager, "COMMIT_CHUNK", chunk)
     base = random.Random(7)
     model: dict[bytes, bytes] = {}
@@ -137,12 +141,13 @@ def test_checkpoint_cut_at_every_write_recovers(tmp_path, monkeypatch, chunk):
         rng = random.Random(n)
         _workload(db, model, rng, 200)  # sync=False writes: handed to the OS, so they survive
         fs.fail_at = fs.writes + n
+        epoch = db._pager.meta.epoch
         try:
             db.flush()
         except BackgroundError as exc:
             assert isinstance(exc.__cause__, Crash)
             crashed = True
-            if os.path.exists(os.path.join(path, "btree.journal")):
+            if _epoch_on_disk(path) == epoch:  # cut before the new meta page was whole
                 cut_inside_pages += 1
         else:
             crashed = False
@@ -158,31 +163,76 @@ def test_checkpoint_cut_at_every_write_recovers(tmp_path, monkeypatch, chunk):
     assert n > 3 and cut_inside_pages >= 2
 
 
-def test_torn_in_place_page_is_restored_from_the_journal(tmp_path):
-    """A page torn in the page file while the journal is complete: the
-    journal's copy is written back at open."""
+def _epoch_on_disk(path: str) -> int:
+    pager = Pager(OsFileSystem(), path, read_only=True)
+    try:
+        return pager.read_meta().epoch
+    finally:
+        pager.close()
+
+
+def _as_format_3(path: str) -> None:
+    """Make the page file of a database whose pages sit in their own slots
+    (what compact_range() writes) a format-3 file: both meta copies say
+    version 3 (whose fields are a prefix of format 4's)."""
+    pager = Pager(OsFileSystem(), path, read_only=True)
+    meta = pager.read_meta()
+    ps = meta.page_size
+    assert meta.map_dir == 0 and meta.slot_count == meta.page_count
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        for slot in (0, 1):
+            f.seek(slot * ps)
+            img = bytearray(f.read(ps))
+            struct.pack_into("<I", img, HEADER_SIZE + 8, 3)
+            f.seek(slot * ps)
+            f.write(seal(img, slot, PAGE_META, 0, 0, HEADER.unpack_from(img, 0)[7], 0, 0))
+    pager.close()
+
+
+def test_a_format_3_file_with_a_checkpoint_journal_is_recovered_and_converted(tmp_path):
+    """A format-3 database that crashed in the in-place writes of a
+    checkpoint (a complete journal, a torn page in the file): open applies
+    the journal, as format 3 did, and the first checkpoint writes the page
+    map: the file is format 4 from then on and holds the same data."""
     path = str(tmp_path / "db")
     model: dict[bytes, bytes] = {}
     with btree.open(path, **OPTS) as db:
         _workload(db, model, random.Random(1), 800)
-    fs = TearingFS(fail_at=10**9)
-    db = btree.open(path, fs=fs, **OPTS)
-    _workload(db, model, random.Random(2), 800)
-    # A checkpoint writes runs of fresh pages (no journal needed), then the
-    # journal (appended a chunk at a time, then synced), then the pages it
-    # overwrites in place: cut the first of those.
-    fs.tear_after_journal = True
-    with pytest.raises(BackgroundError) as info:
-        db.flush()
-    assert isinstance(info.value.__cause__, Crash)
-    _abandon(db)
-    assert os.path.exists(os.path.join(path, "btree.journal"))
-    pre = btree.check(path)  # check reads the journal's pages in place of the torn ones
-    assert pre.ok and pre.details["pending_journal"]
-    with btree.open(path, **OPTS) as db2:
-        assert dict(db2.scan()) == model
-    assert not os.path.exists(os.path.join(path, "btree.journal"))
-    assert btree.check(path).ok
+        db.compact_range()  # every page in its own slot, no map: format 3's layout
+    _as_format_3(path)
+    pager = Pager(OsFileSystem(), path, read_only=True)
+    meta = pager.read_meta()
+    pager.load_pages(meta)
+    ps = meta.page_size
+    # The journal of a checkpoint of epoch + 1 that changed one leaf.
+    leaf_pg = next(pg for pg in range(2, meta.page_count) if decode_node(pager.read_page(pg), pg, ps, "p").leaf)
+    node = decode_node(pager.read_page(leaf_pg), leaf_pg, ps, "p")
+    pager.close()
+    i = next(i for i, v in enumerate(node.vals) if type(v) is bytes)
+    new_value = b"J" * len(node.vals[i])  # (the same size: the leaf's size bookkeeping stands)
+    node.vals[i] = new_value
+    model[node.keys[i]] = new_value
+    newer = Meta(meta.epoch + 1, ps, meta.root, meta.page_count, meta.freelist_head, meta.free_count,
+                 meta.ckpt_lsn, meta.entries, meta.height, meta.ttl_entries, meta.meta_page, meta.meta_length)
+    meta_img = bytearray(encode_meta(newer))
+    struct.pack_into("<I", meta_img, HEADER_SIZE + 8, 3)
+    meta_img = seal(meta_img, newer.epoch % 2, PAGE_META, 0, 0, newer.epoch, 0, 0)
+    with open(os.path.join(path, JOURNAL_FILE), "wb") as f:
+        f.write(encode_journal(ps, newer.epoch, [encode_node(node, ps, newer.epoch), bytes(meta_img)]))
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        f.seek(leaf_pg * ps + ps // 2)
+        f.write(b"\x00" * 16)  # the in-place write the crash tore
+    pre = btree.check(path)  # check reads the journal's pages in place of the file's
+    assert pre.ok and pre.details["pending_journal"] and pre.details["format_version"] == 3
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == model
+        db.put(b"after", b"conversion")
+        model[b"after"] = b"conversion"
+    assert not os.path.exists(os.path.join(path, JOURNAL_FILE))
+    after = btree.check(path)
+    assert after.ok and after.details["format_version"] == 4 and after.details["map_pages"] >= 2
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == model
 
 
 def test_torn_log_tail_is_dropped(tmp_path):
@@ -309,9 +359,9 @@ def test_damaged_meta_pages_of_a_database_with_a_log_are_corruption(tmp_path):
 
 def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
     """A checkpoint of thousands of dirty pages makes and writes their images
-    (and the journal's copy) a chunk at a time: its memory does not grow
-    with the number of dirty pages. (Made all at once, the images and the
-    journal built from them took three times the pages' size: 24 MB here.)"""
+    a chunk at a time: its memory does not grow with the number of dirty
+    pages. (Made all at once, the images and the journal format 3 built
+    from them took three times the pages' size: 24 MB here.)"""
     import tracemalloc
     path = str(tmp_path / "db")
     rng = random.Random(5)
@@ -321,10 +371,11 @@ def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
         for k in keys:
             db.put(k, rng.randbytes(100))
     with btree.open(path, **options) as db:
-        for k in keys[::30]:  # one update in most leaves: pages the checkpoint overwrites (journaled)
+        for k in keys[::30]:  # one update in most leaves: pages the checkpoint moves to free slots
             db.put(k, b"new")
         dirty = len(db._pool.dirty)
         assert dirty > 1000
+        written = db._pager.data_bytes
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
@@ -332,29 +383,8 @@ def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        assert db._pager.journal_bytes > dirty * 4096  # they went through the journal
+        assert db._pager.data_bytes - written >= dirty * 4096  # every dirty page was written
         assert peak - before < 4 << 20, (peak - before, dirty)
     with btree.open(path) as db:
         assert all(db[k] == b"new" for k in keys[::30])
         assert db.check_invariants() == []
-
-
-def test_a_journal_written_a_chunk_at_a_time_holds_the_bytes_of_encode_journal(tmp_path, monkeypatch):
-    """The checkpoint journal's format did not move: the chunked writer
-    (images made by functions, 3 pages per chunk) writes exactly what
-    encode_journal makes of the same images, and decode_journal reads it."""
-    from btree.pager import JOURNAL_FILE, decode_journal, encode_journal
-    monkeypatch.setattr(btree.pager, "COMMIT_CHUNK", 3)
-    path = str(tmp_path / "db")
-    with btree.open(path, page_size=1024) as db:
-        pager = db._pager
-        rng = random.Random(3)
-        images = [(pg, rng.randbytes(1024)) for pg in range(2, 10)]
-        pages = [(pg, (lambda img=img: img)) if pg % 2 else (pg, img) for pg, img in images]
-        size = pager._write_journal(7, pages)
-        with open(os.path.join(path, JOURNAL_FILE), "rb") as f:
-            written = f.read()
-        os.remove(os.path.join(path, JOURNAL_FILE))
-    assert written == encode_journal(1024, 7, [img for _, img in images]) and size == len(written)
-    with pytest.raises(CorruptionError):  # (the images are random bytes, not pages: but the journal is whole)
-        decode_journal(written, 1024, "j")

@@ -1,29 +1,37 @@
 """`lsmkv repair` on the btree engine: damaged leaves, internal pages, the
-root, the free list, both meta pages, overflow chains, the log and the
+root, the page map, both meta pages, overflow chains, the log and the
 file's tail (real files, bytes flipped or cut), with the report checked
-against the damage and the rebuilt tree checked against a model."""
+against the damage and the rebuilt tree checked against a model.
+
+Pages are damaged where their bytes are: logical page ``p``'s current image
+is in the slot the page map names (pagefile_helpers), and the file also
+holds stale images of rewritten and freed pages in slots the map does not
+name, which the repair must never take for current ones."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 import btree
-from btree.node import HEADER, PAGE_INTERNAL, PAGE_LEAF, PAGE_OVERFLOW
-from btree.pager import LOG_FILE, PAGES_FILE, Pager
+from btree.node import PAGE_INTERNAL, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR, PAGE_OVERFLOW
+from btree.pager import LOG_FILE, PAGES_FILE, page_slots
 from btree.repair import repair_db
 from lsmkv.cli import EXIT_DATA_LOST, main
 from lsmkv.errors import CorruptionError, LockError
-from lsmkv.fs import DEFAULT_FS
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pagefile_helpers as helpers  # noqa: E402
 
 PS = 512
 
 
 def build(path: str, *, log_tail: bool = True) -> dict[bytes, bytes]:
-    """A btree with several levels, an overflow value, a free list holding
-    stale leaf images (a range deleted after it was checkpointed), and
-    batches only in the log. Returns the model."""
+    """A btree with several levels, an overflow value, free slots holding
+    stale leaf images (a range deleted and another rewritten after they were
+    checkpointed), and batches only in the log. Returns the model."""
     model: dict[bytes, bytes] = {}
     with btree.open(path, page_size=PS) as db:
         for i in range(3000):
@@ -50,31 +58,17 @@ def build(path: str, *, log_tail: bool = True) -> dict[bytes, bytes]:
     return model
 
 
-def pages_by_type(path: str) -> dict[int, list[int]]:
-    """Page numbers of the current checkpoint's pages, by type."""
-    pager = Pager(DEFAULT_FS, path, read_only=True)
-    try:
-        meta = pager.read_meta()
-        pager.load_freelist(meta.freelist_head)
-        out: dict[int, list[int]] = {}
-        data = pager.file.read_at(0, meta.page_count * PS)
-        for pg in range(2, meta.page_count):
-            if pg in pager.free:
-                continue
-            out.setdefault(HEADER.unpack_from(data, pg * PS)[2], []).append(pg)
-        out["root"] = [meta.root]  # type: ignore[index]
-        out["freelist"] = list(pager.freelist_pages)  # type: ignore[index]
-        return out
-    finally:
-        pager.close()
+def pages_by_type(path: str) -> dict:
+    return helpers.pages_by_type(path)
 
 
-def damage_page(path: str, pg: int, offset: int = 100) -> None:
-    with open(os.path.join(path, PAGES_FILE), "r+b") as f:
-        f.seek(pg * PS + offset)
-        byte = f.read(1)
-        f.seek(pg * PS + offset)
-        f.write(bytes([byte[0] ^ 0xA5]))
+def damage_page(path: str, pg: int, offset: int = 100) -> int:
+    """Damage the current image of logical page ``pg`` (in the slot the map names); returns the slot."""
+    return helpers.damage_page(path, pg, PS, offset)
+
+
+def damage_slot(path: str, slot: int, offset: int = 100) -> None:
+    helpers.damage_slot(path, slot, PS, offset)
 
 
 def assert_repaired(path: str, model: dict, report, deleted: set[bytes] = frozenset()) -> None:
@@ -156,27 +150,31 @@ def test_damaged_internal_page_loses_nothing(db, which):
         assert dict(d.scan()) == model
 
 
-def test_damaged_internal_page_and_free_list_keep_stale_leaves_out(db):
-    """Without a free list, freed pages holding leaves of deleted keys are
-    found too; the newer leaves and the sibling links keep them out."""
+@pytest.mark.parametrize("which", ["map", "mapdir"])
+def test_damaged_internal_page_and_page_map_keep_stale_leaves_out(db, which):
+    """Without the page map, every slot is read: stale images of rewritten
+    and freed leaves are found too; the newest image of each page, the newer
+    leaves and the sibling links keep them out."""
     path, model = db
     pages = pages_by_type(path)
-    assert pages["freelist"], "the scenario needs a free list"
+    assert any(ptype == PAGE_LEAF for _, _, ptype, _ in helpers.stale_images(path)), \
+        "the scenario needs stale leaf images"
     damage_page(path, pages["root"][0], offset=40)
-    for pg in pages["freelist"]:
-        damage_page(path, pg, offset=40)
+    damage_slot(path, pages[which][-1], offset=40)
     report = repair_db(path)
-    assert any("free list unreadable" in n for n in report.notes)
+    assert any("page map unreadable" in n for n in report.notes), report.notes
+    assert report.details["mode"] == "scan"
     assert report.details["stale_leaves_ignored"] > 0
+    assert report.lost == [], [str(x) for x in report.lost]
     assert_repaired(path, model, report, DELETED)
     with btree.open(path) as d:
-        assert not any(k in d for k in DELETED)  # not even inside a reported loss
+        assert dict(d.scan()) == model  # no deleted key, no old value
 
 
 def test_both_meta_pages_damaged_scans_every_leaf(db):
     path, model = db
-    damage_page(path, 0, offset=40)
-    damage_page(path, 1, offset=40)
+    damage_slot(path, 0, offset=40)
+    damage_slot(path, 1, offset=40)
     with pytest.raises(CorruptionError, match="no valid meta page"):
         btree.open(path).close()
     report = repair_db(path)
@@ -185,6 +183,106 @@ def test_both_meta_pages_damaged_scans_every_leaf(db):
     assert_repaired(path, model, report, DELETED)
     with btree.open(path) as d:
         assert not any(k in d for k in DELETED)
+
+
+def build_rewritten(path: str) -> tuple[dict[bytes, bytes], set[bytes]]:
+    """Format 4's stale images: keys checkpointed, then most of a range
+    overwritten, every third key of it deleted and another range deleted
+    whole, and checkpointed again: the rewritten leaves moved to new slots
+    and their old images (old values, deleted keys) stay in slots the map
+    no longer names. Returns (model, deleted keys)."""
+    model: dict[bytes, bytes] = {}
+    deleted: set[bytes] = set()
+    with btree.open(path, page_size=PS) as d:
+        for i in range(2000):
+            d.put(b"k%05d" % i, b"old-%d" % i * 3)
+            model[b"k%05d" % i] = b"old-%d" % i * 3
+        d.flush()
+        for i in range(400, 1400):
+            k = b"k%05d" % i
+            if i % 3 == 0:
+                d.delete(k)
+                del model[k]
+                deleted.add(k)
+            else:
+                d.put(k, b"new-%d" % i)
+                model[k] = b"new-%d" % i
+        for i in range(1600, 1800):
+            d.delete(b"k%05d" % i)
+            del model[b"k%05d" % i]
+            deleted.add(b"k%05d" % i)
+        d.flush()
+        d._simulate_crash()
+    return model, deleted
+
+
+def _stale_leaves_of_live_pages(path: str) -> list[tuple[int, int]]:
+    """(slot, page) of stale leaf images of pages the tree still uses."""
+    live = set(pages_by_type(path)[PAGE_LEAF])
+    return [(slot, pg) for slot, pg, ptype, _ in helpers.stale_images(path) if ptype == PAGE_LEAF and pg in live]
+
+
+@pytest.mark.parametrize("damage", ["internal", "root", "map", "mapdir", "meta pages"])
+def test_stale_images_of_rewritten_leaves_never_come_back(tmp_path, damage):
+    """Format 4: whatever the repair has to read without the tree (orphans
+    of a damaged internal page, every slot without a map or a meta page),
+    the stale images of rewritten leaves in free slots stay out: no deleted
+    key and no old value returns, and nothing is lost."""
+    path = str(tmp_path / "db")
+    model, deleted = build_rewritten(path)
+    pages = pages_by_type(path)
+    stale = _stale_leaves_of_live_pages(path)
+    assert len(stale) > 10, "the scenario needs stale images of leaves still in use"
+    if damage == "internal":
+        damage_page(path, next(p for p in pages[PAGE_INTERNAL] if p != pages["root"][0]), offset=40)
+    elif damage == "root":
+        damage_page(path, pages["root"][0], offset=40)
+    elif damage in ("map", "mapdir"):
+        damage_slot(path, pages[damage][0], offset=40)
+    else:
+        damage_slot(path, 0, offset=40)
+        damage_slot(path, 1, offset=40)
+    report = repair_db(path)
+    assert report.details["mode"] == ("tree" if damage in ("internal", "root") else "scan")
+    assert report.lost == [], [str(x) for x in report.lost]
+    assert btree.check(path).ok
+    with btree.open(path) as d:
+        assert dict(d.scan()) == model
+        assert not any(k in d for k in deleted)
+
+
+@pytest.mark.parametrize("mode", ["tree", "scan"])
+def test_damaged_leaf_with_a_stale_image_is_lost_not_rolled_back(tmp_path, mode):
+    """A rewritten leaf whose current image is damaged while its previous
+    image still verifies in a free slot: that old image (old values, keys
+    deleted since) is not taken for it, in tree mode (the map names the
+    damaged slot) or in scan mode (the damaged slot's header claims a newer
+    image of the page); its keys are reported lost, exactly the keys between
+    its neighbours."""
+    path = str(tmp_path / "db")
+    model, deleted = build_rewritten(path)
+    pages = pages_by_type(path)
+    stale = _stale_leaves_of_live_pages(path)
+    _, victim = stale[len(stale) // 2]
+    keys = _leaf_keys(path, victim)
+    old_keys = helpers.stale_leaf_keys(path, victim, PS)
+    assert any(k in deleted for k in old_keys), "the stale image should hold keys deleted since"
+    damage_page(path, victim, offset=200)
+    if mode == "scan":
+        damage_slot(path, 0, offset=40)
+        damage_slot(path, 1, offset=40)
+    report = repair_db(path)
+    assert report.details["mode"] == mode
+    assert len(report.lost) == 1, [str(x) for x in report.lost]
+    loss = report.lost[0]
+    assert f"leaf page {victim}" in loss.what
+    assert all(loss.covers(k) for k in keys + old_keys)
+    assert not any(loss.covers(k) for k in model if k not in keys)
+    assert_repaired(path, model, report, deleted)
+    with btree.open(path) as d:
+        contents = dict(d.scan())
+    assert all(model[k] == v for k, v in contents.items())  # no old value, no deleted key, anywhere
+    assert set(model) - set(contents) == {k for k in keys}
 
 
 def test_damaged_overflow_page_loses_that_value(db):
@@ -253,19 +351,16 @@ def test_cli_repair_detects_the_btree_and_sets_the_exit_code(db, capsys):
 
 
 def _leaf_keys(path: str, pg: int) -> list[bytes]:
-    from btree.node import decode_node
-    with open(os.path.join(path, PAGES_FILE), "rb") as f:
-        f.seek(pg * PS)
-        return decode_node(f.read(PS), pg, PS, "p").keys
+    return helpers.leaf_keys(path, pg, PS)
 
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_random_history_and_random_damage(tmp_path, seed):
-    """Random writes, deletes and checkpoints, then a few random pages
-    damaged (any page, meta and free-list pages included): whatever the
-    repair keeps must be the latest value of each key outside its losses,
-    and no deleted key may come back outside them."""
+    """Random writes, deletes and checkpoints, then a few random slots
+    damaged (any slot: meta, map and directory pages and stale images
+    included): whatever the repair keeps must be the latest value of each
+    key outside its losses, and no deleted key may come back outside them."""
     random_history_and_damage(tmp_path, seed)
 
 
@@ -279,6 +374,17 @@ def random_history_and_damage(tmp_path, seed: int) -> None:
     import random
     rng = random.Random(seed)
     path = str(tmp_path / "db")
+    model, ever = random_history(path, rng)
+    slots = os.path.getsize(os.path.join(path, PAGES_FILE)) // PS
+    for slot in rng.sample(range(slots), rng.randint(1, 4)):
+        damage_slot(path, slot, offset=rng.randrange(4, PS))
+    report = repair_db(path)
+    assert_repaired(path, model, report, ever - set(model))
+
+
+def random_history(path: str, rng) -> tuple[dict[bytes, bytes], set[bytes]]:
+    """Random writes, deletes (some of whole ranges) and checkpoints, many
+    of them (a small cache): (the model, every key ever written)."""
     model: dict[bytes, bytes] = {}
     ever: set[bytes] = set()
     with btree.open(path, page_size=PS, cache_size=64 * PS) as d:
@@ -300,8 +406,28 @@ def random_history_and_damage(tmp_path, seed: int) -> None:
                     model.pop(b"k%05d" % i, None)
             d.flush()
         d._simulate_crash()
-    pages = os.path.getsize(os.path.join(path, PAGES_FILE)) // PS
-    for pg in rng.sample(range(pages), rng.randint(1, 4)):
-        damage_page(path, pg, offset=rng.randrange(4, PS))
+    return model, ever
+
+
+def test_scan_mode_keeps_out_freed_leaves_whose_neighbours_left_no_image(tmp_path):
+    """Format 4: a freed leaf's stale image can outlive every image of the
+    pages it links to (their slots were reused). A link to a page no slot
+    holds any image of (not even a damaged one) names a freed page, not a
+    damaged one: the stale leaf is dropped, and no deleted key returns."""
+    import random
+    path = str(tmp_path / "db")
+    model, ever = random_history(path, random.Random(21))
+    live = page_slots(path)
+    images = helpers.verifying_images(path)
+    has_image = {pg for _, pg, ptype, _ in images if ptype not in (PAGE_MAP, PAGE_MAPDIR)}
+    lonely = [pg for slot, pg, ptype, _ in images
+              if ptype == PAGE_LEAF and not (pg < len(live) and live[pg])
+              and not any(link in has_image for link in helpers.leaf_links(path, slot, pg, PS))]
+    assert lonely, "the scenario needs a freed leaf whose neighbours left no image"
+    damage_slot(path, 0, offset=40)
+    damage_slot(path, 1, offset=40)
     report = repair_db(path)
+    assert report.details["mode"] == "scan"
     assert_repaired(path, model, report, ever - set(model))
+    with btree.open(path) as d:
+        assert all(model.get(k) == v for k, v in d.scan())  # nothing stale, even inside a loss

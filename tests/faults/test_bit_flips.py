@@ -1,9 +1,9 @@
 """Bit flips in data read back, from every kind of file of both engines.
 
 A database is built by a seeded workload and left closed (tables, manifest
-and CURRENT; btree's page file with meta, internal, leaf, overflow and
-free-list pages), crashed with writes only in its log, or (btree) crashed
-with a checkpoint journal on disk. A copy is opened through the fault file
+and CURRENT; btree's page file with meta, internal, leaf, overflow,
+page-map and map-directory pages), or crashed with writes only in its log.
+A copy is opened through the fault file
 system with one bit flipped in the Nth read of one kind of file, and
 everything is read back (lsmkv also compacts it all and reads again). Each
 flip must be reported as CorruptionError naming a file and an offset or
