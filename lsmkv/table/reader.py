@@ -329,7 +329,13 @@ class TableReader:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
         or None if this table has none. ``h`` is the key's bloom_hash, or None
         to compute it here only if the key index misses (a hot hit never
-        needs it)."""
+        needs it).
+
+        The whole lookup is this one function (each Python call is a
+        measurable share of a get): the key index of promoted blocks
+        (``key_slots``); else the bloom filter; then the table's index
+        (bisect for the block) and the block, raw (``search_block``) or
+        decoded, read from the file and cached if it is not held."""
         slot = self.key_slots.get(key)
         if slot is not None:
             b = slot >> 32
@@ -341,23 +347,21 @@ class TableReader:
                 if sk >> 8 <= read_seq:
                     ends = block.value_ends
                     return sk & 0xFF, block.data[ends[j]:ends[j + 1]]
-            return self._search(key, read_seq)  # an older version, or a racing eviction
-        bits = self._bloom_bits
-        if bits is not None:
-            if h is None:
-                h = _hash64(key, 0)[0]  # bloom.bloom_hash, inlined
-            # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
-            m = self._bloom_m
-            h1 = h & 0xFFFFFFFF
-            h2 = h >> 32
-            for _ in self._bloom_probes:
-                if not bits[h1 % m]:
-                    return None
-                h1 += h2
-        return self._search(key, read_seq)
-
-    def _search(self, key: bytes, read_seq: int) -> tuple[int, bytes] | None:
-        """get() through the index: bisect for the block, search in it."""
+            # An older version, or a racing eviction: the search below (the
+            # key is in this table, so the filter is not asked).
+        else:
+            bits = self._bloom_bits
+            if bits is not None:
+                if h is None:
+                    h = _hash64(key, 0)[0]  # bloom.bloom_hash, inlined
+                # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
+                m = self._bloom_m
+                h1 = h & 0xFFFFFFFF
+                h2 = h >> 32
+                for _ in self._bloom_probes:
+                    if not bits[h1 % m]:
+                        return None
+                    h1 += h2
         io = self._io
         io.searches += 1
         index_keys = self.index_keys
