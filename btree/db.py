@@ -76,6 +76,10 @@ DEFAULT_PAGE_SIZE = 4096
 #: pages take in memory, not page images (btree.bufferpool).
 DEFAULT_CACHE_SIZE = None
 DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
+#: flush() and close() compact the page file when more than 1/COMPACT_FREE
+#: of its slots are free (room earlier checkpoints left): 1/64, a little
+#: over 1.5% of the file.
+COMPACT_FREE = 64
 #: Largest total of key and value bytes in one write batch.
 MAX_BATCH_BYTES = 512 * 1024 * 1024
 
@@ -1045,10 +1049,29 @@ class DB(KeyValueMapping):
     # ---- checkpoints -----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Checkpoint: write every changed page to the page file and start a new log."""
+        """Checkpoint: write every changed page to the page file and start a
+        new log; then give back the room earlier checkpoints left in the
+        file, if it is more than a little (_compact_file)."""
         with self._lock:
             self._check_writable()
             self._checkpoint()
+            self._compact_file()
+
+    def _compact_file(self) -> None:
+        """At flush() and close(): while writes go on, the page file keeps
+        free slots for the next checkpoint's pages (each changed page goes
+        to a slot the checkpoint on disk does not use). When more than
+        1/COMPACT_FREE of the file is free, one more checkpoint moves the
+        pages in the highest slots down into the free ones and the file is
+        cut after the last slot in use (docs/btree.md)."""
+        pmap = self._pager.map
+        free = pmap.free_slots()
+        if free < 16 or free * COMPACT_FREE <= pmap.slot_count:
+            return
+        try:
+            self._write_checkpoint(self._pager.meta.ckpt_lsn, compact=True)
+        except BaseException as exc:
+            raise self._fail("a checkpoint", exc, applied=True) from exc
 
     def _checkpoint(self) -> None:
         wal = self._log
@@ -1069,7 +1092,7 @@ class DB(KeyValueMapping):
         except BaseException as exc:
             raise self._fail("a checkpoint", exc, applied=True) from exc
 
-    def _write_checkpoint(self, ckpt_lsn: int) -> None:
+    def _write_checkpoint(self, ckpt_lsn: int, compact: bool = False) -> None:
         pool, pager, tree = self._pool, self._pager, self._tree
         ps = pager.page_size
         epoch = pager.meta.epoch + 1
@@ -1092,7 +1115,7 @@ class DB(KeyValueMapping):
         meta = Meta(epoch, ps, tree.root, pager.page_count, 0, len(pager.free) + len(deferred), ckpt_lsn,
                     tree.entries, tree.height, tree.ttl_entries, chain.page if chain else 0,
                     chain.length if chain else 0)
-        pager.commit(images, meta, deferred)
+        pager.commit(images, meta, deferred, compact)
         pool.mark_all_clean()
         pager.free_changed = False
         self._checkpoints += 1
@@ -1369,6 +1392,7 @@ class DB(KeyValueMapping):
                     snap.close()
                 if not self._read_only and self._failed is None:
                     self._checkpoint()
+                    self._compact_file()
             finally:
                 self._closed = True
                 self._usable = self._writable = False

@@ -49,6 +49,8 @@ class CommitPlan:
 
     __slots__ = ("writes", "slots", "map_slots", "dir_head", "dir_slots", "slot_count", "freed")
 
+    #: ``slot_count``: the slots the new checkpoint uses (its highest slot + 1).
+
     def __init__(self, writes: list, slots: array, map_slots: list[int], dir_slots: list[int],
                  slot_count: int, freed: list[int]) -> None:
         self.writes = writes
@@ -152,13 +154,21 @@ class PageMap:
         self.slot_count += 1
         return s
 
-    def plan(self, pages: list, released: list[int], held: list[int], page_count: int, epoch: int) -> CommitPlan:
+    def plan(self, pages: list, released: list[int], held: list[int], page_count: int, epoch: int,
+             copy: Callable[[int], bytes] | None = None) -> CommitPlan:
         """Lay out a checkpoint of epoch ``epoch``: ``pages`` are (logical
         page, image or function) pairs of every changed page; ``released``
         are free pages, whose slots the new map drops; ``held`` are free
         pages live snapshots may still read, which the new map drops but
         whose slots stay busy. Slots are taken lowest first, so the plan's
-        writes come in slot order."""
+        writes come in slot order.
+
+        With ``copy`` (a function returning the image in a slot), the plan
+        also *compacts*: every other page in a slot above the number of
+        slots in use moves down into the lowest free slot below it, its
+        image copied as it is (its header names the page, not the slot), so
+        that once the checkpoint is durable the file can be cut at about
+        the slots in use."""
         cap = self.capacity
         new = array("I", self.slots)
         if len(new) < page_count:
@@ -178,6 +188,8 @@ class PageMap:
                 freed.append(new[pg])
                 new[pg] = 0
                 touched.add(pg // cap)
+        if copy is not None:
+            self._compact(new, {pg for pg, _ in pages} | set(held), copy, writes, freed, touched)
         on_disk = new
         if held:
             on_disk = array("I", new)
@@ -203,13 +215,42 @@ class PageMap:
             writes.append((s, _numbers_page(s, PAGE_MAPDIR, map_slots[j * cap:(j + 1) * cap], nxt,
                                             self.page_size, epoch)))
         writes.sort(key=lambda t: t[0])
-        return CommitPlan(writes, new, map_slots, dir_slots, self.slot_count, freed)
+        # The new checkpoint's extent: its highest slot (free slots above it
+        # are dropped once it is durable, and the file cut there).
+        extent = max(max(new, default=0), max(map_slots), max(dir_slots)) + 1
+        return CommitPlan(writes, new, map_slots, dir_slots, extent, freed)
+
+    def _compact(self, new: array, fixed: set[int], copy, writes: list, freed: list, touched: set) -> None:
+        """plan()'s compaction: move the pages in the highest slots (not
+        those in ``fixed``) into the lowest free slots while those are lower,
+        and write the map pages in high slots again."""
+        cap = self.capacity
+        in_use = len(new) - new.count(0) + len(self.map_slots) + max(1, len(self.dir_slots))
+        high = sorted(((s, pg) for pg, s in enumerate(new) if s >= in_use + 2 and pg not in fixed), reverse=True)
+        for old, pg in high:
+            if not self._free or self._free[0] >= old:
+                break
+            new[pg] = s = self._take()
+            freed.append(old)
+            touched.add(pg // cap)
+            writes.append((s, lambda old=old: copy(old)))
+        # Map pages in high slots are written again too (to the lowest free
+        # slots, as every map page this checkpoint writes), as is the directory.
+        touched.update(m for m, s in enumerate(self.map_slots) if s >= in_use + 2)
 
     def committed(self, plan: CommitPlan) -> None:
         """The meta page naming ``plan``'s map is durable: take it as the map."""
         self.slots = plan.slots
         self.map_slots = plan.map_slots
         self.dir_slots = plan.dir_slots
+        if plan.slot_count < self.slot_count:
+            # Lowest-first allocation moves pages down into the slots earlier
+            # checkpoints freed; the slots above the last page in use go.
+            self.slot_count = plan.slot_count
+            if not self._rebuild:
+                self._free = [s for s in self._free if s < plan.slot_count]
+                plan.freed = [s for s in plan.freed if s < plan.slot_count]
+                heapq.heapify(self._free)
         if self._rebuild:
             self._rebuild_free()
         else:

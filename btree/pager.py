@@ -573,7 +573,7 @@ class Pager:
 
     # ---- checkpoint write protocol ------------------------------------------------
 
-    def commit(self, pages: list, meta: Meta, held: set[int] = frozenset()) -> None:
+    def commit(self, pages: list, meta: Meta, held: set[int] = frozenset(), compact: bool = False) -> None:
         """Make ``pages`` plus ``meta`` the page file's content, atomically
         with respect to crashes. ``pages`` holds (page number, image) or
         (page number, function returning the image) pairs; ``held`` are free
@@ -587,11 +587,14 @@ class Pager:
         the new map is written to the meta copy the current checkpoint does
         not use, and fsynced. Nothing the current checkpoint uses is
         written: a crash at any moment leaves it whole (a torn meta page
-        leaves the other copy, which names it)."""
+        leaves the other copy, which names it). With ``compact`` the
+        checkpoint also moves the pages in the highest slots down into free
+        ones (PageMap.plan), and the file is cut after the last slot in use."""
         pmap = self.map
         slots = pmap.slots
         released = [pg for pg in self.free if pg < len(slots) and slots[pg] and pg not in held]
-        plan = pmap.plan(pages, released, sorted(held), meta.page_count, meta.epoch)
+        plan = pmap.plan(pages, released, sorted(held), meta.page_count, meta.epoch,
+                         self._copy_slot if compact else None)
         meta.slot_count = plan.slot_count
         meta.map_dir = plan.dir_head
         meta.freelist_head = 0
@@ -610,6 +613,17 @@ class Pager:
         self.slots = pmap.slots
         self.freelist_pages = []
         self.meta = meta
+        if self.file.size() > plan.slot_count * self.page_size:
+            # Slots above the new checkpoint's last are free: the file is cut
+            # there (not synced: a file longer than its slots is well formed).
+            self.file.truncate(plan.slot_count * self.page_size)
+
+    def _copy_slot(self, slot: int) -> bytes:
+        """The image in ``slot``, for a compaction that moves it (as it is:
+        a damaged image stays damaged, and is reported where it is read)."""
+        buf = self.file.read_at(slot * self.page_size, self.page_size)
+        self.bytes_read += len(buf)
+        return buf
 
     def prepare_retry(self) -> None:
         """Before the checkpoint that follows a failed one: make the next
