@@ -223,9 +223,18 @@ def encode_node(node: Node, page_size: int, epoch: int) -> bytes:
             # The common case, done with C-level map/zip/accumulate: headers,
             # then key and value interleaved, offsets as running sums.
             vlens = list(map(len, vals))
-            heads = map(LEAF_CELL.pack, klens, repeat(KIND_INLINE, count), vlens)
-            body = b"".join(chain.from_iterable(zip(heads, keys, vals)))
-            sizes = map(add, map(add, klens, vlens), repeat(LEAF_CELL_SIZE, count))
+            if count and klens.count(klens[0]) == count and vlens.count(vlens[0]) == count:
+                # Fixed-size records (one key length, one value length): one
+                # header for every cell, offsets a range (_uniform_cells reads
+                # such a leaf back by struct calls).
+                size = LEAF_CELL_SIZE + klens[0] + vlens[0]
+                head = LEAF_CELL.pack(klens[0], KIND_INLINE, vlens[0])
+                body = b"".join(chain.from_iterable(zip(repeat(head, count), keys, vals)))
+                sizes = repeat(size, count)
+            else:
+                heads = map(LEAF_CELL.pack, klens, repeat(KIND_INLINE, count), vlens)
+                body = b"".join(chain.from_iterable(zip(heads, keys, vals)))
+                sizes = map(add, map(add, klens, vlens), repeat(LEAF_CELL_SIZE, count))
         else:
             parts: list = []
             sizes_list = []

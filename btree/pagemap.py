@@ -49,8 +49,6 @@ class CommitPlan:
 
     __slots__ = ("writes", "slots", "map_slots", "dir_head", "dir_slots", "slot_count", "freed")
 
-    #: ``slot_count``: the slots the new checkpoint uses (its highest slot + 1).
-
     def __init__(self, writes: list, slots: array, map_slots: list[int], dir_slots: list[int],
                  slot_count: int, freed: list[int]) -> None:
         self.writes = writes
@@ -58,6 +56,7 @@ class CommitPlan:
         self.map_slots = map_slots
         self.dir_slots = dir_slots
         self.dir_head = dir_slots[0]
+        #: The slots the new checkpoint uses (its highest slot + 1).
         self.slot_count = slot_count
         #: Slots the durable checkpoint used that the new one does not.
         self.freed = freed
@@ -79,8 +78,10 @@ class PageMap:
         self.slot_count = slot_count
         self.capacity = freelist_capacity(page_size)
         self.page_size = page_size
-        #: Set after a checkpoint failed: the slots it took are neither
-        #: reused nor known free until the next one succeeds.
+        #: Set after a checkpoint failed (the slots it took are neither
+        #: reused nor known free until the next one succeeds) and for a file
+        #: without a map (its free-list chain's slots are busy until then):
+        #: the next checkpoint that succeeds counts the free slots afresh.
         self._rebuild = False
         self._free: list[int] = []
         self._rebuild_free(busy)
