@@ -264,6 +264,11 @@ class PageMap:
         checkpoint succeeds (then the free slots are counted afresh)."""
         self._rebuild = True
 
+    def free_pages(self, page_count: int) -> set[int]:
+        """The page numbers below ``page_count`` the map gives no slot (free)."""
+        slots = self.slots
+        return {pg for pg in range(2, page_count) if not slots[pg]}
+
     def free_slots(self) -> int:
         return len(self._free)
 

@@ -24,6 +24,7 @@ format-3 checkpoints wrote):
 
 from __future__ import annotations
 
+import copy
 import heapq
 import logging
 import os
@@ -522,7 +523,7 @@ class Pager:
             self.map = PageMap.load(self.read_slot, meta.map_dir, meta.page_count, meta.slot_count,
                                     self.page_size, self.path)
             self.freelist_pages = []
-            free = {pg for pg in range(2, meta.page_count) if not self.map.slots[pg]}
+            free = self.map.free_pages(meta.page_count)
         else:
             free, chain = self._load_freelist(meta.freelist_head)
             self.freelist_pages = chain
@@ -644,9 +645,8 @@ class Pager:
         durable = self.meta
         newest = max(durable.epoch, self._failed_epoch, self.newest_epoch_on_disk())
         epoch = newest + 1 if (newest + 1) % 2 != durable.epoch % 2 else newest + 2
-        again = Meta(epoch, durable.page_size, durable.root, durable.page_count, durable.freelist_head,
-                     durable.free_count, durable.ckpt_lsn, durable.entries, durable.height, durable.ttl_entries,
-                     durable.meta_page, durable.meta_length, durable.slot_count, durable.map_dir)
+        again = copy.copy(durable)
+        again.epoch, again.version = epoch, FORMAT_VERSION
         self._write_in_place([(epoch % 2, encode_meta(again))], 2)
         self.meta = again
 

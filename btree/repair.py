@@ -321,7 +321,7 @@ class _Repair:
                                      "image of is a candidate")
             return False
         self.slots = pmap.slots
-        self.free = {pg for pg in range(2, meta.page_count) if not pmap.slots[pg]}
+        self.free = pmap.free_pages(meta.page_count)
         self.free_exact = True
         return True
 
