@@ -10,7 +10,8 @@ How a record travels (docs/kafka.md has the picture):
 1. The consumer thread (the one calling :meth:`run`) polls batches of
    records, registers each in its partition's window (commit_control.py)
    and hands it to the processor unit its key hashes to (units.py), or,
-   without a processor, completes it at once.
+   without a processor, completes it at once. A record below its
+   partition's position (partition.py) is a stale fetch and is dropped.
 2. Units run the processor concurrently, records of one key in order,
    and complete records in any order; failures are retried on the timing
    wheel and finally dead-lettered.
@@ -398,8 +399,11 @@ class Loader:
                 # A new run of the changelog's partition: its batches cover
                 # source offsets from ``start`` on (changelog.py).
                 self._changelog.begin(ps.partition, 0 if start is None else start)
-                # Nothing was registered while it waited: the window starts afresh.
+                # Nothing was registered while it waited: the window starts
+                # afresh, and so does the position (records fetched from the
+                # assigned start, before the seek below, are stale from now on).
                 ps.window = OffsetWindow(ps.window.capacity, start)
+                ps.position = 0 if start is None else start
                 if start != ps.stored:
                     # Reprocessing from where the changelog ends: the shard
                     # goes back to older values for a while (restoring).
@@ -466,8 +470,14 @@ class Loader:
                 offset = ps.stored
             else:
                 offset = ps.floor if ps.floor is not None else 0
+            tp = TopicPartition(key[0], key[1], offset)
             try:
-                consumer.seek(TopicPartition(key[0], key[1], offset))
+                consumer.seek(tp)
+                if not ps.paused:
+                    # A seek that failed in _restored left the partition
+                    # paused in the client while the loader counts it as
+                    # running: it resumes once the seek is done.
+                    consumer.resume([tp])
             except Exception as exc:  # noqa: BLE001 - the next error event schedules another try
                 log.debug("%s: seeking %s to %d: %r", self.name, key, offset, exc)
                 self._reseek[key] = now + RESEEK_INTERVAL
@@ -497,6 +507,7 @@ class Loader:
         max_key = self._max_key
         chunks: dict[PartitionState, list] = {}
         routed: dict[PartitionState, list] = {}
+        stale: dict[PartitionState, list] = {}
         fetched = 0
         for msg in msgs:
             err = msg.error()
@@ -507,13 +518,19 @@ class Loader:
             if ps is None or ps.state != ACTIVE or ps.restore_pending:
                 continue  # revoked meanwhile (the next owner fetches it again), or not restored yet
             offset = msg.offset()
+            if offset < ps.position:
+                # A stale fetch (PartitionState.position): from before a seek,
+                # or delivered again. Registering it would break the window's
+                # offset order; dropping it loses nothing.
+                stale.setdefault(ps, []).append(offset)
+                continue
             key = msg.key()
             value = msg.value()
             fetched += 1
             pm = ps.metrics
             if pm.first_fetched is None:
                 pm.first_fetched = offset
-            pm.next_fetch = ps.fetched_next = offset + 1
+            pm.next_fetch = ps.fetched_next = ps.position = offset + 1
             pm.fetched += 1
             invalid = None
             if key is None:
@@ -543,6 +560,12 @@ class Loader:
             units = ps.units
             routed.setdefault(ps, [[] for _ in units])[unit_of(key, len(units))].append((record, entry))
         self.metrics.fetched += fetched
+        for ps, offsets in stale.items():
+            ps.metrics.stale += len(offsets)
+            self.metrics.stale += len(offsets)
+            log.info("%s: %s[%d]: dropped %d records fetched from below its position (offsets %d..%d: fetched "
+                     "before a seek, or delivered again)", self.name, ps.topic, ps.partition, len(offsets),
+                     min(offsets), max(offsets))
         done = 0
         for ps, chunk in chunks.items():
             ps.window.register_done(*chunk)
@@ -679,6 +702,8 @@ class Loader:
             else:
                 ps.floor = self._committed_offset(consumer, tp)
                 tp.offset = ps.floor if ps.floor is not None else OFFSET_BEGINNING
+                if ps.floor is not None:
+                    ps.position = ps.floor
             if s.processor is not None:
                 ps.units = [ProcessorUnit(f"lsmkv-kafka-{tp.topic}-{tp.partition}-u{i}", s.processor,
                                           self._max_key, scheduler=self._scheduler, dead_letters=self._dlq,

@@ -8,11 +8,12 @@ the offset the store holds (``stored``), the next offset to fetch, the
 end (the broker's watermark as fetches report it, or further if records
 past it were fetched), ``lag`` = end - stored, the records in the
 partition's window (``pending``), whether it is paused and how often it
-was, retries and dead letters. Totals: records fetched and stored,
-store writes, records/s over the last interval and overall, retries,
-dead letters, pauses, Kafka commits and their latency, rebalances, and
-with ``--changelog`` the records written to the changelog and restored
-from it (in all and per partition).
+was, retries, dead letters and stale fetches dropped. Totals: records
+fetched and stored, store writes, records/s over the last interval and
+overall, retries, dead letters, pauses, Kafka commits and their latency,
+rebalances, stale fetches dropped, and with ``--changelog`` the records
+written to the changelog and restored from it (in all and per
+partition).
 
 This module never prints and never talks to Kafka or the store.
 """
@@ -47,6 +48,9 @@ class PartitionMetrics:
     #: and the seconds its last changelog check and restore took.
     restored: int = 0
     restore_seconds: float | None = None
+    #: Records fetched from below the partition's position (a fetch from
+    #: before a seek, or a record delivered again), dropped unregistered.
+    stale: int = 0
 
     @property
     def lag(self) -> int | None:
@@ -78,6 +82,8 @@ class LoaderMetrics:
     revoked: int = 0
     lost: int = 0
     consumer_errors: int = 0
+    #: Records dropped as stale fetches (PartitionState.position), in all.
+    stale: int = 0
     #: ``--changelog``: records written to the changelog; records applied
     #: to shards from it by restores, records restores read and did not
     #: apply (a stale writer's, or of batches cut short), restores that fell
@@ -123,7 +129,7 @@ class LoaderMetrics:
                           "stored": pm.stored, "end": pm.end, "target": pm.target, "lag": pm.lag,
                           "pending": pm.pending, "paused": pm.paused, "pauses": pm.pauses,
                           "retries": pm.retries, "dead_letters": pm.dead_letters, "caught_up": pm.caught_up,
-                          "restored_from_changelog": pm.restored,
+                          "stale_dropped": pm.stale, "restored_from_changelog": pm.restored,
                           "restore_seconds": None if pm.restore_seconds is None else round(pm.restore_seconds, 3)})
         return {
             "elapsed_s": round(elapsed, 3),
@@ -147,6 +153,7 @@ class LoaderMetrics:
             "partitions_revoked": self.revoked,
             "partitions_lost": self.lost,
             "consumer_errors": self.consumer_errors,
+            "stale_records_dropped": self.stale,
             "changelog_records_produced": self.changelog_produced,
             "records_restored_from_changelog": self.restored,
             "changelog_records_skipped": self.changelog_records_skipped,

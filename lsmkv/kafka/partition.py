@@ -68,6 +68,18 @@ class PartitionState:
         #: yet). Until then the consumer's position may still be the one of
         #: an earlier assignment of the partition, so it proves nothing.
         self.fetched_next: int | None = None
+        #: The lowest offset a record dispatched from now on may have: where
+        #: the partition was (re)started (its window's start; the loader
+        #: moves it to where it assigns or seeks the partition), then one
+        #: past the last record dispatched -- the window's
+        #: ``last_registered`` once a dispatched batch is registered. A record
+        #: below it is a stale fetch and is dropped unregistered: one from
+        #: before a seek (librdkafka can still deliver those: a ListOffsets
+        #: answer the seek made outdated sends the partition back to its
+        #: assigned start, BEGINNING, and it fetches from there again), or
+        #: one delivered again. No record is lost that way: every offset
+        #: below it was registered, or is below where fetching was meant to start.
+        self.position: int = start if start is not None else 0
         self.paused = False
         self.unit_failed = False
         self.loader_metrics = loader_metrics

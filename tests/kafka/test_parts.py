@@ -249,3 +249,172 @@ def test_offset_window_ignores_a_fenced_unit_completion():
     assert isinstance(ps.window, OffsetWindow) and ps.window.next_offset is None
     ps.state = FENCED
     assert ps.fenced and not ps.active and not ps.caught_up(10**9)
+
+
+# -- stale fetches -------------------------------------------------------------------------------------
+
+
+class _Msg:
+    """A consumed record as confluent_kafka hands it out (what _dispatch reads)."""
+
+    def __init__(self, offset: int, topic: str = "t", partition: int = 0) -> None:
+        self._offset, self._topic, self._partition = offset, topic, partition
+
+    def error(self):
+        return None
+
+    def topic(self):
+        return self._topic
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return b"k%d" % self._offset
+
+    def value(self):
+        return b"v%d" % self._offset
+
+    def headers(self):
+        return None
+
+    def timestamp(self):
+        return (1, 0)
+
+
+class _Consumer:
+    def __init__(self, failing_seeks: int = 0) -> None:
+        self.calls: list = []
+        self.failing_seeks = failing_seeks
+
+    def seek(self, tp) -> None:
+        if self.failing_seeks:
+            self.failing_seeks -= 1
+            raise RuntimeError("Local: Erroneous state")
+        self.calls.append(("seek", tp.topic, tp.partition, tp.offset))
+
+    def resume(self, tps) -> None:
+        self.calls += [("resume", tp.topic, tp.partition) for tp in tps]
+
+
+class _Unit:
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def submit(self, items) -> None:
+        self.records += [record for record, _ in items]
+
+
+class _Restorer:
+    def __init__(self) -> None:
+        self.done: list = []
+
+    def finished(self) -> list:
+        out, self.done = self.done, []
+        return out
+
+
+class _Changelog:
+    def __init__(self) -> None:
+        self.runs: list = []
+
+    def begin(self, partition: int, start: int) -> None:
+        self.runs.append((partition, start))
+
+
+class _Applier:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.completed_records = 0
+
+    def completed(self, n: int) -> None:
+        self.completed_records += n
+
+
+@pytest.mark.parametrize("processor", [None, upper], ids=["no processor", "processor"])
+def test_records_fetched_from_before_a_restores_seek_are_dropped_and_none_at_or_past_it(tmp_path, processor):
+    """A partition is assigned at its beginning and paused while the restore
+    thread decides where it starts (2694, where the changelog ends); the
+    loader seeks it there. librdkafka can still deliver records from the
+    assigned start after the seek (a ListOffsets answer the seek made
+    outdated sends the partition back to BEGINNING; measured on the embedded
+    broker: 2694..2999, then 0..2999 again), and once delivered one at
+    offset 0 right after the seek, which crashed the load ("offset 0
+    registered after 2693"). Records below the position are dropped and
+    counted; every record from 2694 on is registered exactly once."""
+    from lsmkv.kafka import Loader
+    from lsmkv.kafka.partition import ACTIVE
+
+    settings = LoaderSettings(**BASE, changelog=True, processor=processor)
+    loader = Loader(settings, tmp_path / "shards", partitioned=True)
+    try:
+        loader._applier, loader._restorer, loader._changelog = _Applier(), _Restorer(), _Changelog()
+        consumer = _Consumer()
+        # As _on_assign leaves it: no shard offset, assigned at the beginning, paused until restored.
+        ps = PartitionState("t", 0, None, 20_000, loader.metrics)
+        ps.restore_pending = ps.paused = True
+        ps.units = [_Unit(), _Unit()] if processor is not None else []
+        loader._parts[ps.key] = ps
+        loader._dispatch([_Msg(0), _Msg(1)])   # fetched before the pause took: not taken while pending
+        assert ps.window.registered == 0 and ps.state == ACTIVE
+
+        loader._restorer.done.append((ps, 2694))   # restored from the changelog up to 2694
+        loader._restored(consumer)
+        assert consumer.calls == [("seek", "t", 0, 2694), ("resume", "t", 0)]
+        assert loader._changelog.runs == [(0, 2694)] and not ps.restore_pending
+
+        # The first batch after the seek starts at the assigned start (the failure's order) ...
+        loader._dispatch([_Msg(0), _Msg(1), _Msg(2694), _Msg(2695)])
+        # ... and librdkafka goes back again after records past the seek: those come twice.
+        loader._dispatch([_Msg(2693), _Msg(2694), _Msg(2695), _Msg(2696), _Msg(2697)])
+        loader._dispatch([_Msg(2697), _Msg(2698)])
+
+        if processor is None:
+            ops, count, _, progress = ps.window.take_ready(1000, 1 << 30)
+            taken = [int(key[1:]) for chunk in ops for key, _ in chunk]
+            assert loader._applier.completed_records == count
+        else:
+            taken = sorted(r.offset for unit in ps.units for r in unit.records)
+            count, progress = len(taken), ps.window.last_registered
+        assert taken == [2694, 2695, 2696, 2697, 2698] and count == 5 and progress == 2699
+        assert ps.window.registered == 5 and ps.position == ps.fetched_next == 2699
+        assert ps.metrics.first_fetched == 2694 and ps.metrics.fetched == loader.metrics.fetched == 5
+        snap = loader.snapshot()
+        assert snap["stale_records_dropped"] == 6 and snap["partitions"][0]["stale_dropped"] == 6
+        assert snap["records_fetched"] == 5
+        # The window still refuses a record out of order: the guard against real ordering bugs.
+        with pytest.raises(ValueError, match="offset 2 registered after 2698"):
+            ps.window.register(2)
+    finally:
+        loader.shards.close()
+
+
+def test_a_restored_partition_whose_seek_failed_resumes_once_the_seek_again_succeeds(tmp_path):
+    """The seek in _restored failed, so the partition stayed paused in the
+    client; the loader counts it as running. The seek tried again later
+    resumes it too (otherwise it would never fetch again)."""
+    from lsmkv.kafka import Loader
+
+    loader = Loader(LoaderSettings(**BASE, changelog=True), tmp_path / "shards", partitioned=True)
+    try:
+        loader._applier, loader._restorer, loader._changelog = _Applier(), _Restorer(), _Changelog()
+        consumer = _Consumer(failing_seeks=1)
+        ps = PartitionState("t", 0, None, 20_000, loader.metrics)
+        ps.restore_pending = ps.paused = True
+        loader._parts[ps.key] = ps
+        loader._restorer.done.append((ps, 40))
+        loader._restored(consumer)
+        assert consumer.calls == [] and not ps.paused and ps.key in loader._reseek
+        loader._seek_again(consumer, time.monotonic() + 60)
+        assert consumer.calls == [("seek", "t", 0, 40), ("resume", "t", 0)] and not loader._reseek
+        # A partition paused by flow control is sought but stays paused.
+        consumer.calls.clear()
+        ps.paused = True
+        loader._reseek[ps.key] = 0.0
+        loader._seek_again(consumer, time.monotonic())
+        assert consumer.calls == [("seek", "t", 0, 40)]
+    finally:
+        loader.shards.close()
