@@ -19,12 +19,18 @@
 * CPU seconds (user + system, all threads) from getrusage; peak RSS from
   /proc/self/status VmHWM, reset at the start of each phase through
   /proc/self/clear_refs where the kernel allows it.
+* Page-cache residency: the share of a database's file bytes the OS page
+  cache holds (``mincore`` on a mapping of each file), so that a read
+  phase's time can be told apart from the disk's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import logging
+import mmap
 import os
 import resource
 import time
@@ -282,6 +288,55 @@ def directory_bytes(path: str) -> int:
                 continue  # removed while we walked (a compaction finishing)
             total += min(st.st_size, st.st_blocks * 512)
     return total
+
+
+_libc = None
+
+
+def _mincore():
+    """libc's mincore, or None where it cannot be called."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            _libc.mincore.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            _libc = False
+    return _libc.mincore if _libc else None
+
+
+def page_cache_residency(path: str) -> float | None:
+    """The share (0..1) of the bytes of the files under ``path`` that the OS
+    page cache holds now, or None where that cannot be asked (no mincore).
+    Each file is mapped privately and read-only in effect (nothing is
+    touched, so nothing is faulted in) and asked page by page."""
+    mincore = _mincore()
+    if mincore is None:
+        return None
+    page = mmap.PAGESIZE
+    resident = total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                with open(os.path.join(root, name), "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    if not size:
+                        continue
+                    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) as m:
+                        pages = (size + page - 1) // page
+                        vec = (ctypes.c_ubyte * pages)()
+                        anchor = ctypes.c_char.from_buffer(m)
+                        try:
+                            if mincore(ctypes.addressof(anchor), size, vec) != 0:
+                                return None
+                        finally:
+                            del anchor  # (the mapping cannot close while exported)
+            except (FileNotFoundError, ValueError):
+                continue  # removed meanwhile, or a file that cannot be mapped
+            resident += sum(b & 1 for b in vec) * page
+            total += pages * page
+    return resident / total if total else None
 
 
 def throughput_timeline(ends_ns: Any, elapsed_ns: int, target_points: int = 60,

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, rec) -> None:
                       "disk_bytes": res["disk_bytes"], "cache": res["cache"], "resident_mb": res["resident_mb"]}
             rec.run(name, "put", args.keys, res["put_s"], prepare_s=res["prepare_s"], **common)
             rec.run(name, "get", args.reads, res["get_s"], found=res["found"], read_amp=res["read_amp"],
-                    **common)
+                    cpu_us_per_op=res["get_cpu_us"], cached_before=res["cached_before_gets"], **common)
             rec.run(name, "scan", res["scanned"], res["scan_s"], **common)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -93,12 +93,17 @@ def run(args: argparse.Namespace, rec) -> None:
               note=f"{args.keys:,} random 16-byte keys, {args.value_size}-byte random values; "
                    f"{args.reads:,} random gets of present keys; one full scan. Each engine in its own "
                    "process with its own defaults (module docstring of bench/suites/defaults.py).")
-    rec.table("Per engine", ["engine", "put/s", "get/s", "scan entries/s", "reads per get", "peak RSS MiB",
-                             "RSS before open MiB", "cache", "index+filter MiB", "disk MiB"],
-              [[name, r["put_rate"], r["get_rate"], r["scan_rate"], r["read_amp"], r["peak_rss_mb"],
-                r["baseline_rss_mb"], r["cache"], r["resident_mb"], round(r["disk_bytes"] / 2**20, 1)]
+    rec.table("Per engine", ["engine", "put/s", "get/s", "get CPU µs", "cached before gets", "scan entries/s",
+                             "reads per get", "peak RSS MiB", "RSS before open MiB", "cache", "index+filter MiB",
+                             "disk MiB"],
+              [[name, r["put_rate"], r["get_rate"], r["get_cpu_us"], _percent(r["cached_before_gets"]),
+                r["scan_rate"], r["read_amp"], r["peak_rss_mb"], r["baseline_rss_mb"], r["cache"],
+                r["resident_mb"], round(r["disk_bytes"] / 2**20, 1)]
                for name, r in results.items()],
-              note="reads per get: blocks or pages read from files per get (the engine's own counter; - "
+              note="get CPU µs: the process's CPU time (all threads) per get; beside 1/get/s it tells "
+                   "computing from waiting for the disk. cached before gets: the share of the database's "
+                   "file bytes in the OS page cache when the gets start (mincore). "
+                   "reads per get: blocks or pages read from files per get (the engine's own counter; - "
                    "where it has none). RSS before open: the process with its keys and values generated, "
                    "before the engine is opened. index+filter: what lsmkv's open tables keep outside the "
                    "block cache (stats()['table_memory'], at the end of the scan).")
@@ -116,6 +121,10 @@ def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
                      None if target is None else f">= {target}x" + ("" if ratio is None else
                                                                    (" met" if ratio >= target else " missed"))])
     return rows
+
+
+def _percent(share: float | None) -> str | None:
+    return None if share is None else f"{share:.0%}"
 
 
 def _prepare(name: str, adapter) -> None:
@@ -138,7 +147,7 @@ def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: 
     import numpy as np
 
     from ..engines import EngineSettings, get_adapter
-    from ..metrics import directory_bytes
+    from ..metrics import directory_bytes, page_cache_residency
 
     rng = np.random.default_rng(seed)
     blob = rng.bytes(16 * keys)
@@ -161,14 +170,17 @@ def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: 
         _prepare(name, adapter)
         out["prepare_s"] = time.perf_counter() - t0
         before = adapter.stats()
+        out["cached_before_gets"] = page_cache_residency(path)
         get, done = _getter(name, adapter)
         found = 0
         gc.disable()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for k in read_keys:
             if get(k) is not None:
                 found += 1
         out["get_s"] = time.perf_counter() - t0
+        out["get_cpu_us"] = round((time.process_time() - c0) / max(reads, 1) * 1e6, 2)
         gc.enable()
         if done is not None:
             done()

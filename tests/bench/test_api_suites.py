@@ -44,5 +44,8 @@ def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
         assert by[e, "get"]["found"] == 500
         assert by[e, "scan"]["operations"] == 3000
         assert by[e, "get"]["peak_rss_mb"] >= by[e, "get"]["baseline_rss_mb"] > 0
+        assert by[e, "get"]["cpu_us_per_op"] > 0
+        cached = by[e, "get"]["cached_before"]
+        assert cached is None or 0.0 <= cached <= 1.0
     targets = {(row[1], row[2], row[0]) for row in doc["tables"][0]["rows"]}
     assert ("lsm", "leveldb", "random get") in targets or "leveldb" not in engines

@@ -70,3 +70,29 @@ def test_cpu_and_rss_are_positive():
     assert metrics.cpu_seconds() > 0
     metrics.reset_peak_rss()
     assert metrics.peak_rss_bytes() > 1 << 20
+
+
+def test_page_cache_residency_sees_a_file_leave_and_enter_the_cache(tmp_path):
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise to drop a file from the cache")
+    path = tmp_path / "data"
+    page = 4096
+    with open(path, "wb") as f:
+        f.write(os.urandom(256 * page))
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        dropped = metrics.page_cache_residency(str(tmp_path))
+        if dropped is None:
+            pytest.skip("mincore cannot be called here")
+        if dropped > 0.5:
+            pytest.skip("this file system keeps files in memory (tmpfs): nothing to drop")
+        os.pread(fd, 256 * page, 0)
+        assert metrics.page_cache_residency(str(tmp_path)) == 1.0
+    finally:
+        os.close(fd)
+    (tmp_path / "empty").write_bytes(b"")  # an empty file counts for nothing
+    assert metrics.page_cache_residency(str(tmp_path)) == 1.0
+    assert metrics.page_cache_residency(str(tmp_path / "none")) is None
