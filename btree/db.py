@@ -350,8 +350,10 @@ class DB(KeyValueMapping):
                     fs.remove(tmp)
         else:
             pager.overlay_journal()
+        pager.load_pages(pager.meta)
+        if writer and replay_until is None:
+            pager.step_past_unfinished_checkpoint()  # (may write the meta page again: pager.meta)
         meta = pager.meta
-        pager.load_pages(meta)
         self._pool = pool = BufferPool(pager, self._cache_size, self._hash_index)
         clock = self._ttl_clock
         self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,

@@ -272,6 +272,11 @@ class PageMap:
     def free_slots(self) -> int:
         return len(self._free)
 
+    def unused_slots(self) -> list[int]:
+        """The slots, ascending, that this checkpoint gives to no page, map
+        page or directory page (what its next checkpoint may write)."""
+        return sorted(self._free)
+
     def problems(self, path: str) -> list[str]:
         """What is wrong with the map (btree.check): a slot given to two
         pages, or to a page and a map or directory page."""

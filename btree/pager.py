@@ -626,6 +626,42 @@ class Pager:
         self.bytes_read += len(buf)
         return buf
 
+    def step_past_unfinished_checkpoint(self) -> int:
+        """At a writer's open: the newest epoch of an intact page image in a
+        slot the checkpoint on disk does not use, if newer than its meta
+        page's (else 0). Such images are what a checkpoint that failed, or
+        that a crash cut short, wrote before its meta page was durable. If
+        there are any, that checkpoint is treated as a failed one
+        (prepare_retry): the meta page is written again under an epoch above
+        theirs, so no later checkpoint stamps pages with an epoch the file
+        already holds, and two images of a page never share one (repair's
+        scan mode takes the newest image of each page, and counts two of one
+        epoch as damage). Reads every unused slot: a fraction of the file
+        after a crash, about 1/64 of it after close()."""
+        ps = self.page_size
+        epoch = self.meta.epoch
+        newest = 0
+        unused = self.map.unused_slots()
+        i = 0
+        while i < len(unused):
+            j = i + 1
+            while j < len(unused) and unused[j] == unused[j - 1] + 1 and j - i < 256:
+                j += 1
+            data = self.file.read_at(unused[i] * ps, (j - i) * ps)
+            view = memoryview(data)
+            for at in range(0, len(data) - ps + 1, ps):
+                stamped = HEADER.unpack_from(data, at)[7]
+                if stamped > max(epoch, newest) and crc32(view[at + 4:at + ps]) == _U32.unpack_from(data, at)[0]:
+                    newest = stamped
+            self.bytes_read += len(data)
+            i = j
+        if newest:
+            log.info("%s: pages of an unfinished checkpoint (epoch %d) lie in unused slots; the next "
+                     "checkpoint's epoch goes above it", self.path, newest)
+            self._failed_epoch = max(self._failed_epoch, newest)
+            self.prepare_retry()
+        return newest
+
     def prepare_retry(self) -> None:
         """Before the checkpoint that follows a failed one: make the next
         commit safe whatever the failed one left.

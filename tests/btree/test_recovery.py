@@ -12,7 +12,7 @@ import pytest
 import struct
 
 import btree
-from btree.node import HEADER, HEADER_SIZE, PAGE_META, decode_node, encode_node, seal
+from btree.node import HEADER, HEADER_SIZE, PAGE_INTERNAL, PAGE_LEAF, PAGE_META, decode_node, encode_node, seal
 from btree.pager import JOURNAL_FILE, Meta, Pager, encode_journal, encode_meta
 from lsmkv.errors import BackgroundError, CorruptionError
 from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
@@ -388,3 +388,66 @@ def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
     with btree.open(path) as db:
         assert all(db[k] == b"new" for k in keys[::30])
         assert db.check_invariants() == []
+
+
+def _images_by_page_and_epoch(path: str, page_size: int) -> dict:
+    """(page number, epoch) -> slots, for every intact leaf or internal
+    page image anywhere in the page file (current or stale)."""
+    from lsmkv.checksum import crc32
+
+    found: dict = {}
+    with open(os.path.join(path, "btree.pages"), "rb") as f:
+        data = f.read()
+    for slot in range(2, len(data) // page_size):
+        buf = data[slot * page_size:(slot + 1) * page_size]
+        hdr = HEADER.unpack_from(buf, 0)
+        if hdr[2] in (PAGE_LEAF, PAGE_INTERNAL) and hdr[0] == crc32(buf[4:]):
+            found.setdefault((hdr[1], hdr[7]), []).append(slot)
+    return found
+
+
+def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(tmp_path, monkeypatch):
+    """A checkpoint that failed or that a crash cut short (E+1) leaves
+    intact page images in slots the checkpoint on disk (E) does not use.
+    The writer's open treats it as failed: its meta page is written again
+    above E+1, so the next checkpoint does not stamp a page's new image
+    with the epoch of a stale image of it (repair's scan mode takes the
+    newest image of each page, and counts two of one epoch as damage)."""
+    monkeypatch.setattr(btree.db, "COMPACT_FREE", 0)  # close() keeps the unused slots
+    path = str(tmp_path / "db")
+    model: dict[bytes, bytes] = {}
+    with btree.open(path, **OPTS) as db:
+        _workload(db, model, random.Random(3), 1500)
+        db.flush()
+        _workload(db, model, random.Random(4), 300)
+    ps = OPTS["page_size"]
+    pager = Pager(OsFileSystem(), path, read_only=True)
+    try:
+        meta = pager.read_meta()
+        pager.load_pages(meta)
+        unused = pager.map.unused_slots()
+        leaf = next(pg for pg in range(2, meta.page_count) if pager.slots[pg] and HEADER.unpack_from(
+            pager.file.read_at(pager.slots[pg] * ps, ps), 0)[2] == PAGE_LEAF)
+        image = bytearray(pager.file.read_at(pager.slots[leaf] * ps, ps))
+    finally:
+        pager.close()
+    assert len(unused) >= 2
+    # What the unfinished checkpoint left: the leaf's image under epoch E+1
+    # in the highest unused slot (the next checkpoint writes the lowest first).
+    hdr = HEADER.unpack_from(image, 0)
+    seal(image, leaf, PAGE_LEAF, hdr[4], hdr[5], meta.epoch + 1, hdr[8], hdr[9])
+    with open(os.path.join(path, "btree.pages"), "r+b") as f:
+        f.seek(unused[-1] * ps)
+        f.write(image)
+    key = decode_node(bytes(image), leaf, ps, "p").keys[0]
+    with btree.open(path, **OPTS) as db:
+        assert db._pager.meta.epoch > meta.epoch + 1
+        db.put(key, b"rewritten")
+        model[key] = b"rewritten"
+        db.flush()
+        assert dict(db.scan()) == model
+    twice = {k: slots for k, slots in _images_by_page_and_epoch(path, ps).items() if len(slots) > 1}
+    assert not twice, f"pages with two images of one epoch: {twice}"
+    assert btree.check(path).ok
+    with btree.open(path, **OPTS) as db:
+        assert dict(db.scan()) == model
