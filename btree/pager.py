@@ -72,6 +72,19 @@ JOURNAL_HEADER = struct.Struct("<8sIIQII")
 _U32 = struct.Struct("<I")
 
 
+def _runs(numbers: list[int], limit: int = 256):
+    """(i, j) index ranges of ``numbers`` (ascending) that are runs of
+    consecutive numbers, at most ``limit`` long: slots read or written in
+    one call each."""
+    i, n = 0, len(numbers)
+    while i < n:
+        j = i + 1
+        while j < n and numbers[j] == numbers[j - 1] + 1 and j - i < limit:
+            j += 1
+        yield i, j
+        i = j
+
+
 class StaleView(Exception):
     """Internal: a read-only handle read a page newer than its view (a writer
     in another process checkpointed); the handle reloads and retries."""
@@ -636,17 +649,15 @@ class Pager:
         theirs, so no later checkpoint stamps pages with an epoch the file
         already holds, and two images of a page never share one (repair's
         scan mode takes the newest image of each page, and counts two of one
-        epoch as damage). Reads every unused slot: a fraction of the file
-        after a crash, about 1/64 of it after close()."""
+        epoch as damage). Reads every unused slot, and the slots past the
+        last one: a fraction of the file after a crash, at most 1/64 of it
+        after close()."""
         ps = self.page_size
         epoch = self.meta.epoch
         newest = 0
         unused = self.map.unused_slots()
-        i = 0
-        while i < len(unused):
-            j = i + 1
-            while j < len(unused) and unused[j] == unused[j - 1] + 1 and j - i < 256:
-                j += 1
+        unused += range(self.map.slot_count, self.file.size() // ps)  # (where it may have grown the file)
+        for i, j in _runs(unused):
             data = self.file.read_at(unused[i] * ps, (j - i) * ps)
             view = memoryview(data)
             for at in range(0, len(data) - ps + 1, ps):
@@ -654,7 +665,6 @@ class Pager:
                 if stamped > max(epoch, newest) and crc32(view[at + 4:at + ps]) == _U32.unpack_from(data, at)[0]:
                     newest = stamped
             self.bytes_read += len(data)
-            i = j
         if newest:
             log.info("%s: pages of an unfinished checkpoint (epoch %d) lie in unused slots; the next "
                      "checkpoint's epoch goes above it", self.path, newest)

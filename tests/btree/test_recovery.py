@@ -406,13 +406,16 @@ def _images_by_page_and_epoch(path: str, page_size: int) -> dict:
     return found
 
 
-def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["the highest unused slot", "the first slot past the last"])
+def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(tmp_path, monkeypatch, where):
     """A checkpoint that failed or that a crash cut short (E+1) leaves
     intact page images in slots the checkpoint on disk (E) does not use.
     The writer's open treats it as failed: its meta page is written again
     above E+1, so the next checkpoint does not stamp a page's new image
     with the epoch of a stale image of it (repair's scan mode takes the
-    newest image of each page, and counts two of one epoch as damage)."""
+    newest image of each page, and counts two of one epoch as damage). The
+    unfinished checkpoint may also have grown the file: its pages past the
+    last slot count too."""
     monkeypatch.setattr(btree.db, "COMPACT_FREE", 0)  # close() keeps the unused slots
     path = str(tmp_path / "db")
     model: dict[bytes, bytes] = {}
@@ -433,11 +436,12 @@ def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(t
         pager.close()
     assert len(unused) >= 2
     # What the unfinished checkpoint left: the leaf's image under epoch E+1
-    # in the highest unused slot (the next checkpoint writes the lowest first).
+    # in the highest unused slot (the next checkpoint writes the lowest
+    # first), or in a slot it added to the file.
     hdr = HEADER.unpack_from(image, 0)
     seal(image, leaf, PAGE_LEAF, hdr[4], hdr[5], meta.epoch + 1, hdr[8], hdr[9])
     with open(os.path.join(path, "btree.pages"), "r+b") as f:
-        f.seek(unused[-1] * ps)
+        f.seek((unused[-1] if where == "the highest unused slot" else meta.slot_count) * ps)
         f.write(image)
     key = decode_node(bytes(image), leaf, ps, "p").keys[0]
     with btree.open(path, **OPTS) as db:
