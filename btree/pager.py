@@ -712,18 +712,11 @@ class Pager:
         (not synced): runs of consecutive pages, up to 256 at a time, in one
         write each."""
         ps = self.page_size
-        i = 0
-        n = len(images)
         written = 0
-        while i < n:
-            start = images[i][0]
-            j = i + 1
-            while j < n and images[j][0] == images[j - 1][0] + 1 and j - i < 256:
-                j += 1
+        for i, j in _runs([pg for pg, _ in images]):
             data = b"".join(img for _, img in images[i:j])
-            self.file.write_at(start * ps, data)
+            self.file.write_at(images[i][0] * ps, data)
             written += len(data)
-            i = j
         self.bytes_written += written
         self.data_bytes += written
 
