@@ -52,9 +52,11 @@ class TableWriter:
     ``put(key, value)`` and ``delete(key)`` (a tombstone, which hides the
     key's older value when ingested) add one entry; ``put_sorted(keys,
     values)`` adds many at once. ``finish()`` makes the file durable at
-    ``path`` and returns its :class:`TableInfo`; ``abort()`` removes what was
-    written. As a context manager it finishes on success and aborts on an
-    exception. ``path`` must not exist.
+    ``path`` and returns its :class:`TableInfo` (again on every later call;
+    ``info`` holds it too); ``abort()`` removes what was written. As a
+    context manager it finishes on success and aborts on an exception, so
+    after a ``with`` block ``w.info`` (or ``w.finish()``) gives the
+    finished file's TableInfo. ``path`` must not exist.
     """
 
     def __init__(self, path: str | bytes | os.PathLike, *, block_size: int = 4096, compression: str | None = "zstd",
@@ -75,8 +77,15 @@ class TableWriter:
                                      compression_level=compression_level, bloom_bits_per_key=bloom_bits_per_key)
         self._last: bytes | None = None
         self._done = False
+        self._info: TableInfo | None = None
 
     # -- adding entries -------------------------------------------------------
+
+    @property
+    def info(self) -> TableInfo | None:
+        """The finished file's :class:`TableInfo`; None until ``finish()``
+        has returned (and after an abort)."""
+        return self._info
 
     @property
     def entries(self) -> int:
@@ -127,7 +136,11 @@ class TableWriter:
     def finish(self) -> TableInfo:
         """Write the index, filter and footer, fsync, and move the file to
         its path. A writer with no entries cannot finish (ValueError; the
-        temporary file is removed): a table holds at least one key."""
+        temporary file is removed): a table holds at least one key. Once
+        finished, every call returns the same TableInfo and writes nothing;
+        after an abort it raises ValueError."""
+        if self._info is not None:
+            return self._info
         self._check_open()
         if not self._builder.entries:
             self.abort()
@@ -143,7 +156,8 @@ class TableWriter:
             self.abort()
             raise
         self._done = True
-        return TableInfo(self.path, props.entries, size, props.smallest_key, props.largest_key)
+        self._info = TableInfo(self.path, props.entries, size, props.smallest_key, props.largest_key)
+        return self._info
 
     def abort(self) -> None:
         """Stop and remove the partial file. Safe to call more than once."""
@@ -157,8 +171,10 @@ class TableWriter:
             pass
 
     def _check_open(self) -> None:
+        if self._info is not None:
+            raise ValueError(f"{self.path}: this TableWriter has finished; it takes no more entries")
         if self._done:
-            raise ValueError(f"{self.path}: this TableWriter has finished or aborted")
+            raise ValueError(f"{self.path}: this TableWriter was aborted; nothing was written")
 
     def __enter__(self) -> "TableWriter":
         return self

@@ -55,6 +55,30 @@ def test_table_writer_round_trips_and_appears_only_when_finished(tmp_path):
     assert got[-2:] == [(key(600), b"x"), (key(700), None)]
 
 
+def test_a_table_writer_used_with_with_gives_its_table_info_after_the_block(tmp_path):
+    path = tmp_path / "a.sst"
+    with lsmkv.TableWriter(path) as w:
+        assert w.info is None
+        w.put(key(1), b"one")
+        w.put(key(2), b"two")
+    info = w.finish()
+    assert info is w.info and w.finish() is info
+    assert (info.path, info.entries, info.size) == (str(path), 2, path.stat().st_size)
+    assert (info.smallest, info.largest) == (key(1), key(2))
+    with pytest.raises(ValueError, match="has finished"):
+        w.put(key(3), b"three")
+    assert list(lsmkv.read_table(path)) == [(key(1), b"one"), (key(2), b"two")]
+
+
+def test_an_aborted_table_writer_cannot_finish(tmp_path):
+    w = lsmkv.TableWriter(tmp_path / "a.sst")
+    w.put(key(1), b"one")
+    w.abort()
+    with pytest.raises(ValueError, match="aborted"):
+        w.finish()
+    assert w.info is None and os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("bad", [
     lambda w: (w.put(b"b", b"1"), w.put(b"a", b"2")),
     lambda w: (w.put(b"a", b"1"), w.put(b"a", b"2")),
