@@ -313,7 +313,7 @@ def _run(argv: list[str], console: Console) -> int:
         "machine": machine_info(db_root if os.path.exists(db_root) else out,
                                 {r.engine: r.version for r in engine_runs}),
         "engines": [{"engine": r.engine, "title": r.title, "version": r.version, "settings": r.settings,
-                     "notes": r.notes, "error": r.error} for r in engine_runs],
+                     "notes": r.notes, "error": r.error, "skipped": r.skipped} for r in engine_runs],
         "unavailable": unavailable,
         "workloads": [_workload_info(w) for w in workloads],
         "loads": [ld for r in engine_runs for ld in r.loads],

@@ -9,7 +9,8 @@
   amplification after every phase, read amplification per reading phase
   (where the engine has read counters).
 * ``timeline.png``: throughput over time in the write-heavy phases, where
-  flushes, compactions and checkpoints show as dips.
+  flushes, compactions and checkpoints show as dips: a row per phase, a
+  panel per engine with its own time axis.
 
 Every function takes the results document and the output folder and returns
 the file name it wrote (or None when there was nothing to plot). A bench
@@ -33,7 +34,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter  # noqa: E402
 
 log = logging.getLogger(__name__)
 
-__all__ = ["write_plots", "save_figure", "ENGINE_COLORS"]
+__all__ = ["write_plots", "save_figure", "timeline_figure", "ENGINE_COLORS"]
 
 ENGINE_COLORS = {"lsm": "#1f77b4", "btree": "#ff7f0e", "sqlite": "#2ca02c", "rocksdb": "#d62728",
                  "leveldb": "#9467bd", "lmdb": "#8c564b"}
@@ -252,40 +253,54 @@ def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
 
 
 def plot_timeline(doc: dict[str, Any], out_dir: str) -> str | None:
+    fig = timeline_figure(doc)
+    if fig is None:
+        return None
+    return save_figure(fig, out_dir, "timeline.png")
+
+
+def timeline_figure(doc: dict[str, Any]):
+    """The figure of timeline.png (None without write-heavy phases): one
+    row per write-heavy phase, one panel per engine, each with axes of its
+    own: the x axis spans that engine's own phase and the y axis its own
+    rates, so a fast engine's dips are as readable as a slow one's
+    (throughput.png compares the engines' levels)."""
     engines, workloads = _order(doc)
     idx = _index(doc)
     heavy = [w for w in workloads if any((idx.get((e, w)) or {}).get("write_heavy") for e in engines)]
     if not heavy:
         return None
-    cols = min(2, len(heavy))
-    rows = math.ceil(len(heavy) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols + 0.4, 3.2 * rows + 0.8), squeeze=False)
-    for k, w in enumerate(heavy):
-        ax = axes[k // cols, k % cols]
-        for e in engines:
-            run = idx.get((e, w))
-            tl = (run or {}).get("timeline")
-            if not tl or not tl.get("ops_per_sec"):
-                continue
-            rates = np.asarray(tl["ops_per_sec"], dtype=float)
-            t = (np.arange(len(rates)) + 0.5) * tl["interval_s"]
-            ax.plot(t, rates, color=_color(e, engines), label=e, linewidth=1.1,
-                    marker="o" if len(rates) < 12 else None, markersize=3)
-        ax.yaxis.set_major_formatter(FuncFormatter(_si))
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
-        ax.set_title(w, fontsize=9)
-        ax.set_xlabel("seconds into the phase", fontsize=8)
-        ax.set_ylabel("operations / s", fontsize=8)
-        ax.grid(alpha=0.3)
-    for k in range(len(heavy), rows * cols):
-        axes[k // cols, k % cols].axis("off")
-    _title_and_legend(fig, engines, "Throughput over time in the write-heavy phases (dips, down to 0 for a "
-                                    "stall, are flushes, compactions, checkpoints)")
-    name = "timeline.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=DPI)
-    plt.close(fig)
-    return name
+    rows, cols = len(heavy), len(engines)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols + 0.6, 2.1 * rows + 0.9), squeeze=False)
+    for r, w in enumerate(heavy):
+        for c, e in enumerate(engines):
+            ax = axes[r, c]
+            tl = (idx.get((e, w)) or {}).get("timeline")
+            if tl and tl.get("ops_per_sec"):
+                rates = np.asarray(tl["ops_per_sec"], dtype=float)
+                t = (np.arange(len(rates)) + 0.5) * tl["interval_s"]
+                ax.plot(t, rates, color=_color(e, engines), linewidth=1.1,
+                        marker="o" if len(rates) < 12 else None, markersize=3)
+                ax.set_xlim(0, len(rates) * tl["interval_s"])
+            else:
+                ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center", va="center",
+                        fontsize=8, color="0.5")
+                ax.set_xticks([])
+                ax.set_yticks([])
+            ax.yaxis.set_major_formatter(FuncFormatter(_si))
+            ax.set_ylim(bottom=0)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            if r == 0:
+                ax.set_title(e, fontsize=9, color=_color(e, engines))
+            if c == 0:
+                ax.set_ylabel(f"{w}\noperations / s", fontsize=8)
+            if r == rows - 1:
+                ax.set_xlabel("seconds into the phase", fontsize=8)
+    _title_and_legend(fig, engines, "Throughput over time in the write-heavy phases, a panel per engine with axes "
+                                    "of its own (dips, down to 0 for a stall, are flushes, compactions, "
+                                    "checkpoints)")
+    return fig
 
 
 def _title_and_legend(fig, engines: list[str], title: str) -> None:

@@ -63,10 +63,30 @@ def _order(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
     return engines, workloads
 
 
+def _why_not_run(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """{(engine, workload): why it has no figures}: the workloads an engine
+    skips, and every phase of an engine that failed."""
+    why: dict[tuple[str, str], str] = {}
+    workloads = [w["name"] for w in doc.get("workloads", [])]
+    for eng in doc.get("engines", []):
+        name = eng["engine"]
+        for w, reason in (eng.get("skipped") or {}).items():
+            why[(name, w)] = f"skipped by {name}: {reason}"
+        if eng.get("error"):
+            for w in workloads:
+                why.setdefault((name, w), f"not run, the engine failed: {eng['error']}")
+    return why
+
+
 def summary_table(doc: dict[str, Any]) -> Table:
-    """Rows: workloads; columns: engines; cells: ops/s and p99 latency. Best throughput marked."""
+    """Rows: workloads; columns: engines; cells: ops/s and p99 latency. Best
+    throughput marked. A cell without figures is ``-``, with a footnote
+    number ``[n]`` when the run knows why (a skip's reason, an engine's
+    failure), the reasons listed in the caption."""
     engines, workloads = _order(doc)
     idx = {(r["engine"], r["workload"]): r for r in doc["runs"]}
+    why = _why_not_run(doc)
+    footnotes: dict[str, int] = {}  # reason -> its number
     table = Table(["workload"] + [f"{e} ops/s (p99 µs)" for e in engines],
                   title="Throughput (operations/s) and p99 latency (µs)",
                   caption="Best throughput of each row in bold.")
@@ -76,7 +96,11 @@ def summary_table(doc: dict[str, Any]) -> Table:
         for e in engines:
             run = idx.get((e, w))
             if run is None:
-                row.append("-")
+                reason = why.get((e, w))
+                if reason is None:
+                    row.append("-")
+                else:
+                    row.append(f"- [{footnotes.setdefault(reason, len(footnotes) + 1)}]")
                 rates.append(None)
                 continue
             p99 = (run.get("latency_us") or {}).get("p99")
@@ -87,6 +111,8 @@ def summary_table(doc: dict[str, Any]) -> Table:
             best = max(valid)
             table.best.add((i, 1 + rates.index(best)))
         table.rows.append(row)
+    if footnotes:
+        table.caption += "\n" + "\n".join(f"[{n}] {reason}" for reason, n in footnotes.items())
     return table
 
 
@@ -183,7 +209,7 @@ def markdown(table: Table) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     out = "\n".join(lines)
     if table.caption:
-        out += f"\n\n{table.caption}"
+        out += "\n\n" + table.caption.replace("\n", "\n\n")  # a paragraph per caption line
     return out
 
 

@@ -1,9 +1,10 @@
 """The results folder's machine-readable files: results.json and results.csv.
 
 results.json holds everything: ``config``, ``machine``, ``engines`` (title,
-version, applied settings, notes, error), ``unavailable`` engines with the
-reason, ``workloads`` (with a YCSB file's ignored and unknown properties),
-``loads`` (untimed loads) and ``runs``: one object per engine x phase. Every
+version, applied settings, notes, error, ``skipped`` workloads with the
+reason), ``unavailable`` engines with the reason, ``workloads`` (with a
+YCSB file's ignored and unknown properties), ``loads`` (untimed loads) and
+``runs``: one object per engine x phase. Every
 run holds at least ``engine``, ``workload``, ``operations``, ``ops_per_sec``,
 ``latency_us`` (p50/p95/p99/p999/max/mean), ``write_amp``, ``space_amp``;
 docs/benchmarking.md defines each field.

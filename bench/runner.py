@@ -111,6 +111,8 @@ class EngineRun:
     runs: list[dict[str, Any]] = field(default_factory=list)
     loads: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: Workloads this engine does not run, each with the reason.
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def _stable_hash(text: str) -> int:
@@ -269,6 +271,7 @@ class Runner:
                 reason = cls.skip_reason(workload)
                 if reason is not None:
                     skipped.append(f"{name}: {workload.name} skipped ({reason})")
+                    result.skipped[workload.name] = reason
                     continue
                 if workload.fresh and dataset.origin != "empty":
                     adapter = self._reopen_fresh(adapter, cls, path, settings)

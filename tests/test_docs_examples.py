@@ -37,10 +37,10 @@ def page_blocks(page: str) -> list[Block]:
 
 
 def _page_param(page: str):
+    """A page to run, marked slow (a page runs for seconds in an interpreter
+    of its own) and kafka or spark as its blocks need."""
     needs = set().union(*(b.needs for b in page_blocks(page) if b.runs))
-    marks = [getattr(pytest.mark, need) for need in sorted(needs)]
-    if needs:
-        marks.append(pytest.mark.slow)
+    marks = [pytest.mark.slow] + [getattr(pytest.mark, need) for need in sorted(needs)]
     return pytest.param(page, marks=marks, id=page)
 
 
@@ -119,6 +119,7 @@ def test_the_examples_of_the_page_run_and_print_what_it_shows(page, tmp_path, re
         if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
             pytest.skip("no Java runtime for Spark")
     if "kafka" in needs:
+        pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (pip install lsmkv[kafka])")
         from lsmkv.kafka import EmbeddedBroker
         with EmbeddedBroker() as broker:
             check_page(blocks, str(workdir), bin_dir, kafka=broker.bootstrap_servers)
