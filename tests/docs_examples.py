@@ -38,6 +38,7 @@ its argument; tests/test_docs_examples.py is the test that does so.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -46,7 +47,6 @@ import subprocess
 import sys
 import tokenize
 import traceback
-import ast
 from dataclasses import dataclass, field
 
 RUN_LANGUAGES = ("python", "console")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -53,13 +54,13 @@ def _lsmkv_command(directory: str) -> str:
     os.makedirs(directory)
     path = os.path.join(directory, "lsmkv")
     with open(path, "w") as f:
-        f.write(f'#!/bin/sh\nexec {sys.executable} -m lsmkv.cli "$@"\n')
+        f.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m lsmkv.cli "$@"\n')
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return directory
 
 
 def run_page(blocks: list[Block], workdir: str, bin_dir: str, kafka: str | None = None,
-             timeout: float = 900) -> tuple[list[Block], list[dict], str]:
+             timeout: float = 300) -> tuple[list[Block], list[dict], str]:
     """Run the blocks that run, in order, in one child process with
     ``workdir`` as its working directory: (blocks run, their results,
     the child's own output)."""

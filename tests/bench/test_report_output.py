@@ -4,6 +4,8 @@ engine a panel whose time axis is that engine's own phase."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from types import SimpleNamespace
 
@@ -26,16 +28,10 @@ def run_with_a_skip(tmp_path_factory):
     """lsm and dbm on a writing phase, a phase dbm skips (it scans) and
     another writing phase: the terminal output and the results."""
     out = tmp_path_factory.mktemp("bench") / "results"
-    capture = pytest.MonkeyPatch()
-    import io
-    import sys
     terminal = io.StringIO()
-    capture.setattr(sys, "stdout", terminal)
-    try:
+    with contextlib.redirect_stdout(terminal):
         code = main(["--engines", "lsm,dbm", "--workloads", "fillrandom,seekrandom,overwrite", "--records", "400",
                      "--operations", "300", "--seed", "3", "--out", str(out), "--quiet"])
-    finally:
-        capture.undo()
     assert code == 0
     return terminal.getvalue(), out, json.loads((out / "results.json").read_text())
 
@@ -69,8 +65,7 @@ def test_the_timeline_has_a_panel_per_engine_spanning_its_own_phase(run_with_a_s
     _, out, doc = run_with_a_skip
     assert (out / "timeline.png").stat().st_size > 0
     fig = timeline_figure(doc)
-    heavy = [w for w in ("fillrandom", "overwrite")]
-    engines = ["lsm", "dbm"]
+    heavy, engines = ["fillrandom", "overwrite"], ["lsm", "dbm"]  # seekrandom only reads
     axes = fig.axes
     assert len(axes) == len(heavy) * len(engines)
     runs = {(r["engine"], r["workload"]): r for r in doc["runs"]}
