@@ -30,6 +30,8 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgre
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from lsmkv.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
+
 from . import engines as engines_mod
 from .compare import DEFAULT_THRESHOLD, compare
 from .config import (DEFAULT_CACHE_SIZE, DEFAULT_ENGINES, DEFAULT_OPERATIONS, DEFAULT_RECORDS, DEFAULT_WORKLOADS,
@@ -411,7 +413,7 @@ def _run_suite(name: str, argv: list[str], console: Console) -> int:
 
 # --- compare and list ---------------------------------------------------------------------------
 
-def _compare(argv: list[str], console: Console) -> int:
+def _compare_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="lsmkv bench compare",
                 description="Side-by-side diff of two results folders; flags regressions beyond a threshold.")
     p.add_argument("old", help="results folder (or results.json) of the baseline")
@@ -419,7 +421,11 @@ def _compare(argv: list[str], console: Console) -> int:
     p.add_argument("--threshold", type=_positive_float, default=DEFAULT_THRESHOLD,
                    help="percent change that counts as a regression (default 10)")
     p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
-    args = p.parse_args(argv)
+    return p
+
+
+def _compare(argv: list[str], console: Console) -> int:
+    args = _compare_parser().parse_args(argv)
     old, new = load_results(args.old), load_results(args.new)
     cmp = compare(old, new, args.threshold)
     for line in cmp.setting_changes:
@@ -493,10 +499,11 @@ def _setup_logging(console: Console, verbose: bool) -> None:
         logging.getLogger("bench").propagate = False
 
 
+@exits_quietly_on_closed_stdout
 def main(argv: list[str]) -> int:
     """Entry point of ``lsmkv bench ARGS...``; returns the exit code."""
     # Not a terminal (a log, CI): wide lines rather than wrapped tables.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console = pipe_aware_console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
     def fail(message: str, code: int) -> int:
         print(f"lsmkv bench: {message}", file=sys.stderr)
@@ -520,6 +527,8 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except OSError as exc:
+        if is_closed_stdout(exc):
+            raise
         where = f" ({exc.filename})" if exc.filename else ""
         return fail(f"error: {exc.strerror or exc}{where}", 1)
     except SystemExit as exc:  # argparse --help

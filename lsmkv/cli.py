@@ -1,48 +1,57 @@
 """The ``lsmkv`` command. Parses arguments, calls the library, prints.
 
-The library never prints; this module owns the terminal. Every LsmkvError
-(and OSError) becomes one line on stderr and exit code 1; usage errors exit 2;
-``repair`` exits 3 when it had to give up data (``EXIT_DATA_LOST``).
+The library never prints; this module owns the terminal. Exit codes:
+
+* 0 success, also when the reader of stdout goes away
+  (``lsmkv scan DB | head``; lsmkv/closed_pipe.py);
+* 1 a failure, as one line on stderr: every LsmkvError and OSError, ``get``
+  of a missing key, ``check`` finding a problem;
+* 2 a usage error, as one line on stderr: what argparse rejects (an unknown
+  command or option, a missing argument, a malformed or negative number),
+  a key or value argument that is not a valid encoding;
+* 3 ``repair`` had to give up data (``EXIT_DATA_LOST``);
+* 130 interrupted.
+
 Database commands work on both engines: the engine is detected from the
-directory (``--engine`` chooses it when a command creates a database).
+directory. Only ``put`` creates a database (``--engine`` chooses its engine
+then, and must match an existing one); every other command fails on a
+missing one and creates nothing. Keys and values are typed and printed in
+one lossless encoding (lsmkv/textcodec.py, lsmkv/cli_entries.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
 import tempfile
 
 from .check import check_db, dump_table
+from .cli_entries import bytes_from_arg, entry_object, jsonable, print_entries, shown
+from .closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
 from .dbdir import detect_engine, engine_of_damaged
 from .errors import LsmkvError
 from .fs import DEFAULT_FS
+from .textcodec import TextDecodeError
 
 #: Exit code of ``lsmkv repair`` when the database was repaired but data was lost.
 EXIT_DATA_LOST = 3
 
 
-def _bytes_arg(text: str, hex_mode: bool) -> bytes:
-    if hex_mode:
-        try:
-            return bytes.fromhex(text)
-        except ValueError:
-            raise LsmkvError(f"{text!r} is not hexadecimal") from None
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _show(data: bytes, hex_mode: bool) -> str:
-    if hex_mode:
-        return data.hex()
-    return data.decode("utf-8", "backslashreplace")
-
-
-def _open_db(path: str, *, read_only: bool, engine: str | None = None):
+def _open_db(path: str, *, write: bool = False, create: bool = False, engine: str | None = None):
+    """The database at ``path`` (read-only unless ``write``), of the engine
+    its directory shows; only with ``create`` a new one (of ``engine``,
+    default lsm) where there is none. An ``engine`` that is not the
+    directory's is an error."""
     found = detect_engine(path, DEFAULT_FS)
-    if found is None and read_only:
-        raise LsmkvError(f"{path}: no database here")
+    if found is None and not create:
+        why = "the directory is empty" if os.path.isdir(path) else "no such directory"
+        raise LsmkvError(f"{path}: no database here ({why})")
+    if found is not None and engine is not None and engine != found:
+        raise LsmkvError(f"{path} is {'an' if found == 'lsm' else 'a'} {found} database, not {engine} "
+                         f"as --engine {engine} says")
     kind = found or engine or "lsm"
     if kind == "btree":
         try:
@@ -50,56 +59,41 @@ def _open_db(path: str, *, read_only: bool, engine: str | None = None):
             opener = btree.open
         except (ImportError, AttributeError):
             raise LsmkvError(f"{path} is a btree database, but the btree engine is not available") from None
-        return opener(path, read_only=read_only)
+        return opener(path, read_only=not (write or create))
     import lsmkv
-    return lsmkv.open(path, read_only=read_only)
+    return lsmkv.open(path, read_only=not (write or create))
 
 
 def _cmd_get(args) -> int:
-    key = _bytes_arg(args.key, args.hex)
-    with _open_db(args.db, read_only=True) as db:
-        value = db.get(key)
-    if value is None:
-        print(f"lsmkv: {args.key}: not found", file=sys.stderr)
-        return 1
-    print(_show(value, args.hex))
-    return 0
+    with _open_db(args.db) as db:
+        value = db.get(args.key)
+    if args.json:
+        print(json.dumps(entry_object(args.key, value, hex=args.hex)))
+    elif value is None:
+        print(f"lsmkv: {shown(args.key, args.hex)}: not found", file=sys.stderr)
+    else:
+        print(shown(value, args.hex))
+    return 0 if value is not None else 1
 
 
 def _cmd_put(args) -> int:
-    key, value = _bytes_arg(args.key, args.hex), _bytes_arg(args.value, args.hex)
-    with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.put(key, value, sync=True)
+    with _open_db(args.db, write=True, create=True, engine=args.engine) as db:
+        db.put(args.key, args.value, sync=True)
     return 0
 
 
 def _cmd_delete(args) -> int:
-    key = _bytes_arg(args.key, args.hex)
-    with _open_db(args.db, read_only=False, engine=args.engine) as db:
-        db.delete(key, sync=True)
+    # A delete writes, but never creates: a missing database is an error.
+    with _open_db(args.db, write=True, engine=args.engine) as db:
+        db.delete(args.key, sync=True)
     return 0
 
 
 def _cmd_scan(args) -> int:
-    start = _bytes_arg(args.start, args.hex) if args.start is not None else None
-    end = _bytes_arg(args.end, args.hex) if args.end is not None else None
-    prefix = _bytes_arg(args.prefix, args.hex) if args.prefix is not None else None
-    with _open_db(args.db, read_only=True) as db:
-        for n, (key, value) in enumerate(db.scan(start=start, end=end, reverse=args.reverse, prefix=prefix)):
-            if args.limit is not None and n >= args.limit:
-                break
-            print(f"{_show(key, args.hex)}\t{_show(value, args.hex)}")
+    with _open_db(args.db) as db:
+        entries = db.scan(start=args.start, end=args.end, reverse=args.reverse, prefix=args.prefix)
+        print_entries(itertools.islice(entries, args.limit), hex=args.hex, as_json=args.json)
     return 0
-
-
-def _jsonable(obj):
-    if isinstance(obj, bytes):
-        return obj.decode("utf-8", "backslashreplace")
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
 
 
 def _shard_directory(args, *flags: str) -> int | None:
@@ -117,10 +111,10 @@ def _cmd_stats(args) -> int:
     shards = _shard_directory(args)
     if shards is not None:
         return shards
-    with _open_db(args.db, read_only=True) as db:
+    with _open_db(args.db) as db:
         stats = db.stats(space_amp=True) if args.space_amp else db.stats()
     if args.json:
-        print(json.dumps(_jsonable(stats), indent=2))
+        print(json.dumps(jsonable(stats), indent=2))
         return 0
     for key, value in stats.items():
         if key == "levels" and isinstance(value, list):
@@ -130,7 +124,7 @@ def _cmd_stats(args) -> int:
         elif isinstance(value, float):
             print(f"{key}: {value:.4g}")
         else:
-            print(f"{key}: {_jsonable(value)}")
+            print(f"{key}: {jsonable(value)}")
     return 0
 
 
@@ -169,7 +163,7 @@ def _cmd_repair(args) -> int:
         from .repair import repair_db
     report = repair_db(args.db)
     for key, value in report.details.items():
-        print(f"{key}: {_jsonable(value)}")
+        print(f"{key}: {jsonable(value)}")
     for note in report.notes:
         print(f"note: {note}")
     for loss in report.lost:
@@ -184,9 +178,11 @@ def _cmd_repair(args) -> int:
 
 
 def _cmd_sst_dump(args) -> int:
+    if os.path.isdir(args.file):
+        raise LsmkvError(f"{args.file} is a directory, not a table file (lsmkv check verifies a whole database)")
     info = dump_table(args.file, entries=not args.no_entries, limit=args.limit)
     if args.json:
-        print(json.dumps(_jsonable(info), indent=2))
+        print(json.dumps(jsonable(info, args.hex), indent=2))
         return 0
     print(f"file: {info['path']} ({info['file_size']} bytes)")
     footer = info["footer"]
@@ -194,18 +190,18 @@ def _cmd_sst_dump(args) -> int:
           f"filter {footer['filter']}, properties {footer['properties']}")
     print("properties:")
     for key, value in info["properties"].items():
-        print(f"  {key}: {_show(value, args.hex) if isinstance(value, bytes) else value}")
+        print(f"  {key}: {shown(value, args.hex) if isinstance(value, bytes) else value}")
     bloom = info["bloom"]
     print(f"bloom: {bloom['bits']} bits, {bloom['hashes']} hashes, {bloom['bytes']} bytes")
     print(f"index: {len(info['index'])} data blocks")
     for row in info["index"]:
-        print(f"  last_key={_show(row['last_key'], args.hex)} seq={row['last_seq']} "
+        print(f"  last_key={shown(row['last_key'], args.hex)} seq={row['last_seq']} "
               f"offset={row['offset']} size={row['size']}")
     if "entries" in info:
         print("entries:")
         for row in info["entries"]:
-            value = "" if row["kind"] == "delete" else " " + _show(row["value"], args.hex)
-            print(f"  {_show(row['key'], args.hex)} @{row['seq']} {row['kind']}{value}")
+            value = "" if row["kind"] == "delete" else " " + shown(row["value"], args.hex)
+            print(f"  {shown(row['key'], args.hex)} @{row['seq']} {row['kind']}{value}")
     return 0
 
 
@@ -282,18 +278,21 @@ def _cmd_crashtest(args) -> int:
     if args.cycles is None and args.duration is None:
         args.cycles = 20
     engines = list(ENGINES) if not args.engine or "all" in args.engine else list(dict.fromkeys(args.engine))
-    workdir = args.workdir or tempfile.mkdtemp(prefix="lsmkv-crashtest-")
-    results = []
-    for name in engines:
+    configs = {}
+    for name in engines:  # every value checked before anything is created
         try:
-            config = CrashTestConfig(engine=name, workdir=os.path.join(workdir, name), cycles=args.cycles,
-                                     duration=args.duration, seed=args.seed, threads=args.threads, keys=args.keys,
-                                     options=_crashtest_options(args.option, name), max_delay=args.max_delay,
-                                     keep_logs=args.keep_logs, sabotage=args.sabotage,
-                                     sync_threads=args.sync_threads)
-            config.validate()
+            configs[name] = CrashTestConfig(engine=name, workdir=name, cycles=args.cycles,
+                                            duration=args.duration, seed=args.seed, threads=args.threads,
+                                            keys=args.keys, options=_crashtest_options(args.option, name),
+                                            max_delay=args.max_delay, keep_logs=args.keep_logs,
+                                            sabotage=args.sabotage, sync_threads=args.sync_threads)
+            configs[name].validate()
         except ValueError as exc:
             raise LsmkvError(str(exc)) from None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lsmkv-crashtest-")
+    results = []
+    for name, config in configs.items():
+        config.workdir = os.path.join(workdir, name)
         last = [0.0]
 
         def progress(fig, name=name, last=last) -> None:
@@ -329,9 +328,48 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _count(text: str) -> int:
+    """An argument that counts things: an integer, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("lsmkv")
+    except PackageNotFoundError:
+        return "unknown (the lsmkv package is not installed)"
+
+
+#: Arguments that are keys or values: typed in the text encoding, or hex with --hex.
+_ENCODED_ARGUMENTS = {"key": "KEY", "value": "VALUE", "start": "--start", "end": "--end", "prefix": "--prefix"}
+
+_KEY_FORM = "escaped text: printable ASCII as is, \\\\ \\t \\n \\r \\xNN for other bytes; hex with --hex"
+
+
+def _decode_arguments(args: argparse.Namespace) -> None:
+    """Turn the key and value arguments into bytes; one that is not a valid encoding is a usage error."""
+    for name, shown_as in _ENCODED_ARGUMENTS.items():
+        text = getattr(args, name, None)
+        if text is None:
+            continue
+        try:
+            setattr(args, name, bytes_from_arg(text, args.hex))
+        except TextDecodeError as exc:
+            args.parser.error(f"argument {shown_as}: {exc}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
                                      "engine, and a bench to compare them.")
+    parser.add_argument("--version", action="version", version=f"lsmkv {_version()}",
+                        help="print the version of lsmkv and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)
     sub.add_parser("kafka", help="load Kafka topics into a store, produce workloads, run a broker "
@@ -342,44 +380,50 @@ def build_parser() -> argparse.ArgumentParser:
     def db_cmd(name, func, help_text):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("db", help="database directory")
-        p.add_argument("--hex", action="store_true", help="keys and values are hexadecimal")
-        p.set_defaults(func=func)
+        p.add_argument("--hex", action="store_true",
+                       help="keys and values are hexadecimal, typed and printed (default: escaped text)")
+        p.set_defaults(func=func, parser=p)
         return p
 
-    p = db_cmd("get", _cmd_get, "print the value of a key")
-    p.add_argument("key")
-    p = db_cmd("put", _cmd_put, "set a key (synced)")
-    p.add_argument("key")
-    p.add_argument("value")
-    p.add_argument("--engine", choices=["lsm", "btree"], help="engine to create the database with")
-    p = db_cmd("delete", _cmd_delete, "delete a key (synced)")
-    p.add_argument("key")
-    p.add_argument("--engine", choices=["lsm", "btree"], help="engine to create the database with")
-    p = db_cmd("scan", _cmd_scan, "print keys and values in order")
-    p.add_argument("--start")
-    p.add_argument("--end")
-    p.add_argument("--prefix")
-    p.add_argument("--reverse", action="store_true")
-    p.add_argument("--limit", type=int)
+    p = db_cmd("get", _cmd_get, "print the value of a key (exit 1 if it has none)")
+    p.add_argument("key", help=f"the key ({_KEY_FORM})")
+    p.add_argument("--json", action="store_true",
+                   help='print {"key": KEY, "value": VALUE} (null if absent), strings encoded as without --json')
+    p = db_cmd("put", _cmd_put, "set a key (synced); creates the database if there is none")
+    p.add_argument("key", help=f"the key ({_KEY_FORM})")
+    p.add_argument("value", help="the value (encoded as the key)")
+    p.add_argument("--engine", choices=["lsm", "btree"],
+                   help="engine of a new database (default lsm); for an existing one, it must be its engine")
+    p = db_cmd("delete", _cmd_delete, "delete a key (synced) of an existing database")
+    p.add_argument("key", help=f"the key ({_KEY_FORM})")
+    p.add_argument("--engine", choices=["lsm", "btree"], help="fail unless the database is of this engine")
+    p = db_cmd("scan", _cmd_scan, "print keys and values in order, KEY<TAB>VALUE a line")
+    p.add_argument("--start", help="first key (inclusive; encoded as keys are)")
+    p.add_argument("--end", help="end key (exclusive; encoded as keys are)")
+    p.add_argument("--prefix", help="only keys that start with this (encoded as keys are)")
+    p.add_argument("--reverse", action="store_true", help="from the last key to the first")
+    p.add_argument("--limit", type=_count, help="print at most this many entries")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object a line, {"key": KEY, "value": VALUE}, strings encoded as without --json')
     p = sub.add_parser("stats", help="print a database's statistics")
-    p.add_argument("db")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("db", help="database directory (or a shard directory of lsmkv kafka load --partitioned)")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
     p.add_argument("--space-amp", action="store_true",
                    help="also scan the database to measure live data and space amplification")
     p.set_defaults(func=_cmd_stats)
     p = sub.add_parser("check", help="verify every checksum and the manifest (exit 1 on corruption)")
-    p.add_argument("db")
+    p.add_argument("db", help="database directory (or a shard directory of lsmkv kafka load --partitioned)")
     p.set_defaults(func=_cmd_check)
     p = sub.add_parser("repair", help="rebuild a damaged database from what verifies; report what was lost "
                        f"(exit {EXIT_DATA_LOST} if anything was)")
-    p.add_argument("db")
+    p.add_argument("db", help="database directory (damaged files are kept in DB/lost/)")
     p.set_defaults(func=_cmd_repair)
     p = sub.add_parser("sst-dump", help="print a table file: footer, properties, index, bloom, entries")
-    p.add_argument("file")
-    p.add_argument("--no-entries", action="store_true")
-    p.add_argument("--limit", type=int, help="print at most this many entries")
-    p.add_argument("--hex", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("file", help="a table file (NNNNNN.sst) of an lsm database")
+    p.add_argument("--no-entries", action="store_true", help="leave out the entries")
+    p.add_argument("--limit", type=_count, help="print at most this many entries")
+    p.add_argument("--hex", action="store_true", help="keys and values in hexadecimal (default: escaped text)")
+    p.add_argument("--json", action="store_true", help="print it all as JSON (keys and values encoded the same)")
     p.set_defaults(func=_cmd_sst_dump)
     p = sub.add_parser("crashtest", help="SIGKILL a writer again and again, verify every key after each recovery",
                        description="Runs a child process writing from several threads (puts, deletes, batches, "
@@ -411,11 +455,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_crashtest, engine=None)
     p = sub.add_parser("demo", help="write, read, reopen and print stats")
     p.add_argument("dir", nargs="?", help="database directory (default: a new temporary one)")
-    p.add_argument("--keys", type=int, default=20000)
+    p.add_argument("--keys", type=_count, default=20000, help="keys to write (default 20000)")
     p.set_defaults(func=_cmd_demo)
     return parser
 
 
+def _describe(exc: BaseException) -> str:
+    """One line for a failure (an OSError names its file, which str() may not)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        names = [os.fsdecode(n) for n in (exc.filename, exc.filename2) if n is not None]
+        return ": ".join([*names, exc.strerror]) if names else exc.strerror
+    return str(exc)
+
+
+@exits_quietly_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
@@ -432,10 +485,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "parser", None) is not None:
+        _decode_arguments(args)
     try:
         return args.func(args)
     except (LsmkvError, OSError) as exc:
-        print(f"lsmkv: error: {exc}", file=sys.stderr)
+        if is_closed_stdout(exc):
+            raise
+        print(f"lsmkv: error: {_describe(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", default="btree,lmdb,sqlite3,lsmkv",
                         help="comma-separated (btree, lmdb, sqlite3 or sqlite, lsmkv or lsm)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--rounds", type=int, default=3, help="get/scan rounds, engines interleaved; best kept (3)")
 
 

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-buffer", type=int, default=4 * MiB, help="memtable size, bytes (4 MiB)")
     parser.add_argument("--level1", type=int, default=16 * MiB, help="level 1 size, bytes (16 MiB; x10 per level)")
     parser.add_argument("--file-size", type=int, default=2 * MiB, help="table file size, bytes (2 MiB)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7, help="seed of the random data and choices (7)")
     parser.add_argument("--plot", default=None,
                         help=f"also copy the throughput-over-time plot (always {PLOT} in the results folder) here")
     parser.add_argument("--skip-rocksdb", action="store_true", help="lsmkv only")

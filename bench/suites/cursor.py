@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeks", type=int, default=5_000, help="seeks per direction (5,000)")
     parser.add_argument("--steps", type=int, default=100, help="steps after each seek (100)")
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated ({','.join(ENGINES)})")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
 

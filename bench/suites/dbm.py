@@ -28,7 +28,7 @@ STDLIB = ["dbm.sqlite3", "dbm.gnu", "dbm.ndbm", "dbm.dumb"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=200_000, help="keys put (200,000)")
     parser.add_argument("--reads", type=int, default=50_000, help="random gets of present keys (50,000)")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary folder)")
 
 

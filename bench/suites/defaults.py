@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value, random (100)")
     parser.add_argument("--engines", default=",".join(ALL_ENGINES),
                         help=f"comma-separated engines ({','.join(ALL_ENGINES)})")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
 

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", type=int, default=512 * MiB, help="block cache for each engine (bytes; 512 MiB)")
     parser.add_argument("--engines", default="lsmkv,rocksdb,leveldb,dict,SortedDict",
                         help="comma-separated (lsmkv or lsm, rocksdb, leveldb, dict, SortedDict)")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
 

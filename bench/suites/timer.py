@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fire-span", type=float, default=2.0, help="seconds over which they fall due (2)")
     parser.add_argument("--tick", type=float, default=0.001, help="the wheel's tick in seconds (0.001)")
     parser.add_argument("--wheel-size", type=int, default=512, help="buckets per wheel (512)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the random data and choices (1)")
 
 
 def timer_factories(args: argparse.Namespace) -> dict[str, Callable[[], object]]:

@@ -4,7 +4,10 @@ Parses arguments, calls the library, prints (with rich: a live display of
 a running load on a terminal, tables for summaries). The library never
 prints; this module does. ``lsmkv kafka ...`` reaches :func:`main` through
 a thin dispatch in lsmkv/cli.py. Errors are one line on stderr: exit 1 for
-a failure (LsmkvError, OSError), 2 for usage, 130 after a second Ctrl-C.
+a failure (LsmkvError, OSError), 2 for usage, 130 after a second Ctrl-C; a
+closed stdout (``lsmkv kafka query --scan | head``) ends quietly with 0.
+Keys and values are typed and printed as ``lsmkv scan`` does
+(lsmkv/cli_entries.py).
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ import sys
 import threading
 import time
 
+from lsmkv.cli_entries import bytes_from_arg, entry_object, print_entries, shown
+from lsmkv.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
 from lsmkv.errors import LsmkvError, OptionError
 from lsmkv.options import parse_option_text
+from lsmkv.textcodec import TextDecodeError
 
 #: Default broker address (the embedded broker's default port).
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -183,7 +189,6 @@ def _scale_out_usage(args) -> str | None:
 
 
 def _cmd_load(args) -> int:
-    from rich.console import Console
     from rich.console import Group as RichGroup
     from rich.live import Live
     from rich.text import Text
@@ -245,7 +250,7 @@ def _cmd_load(args) -> int:
         print(f"serving {server.url} (group {args.group}, announced on {announcer.topic})", flush=True)
     else:
         loader = Loader(settings, args.db, engine=args.engine, store_options=options, partitioned=partitioned)
-    console = Console(stderr=False)
+    console = pipe_aware_console(stderr=False)
     interrupted = []
 
     def on_signal(signum, frame) -> None:
@@ -295,37 +300,37 @@ def _query_parser(sub) -> None:
                        "range, or who owns which partition. Owners are found on the <group>-members topic.")
     _add_client(p)
     p.add_argument("--group", required=True, help="the loaders' consumer group id")
-    p.add_argument("key", nargs="?", help="the key to get")
-    p.add_argument("--scan", action="store_true", help="list (key, value) over every partition in key order")
+    p.add_argument("key", nargs="?", help="the key to get (escaped text as lsmkv get takes it, or hex with --hex)")
+    p.add_argument("--scan", action="store_true",
+                   help="list every partition's entries in key order, KEY<TAB>VALUE a line as lsmkv scan does")
     p.add_argument("--start", help="--scan: first key (inclusive)")
     p.add_argument("--end", help="--scan: end key (exclusive)")
     p.add_argument("--owners", action="store_true", help="which instance holds which partition")
-    p.add_argument("--hex", action="store_true", help="keys given and shown as hex")
+    p.add_argument("--hex", action="store_true",
+                   help="keys and values are hexadecimal, typed and printed (default: escaped text)")
     p.add_argument("--timeout", type=float, default=15.0, help="seconds to find a serving owner (default 15)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_query)
+    p.add_argument("--json", action="store_true",
+                   help='print JSON: --scan one {"key": KEY, "value": VALUE} a line, as lsmkv scan --json')
+    p.set_defaults(func=_cmd_query, parser=p)
 
 
 def _cmd_query(args) -> int:
     from .client import StoreClient
     modes = sum([args.key is not None, args.scan, args.owners])
     if modes != 1:
-        raise OptionError("lsmkv kafka query needs exactly one of KEY, --scan or --owners")
-    if (args.start or args.end) and not args.scan:
-        raise OptionError("--start and --end go with --scan")
+        args.parser.error("lsmkv kafka query needs exactly one of KEY, --scan or --owners")
+    if (args.start is not None or args.end is not None) and not args.scan:
+        args.parser.error("--start and --end go with --scan")
 
-    def arg(text):
+    def arg(text, shown_as):
         if text is None:
             return None
-        if not args.hex:
-            return text.encode()
         try:
-            return bytes.fromhex(text)
-        except ValueError:
-            raise OptionError(f"{text!r} is not hex (--hex)") from None
+            return bytes_from_arg(text, args.hex)
+        except TextDecodeError as exc:
+            args.parser.error(f"argument {shown_as}: {exc}")
 
-    def show(data: bytes) -> str:
-        return data.hex() if args.hex else data.decode("utf-8", "backslashreplace")
+    key, start, end = arg(args.key, "KEY"), arg(args.start, "--start"), arg(args.end, "--end")
 
     client = StoreClient(args.bootstrap_servers, args.group, timeout=args.timeout,
                          client_config=_client_config(args))
@@ -339,21 +344,19 @@ def _cmd_query(args) -> int:
                 print(f"{p}\t{o.url}\tstored {_n(o.stored)}{'  (restoring)' if o.restoring else ''}")
         return 0
     if args.scan:
-        n = 0
-        for key, value in client.scan(arg(args.start), arg(args.end)):
-            n += 1
-            print(json.dumps([show(key), show(value)]) if args.json else f"{show(key)}\t{show(value)}")
+        print_entries(client.scan(start, end), hex=args.hex, as_json=args.json)
         return 0
-    found = client.lookup(arg(args.key))
+    found = client.lookup(key)
     if args.json:
-        print(json.dumps({"key": show(found.key), "value": None if found.value is None else show(found.value),
+        print(json.dumps({**entry_object(found.key, found.value, hex=args.hex),
                           "partition": found.partition, "url": found.url, "role": found.role,
                           "stored": found.stored, "behind": found.behind}))
         return 0 if found.found else 1
     if found.value is None:
-        print(f"(not found; partition {found.partition}, asked {found.url})", file=sys.stderr)
+        print(f"lsmkv kafka query: {shown(key, args.hex)}: not found (partition {found.partition}, "
+              f"asked {found.url})", file=sys.stderr)
         return 1
-    print(show(found.value))
+    print(shown(found.value, args.hex))
     return 0
 
 
@@ -407,7 +410,7 @@ def _produce_parser(sub) -> None:
                        description="Publish a seeded stream of keyed records (the same stream for the same "
                        "arguments), keys placed on partitions by murmur2.")
     _add_client(p)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="topic to publish to")
     p.add_argument("--records", type=int, default=100_000, help="records to publish (default 100000)")
     p.add_argument("--keys", type=int, default=10_000, help="size of the key space (default 10000)")
     p.add_argument("--distribution", choices=DISTRIBUTIONS, default="uniform", help="key choice (default uniform)")
@@ -494,13 +497,12 @@ def _demo_parser(sub) -> None:
     p.add_argument("--keys", type=int, default=20_000, help="key space (default 20000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions (default 8)")
     p.add_argument("--tombstone-ratio", type=float, default=0.05, help="share of deletes (default 0.05)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the workload (default 0)")
     p.add_argument("--dir", help="where the stores go (default: a new temporary directory)")
     p.set_defaults(func=_cmd_demo)
 
 
 def _cmd_demo(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from .demo import run_demo
@@ -510,7 +512,7 @@ def _cmd_demo(args) -> int:
                             seed=args.seed)
     except ValueError as exc:
         raise OptionError(str(exc)) from None
-    console = Console()
+    console = pipe_aware_console()
     result = run_demo(spec, partitions=args.partitions, workdir=args.dir,
                       progress=lambda text: console.print(f"[dim]{text}[/dim]"))
     table = Table(title=f"{spec.records:,} records over {spec.keys:,} keys, {args.partitions} partitions",
@@ -549,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@exits_quietly_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -560,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (LsmkvError, OSError) as exc:
+        if is_closed_stdout(exc):
+            raise
         print(f"lsmkv kafka: error: {exc}", file=sys.stderr)
         return 1
     except ImportError as exc:

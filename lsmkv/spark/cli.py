@@ -7,7 +7,8 @@
   the same as ``lsmkv bench --suite spark ...``, run by the bench's own
   suite runner (results.json, results.csv and report.md in DIR).
 
-Errors are one line on stderr (exit 1; usage errors exit 2).
+Errors are one line on stderr (exit 1; usage errors exit 2); a closed
+stdout ends quietly with exit 0 (lsmkv/closed_pipe.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import argparse
 import os
 import sys
 import time
+
+from ..closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,6 +75,7 @@ def _cmd_load(args) -> int:
     return 0
 
 
+@exits_quietly_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lsmkv spark: error: {exc} (install the spark extra: pip install 'lsmkv[spark]')", file=sys.stderr)
         return 1
     except (LsmkvError, OSError, ValueError) as exc:
+        if is_closed_stdout(exc):
+            raise
         print(f"lsmkv spark: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
