@@ -252,3 +252,38 @@ def test_the_partitioner_setting_takes_librdkafkas_names_only():
     assert ok.partitioner == "consistent_random"
     with pytest.raises(OptionError, match="partitioner must be one of librdkafka's .*not 'crc32'"):
         LoaderSettings(bootstrap_servers="h:1", topics=["t"], group="g", partitioner="crc32")
+
+
+def test_partitioner_without_partitioned_state_is_refused_before_anything_is_created(tmp_path, capsys):
+    from lsmkv.kafka.cli import main
+    db = tmp_path / "db"
+    code = main(["load", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--group", "g", "--db", str(db),
+                 "--partitioner", "murmur2"])
+    assert code == 2 and "--partitioner needs partitioned state" in capsys.readouterr().err
+    assert not db.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["load", "--topic", "t", "--group", "g", "--db", str(db), "--partitioned", "--partitioner", "crc32"])
+    assert exc.value.code == 2 and "invalid choice: 'crc32'" in capsys.readouterr().err
+
+
+def test_the_server_reads_the_partition_it_is_told_and_names_a_missing_or_unknown_one(tmp_path):
+    import json
+    import urllib.error
+    import urllib.request
+
+    from lsmkv.kafka import Loader
+    from lsmkv.kafka.serve import QueryServer
+    store = ShardedStore(tmp_path / "shards", "lsm", topic="t")
+    store.note_partitions(3)
+    loader = Loader(LoaderSettings(bootstrap_servers="127.0.0.1:1", topics=["t"], group="g"), store)
+    server = QueryServer(loader, "127.0.0.1", 0)
+    try:
+        for query, status, text in [("key=6b", 400, "missing query parameter 'partition'"),
+                                    ("key=6b&partition=3", 400, "partition 3 does not exist (the topic has 3)"),
+                                    ("key=6b&partition=1", 421, "does not hold partition 1 active")]:
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                urllib.request.urlopen(f"{server.url}/v1/get?{query}", timeout=5)
+            assert exc.value.code == status and text in json.loads(exc.value.read())["error"]
+    finally:
+        server.close()
+        store.close()

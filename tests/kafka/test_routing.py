@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 
 import pytest
 
@@ -110,6 +111,7 @@ def _expected(truth) -> tuple[dict[bytes, bytes], dict[bytes, list[int]]]:
 
 def _check_every_key(client: StoreClient, table, holders, routed_by) -> None:
     asked = list(table) + [b"user-%04d" % i for i in range(1, 200, 17)] + [b"never-written", b""]
+    started = time.monotonic()
     for key in asked:
         got = client.lookup(key)
         assert got.value == table.get(key), (key, got)
@@ -117,6 +119,9 @@ def _check_every_key(client: StoreClient, table, holders, routed_by) -> None:
         if key in table:
             assert got.found_in == tuple(holders[key]) and got.partition == holders[key][0], got
         assert client.get(key) == table.get(key)
+    took = time.monotonic() - started
+    print(f"{2 * len(asked)} reads ({'routed by ' + routed_by if routed_by else 'every owner asked'}) in "
+          f"{took:.2f} s: {took / (2 * len(asked)) * 1000:.1f} ms each")
     assert list(client.scan()) == sorted(table.items())
     first, last = sorted(table)[10], sorted(table)[60]
     assert list(client.scan(first, last)) == sorted((k, v) for k, v in table.items() if first <= k < last)
@@ -178,3 +183,74 @@ def test_gets_and_scans_are_exact_however_keys_were_placed_across_a_sigkill(brok
     _check_every_key(client, table, holders, routed_by)
     for inst in survivors:
         assert inst.terminate() == 0, inst.output()
+
+
+# -- tallies kept by the changelog restore and by standby copies ---------------------------------------
+
+def _tallies(db_path: str, topic: str) -> dict[int, tuple]:
+    from lsmkv.kafka import ShardedStore, stored_offset
+    from lsmkv.kafka.placement import PlacementTally
+    out = {}
+    with ShardedStore(db_path, None, read_only=True) as store:
+        for p in store.present():
+            shard = store.shard(p, create=False)
+            t = PlacementTally.load(shard, topic, p, store.partitions, stored_offset(shard, topic, p))
+            out[p] = (t.complete, t.keys, t.fitting())
+    return out
+
+
+@pytest.mark.slow
+def test_a_shard_restored_from_the_changelog_keeps_an_exact_tally(broker, name, tmp_path):
+    import json
+    import subprocess
+
+    from lsmkv.kafka import WorkloadSpec
+    from lsmkv.kafka.producer import produce_workload
+    from instances import ROOT
+    bs = broker.bootstrap_servers
+    topic, group = name(), name("g")
+    produce_workload(bs, topic, WorkloadSpec(records=8000, keys=800, seed=3), partitions=4)   # murmur2_random
+    for db in ("a", "b"):                          # b: an empty --db, every shard restored from a's changelog
+        out = subprocess.run([sys.executable, "-m", "lsmkv.cli", "kafka", "load", "--bootstrap-servers", bs,
+                              "--topic", topic, "--group", group, "--db", str(tmp_path / db), "--partitioned",
+                              "--changelog", "--until-caught-up", "--quiet", "--json"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        restored = json.loads(out.stdout)["records_restored_from_changelog"]
+    assert restored == 8000
+    loaded, rebuilt = _tallies(str(tmp_path / "a"), topic), _tallies(str(tmp_path / "b"), topic)
+    assert rebuilt == loaded and sum(t[1] for t in loaded.values()) == 8000
+    assert all(t[0] and t[2] == ["murmur2"] for t in rebuilt.values()), rebuilt
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_a_standby_copy_that_takes_over_keeps_an_exact_tally(broker, name, tmp_path, instances, ground_truth,
+                                                              partition_ends):
+    from lsmkv.kafka import WorkloadSpec
+    from lsmkv.kafka.producer import produce_workload
+    bs = broker.bootstrap_servers
+    topic, group = name(), name("g")
+    produce_workload(bs, topic, WorkloadSpec(records=8000, keys=800, seed=4), partitions=4)
+    truth = ground_truth(bs, topic)
+    ends = partition_ends(truth)
+    for i in range(2):
+        instances.append(Instance(bs, topic, group, str(tmp_path / f"i{i}"), extra=("--standby-replicas", "1")))
+    wait_for(lambda: (lambda h: len(h) == 4 and len({v[0] for v in h.values()}) == 2 and all(
+        h[p][1] == ends[p] and not h[p][2] for p in h))(held(instances)), 120, "two instances sharing the partitions")
+    wait_for(lambda: all((lambda st: st and len(st["standby"]) == 2 and all(
+        o == ends[int(p)] for p, o in st["standby"].items()))(inst.status()) for inst in instances) or None, 60,
+        "each instance's standby copies at the end")
+    instances[0].kill()
+    survivor = instances[1]
+    st = wait_for(lambda: (lambda s: s if s and len(s["active"]) == 4 and not s["restoring"] else None)(
+        survivor.status()), 120, "the survivor holding every partition")
+    took_over = [p for p, start in st["starts"].items() if start is not None]
+    assert took_over, st["starts"]                 # resumed from its standby copies
+    assert all(st["placement"][p]["complete"] and st["placement"][p]["fitting"] == ["murmur2"] for p in took_over)
+    client = StoreClient(bs, group, timeout=30)
+    wait_for(lambda: client.route(refresh=True).partitioner == "murmur2", 30, "reads routed by murmur2")
+    table: dict[bytes, bytes] = {}
+    for records in truth.values():
+        table.update(table_of(records))
+    assert all(client.get(k) == v for k, v in table.items())
