@@ -118,9 +118,9 @@ class PlacementTally:
             tally.complete = False
             why = ("no tally" if doc is None else f"a tally of {doc['partitions']} partitions"
                    if doc["partitions"] != partitions else f"a tally through offset {doc['through']}")
-            log.log(logging.INFO if report else logging.DEBUG, "%s[%d]: the shard (offset %d) has %s: which partitioner placed its keys is not known "
-                     "(reads of this partition ask every owner%s)", topic, partition, stored, why,
-                     f", or go by the declared {declared}" if declared else "")
+            log.log(logging.INFO if report else logging.DEBUG, "%s[%d]: the shard (offset %d) has %s: which "
+                    "partitioner placed its keys is not known (reads of this partition ask every owner%s)", topic,
+                    partition, stored, why, f", or go by the declared {declared}" if declared else "")
         else:
             tally.complete = bool(doc["complete"])
         if doc is not None:
@@ -202,7 +202,8 @@ def _decode(raw: bytes, name: str) -> dict:
         if doc.get("format") != FORMAT:
             raise ValueError(f"format {doc.get('format')!r}")
         if not isinstance(doc["through"], int) or not isinstance(doc["keys"], int) \
-                or not isinstance(doc["misfits"], dict) or not isinstance(doc["complete"], bool):
+                or not isinstance(doc["misfits"], dict) or not isinstance(doc["complete"], bool) \
+                or not all(type(v) is int for v in doc["misfits"].values()):
             raise ValueError("a field of the wrong type")
         return doc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
