@@ -22,7 +22,10 @@ Modules, one concept each:
 * :mod:`.applier`: batched, ordered writes with the offsets in the store;
 * :mod:`.partition`: the state kept per assigned partition;
 * :mod:`.offsets`: how the store names and encodes its offsets;
-* :mod:`.routing`: Kafka's murmur2 partitioner, a key's partition;
+* :mod:`.partitioners`: Kafka's and librdkafka's key partitioners (murmur2,
+  CRC-32 ``consistent``, FNV-1a);
+* :mod:`.placement`: a shard's placement tally, which partitioners fit its keys;
+* :mod:`.routing`: which partitions a read of a key asks;
 * :mod:`.shards`: ``ShardedStore``, partitioned state (one store a partition);
 * :mod:`.members`: the group's member announcements (who serves what, where);
 * :mod:`.serve`: ``QueryServer``, a loader's shards over HTTP;

@@ -27,6 +27,8 @@ so a fenced partition is never in a later write.
 is called under the lock right after each partition's batch is written
 (the loader's changelog writer, changelog.py, produces it there: what the
 changelog holds, a shard held first, in the order the shard applied it);
+A partition's placement tally (placement.py), if it has one, counts the
+keys of each batch and is written in it beside the offset.
 ``durable_barrier(..., then=...)`` runs ``then`` under the lock after the
 synced write (the changelog's flush before a Kafka commit). This module
 never talks to Kafka itself.
@@ -154,6 +156,8 @@ class Applier:
                 budget -= nbytes
                 ops_lists[ps] = taken
                 offsets[ps] = next_offset
+                if ps.placement is not None:
+                    ps.placement.observe(taken)
                 counts[ps] = count
             if not offsets:
                 return False
@@ -204,6 +208,8 @@ class Applier:
                                 put(key, value)
                     for ps, offset in offsets.items():
                         batch.set_meta(ps.meta_name, b"%d" % offset)
+                        if ps.placement is not None:
+                            ps.placement.persist(batch, offset)
                 return
             except Exception as exc:  # noqa: BLE001 - the store's failure: retried, then the loader's error
                 if attempt == self._write_attempts:

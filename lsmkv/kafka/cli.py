@@ -100,6 +100,10 @@ def _load_parser(sub) -> None:
     p.add_argument("--changelog", action="store_true",
                    help="write what each shard applies to the topic <group>-<topic>-changelog and restore shards "
                    "from it instead of reprocessing the topic (needs --partitioned or --serve; docs/kafka.md)")
+    from .partitioners import NAMES as partitioners
+    p.add_argument("--partitioner", choices=list(partitioners), metavar="NAME",
+                   help="with partitioned state: the partitioner the topic's producers use, for routing reads "
+                   f"({', '.join(partitioners)}; default: found from the keys; docs/kafka.md, 'Routing')")
     p.add_argument("--standby-replicas", type=int, default=0, metavar="N",
                    help="keep warm copies of up to N other instances' partitions (needs --serve; default 0)")
     p.add_argument("--advertise", metavar="URL",
@@ -129,7 +133,7 @@ def _settings(args):
         until_caught_up=args.until_caught_up, revoke_timeout=args.revoke_timeout,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
         processor=load_processor(args.processor) if args.processor else None,
-        changelog=args.changelog, client_config=_client_config(args))
+        changelog=args.changelog, client_config=_client_config(args), partitioner=args.partitioner)
 
 
 def _partition_table(snapshot: dict, title: str):
@@ -164,6 +168,9 @@ def _scale_out_usage(args) -> str | None:
     if args.changelog and not (args.partitioned or args.serve is not None):
         return ("--changelog needs partitioned state (--partitioned or --serve): the changelog holds what each "
                 "partition's shard applied")
+    if args.partitioner and not (args.partitioned or args.serve is not None):
+        return ("--partitioner needs partitioned state (--partitioned or --serve): it routes reads of a shard "
+                "directory")
     if args.standby_replicas < 0:
         return f"--standby-replicas must be 0 or more, not {args.standby_replicas}"
     if args.standby_replicas and args.serve is None:
@@ -350,11 +357,13 @@ def _cmd_query(args) -> int:
     if args.json:
         print(json.dumps({**entry_object(found.key, found.value, hex=args.hex),
                           "partition": found.partition, "url": found.url, "role": found.role,
-                          "stored": found.stored, "behind": found.behind}))
+                          "stored": found.stored, "behind": found.behind, "routed_by": found.routed_by,
+                          "route": found.route, "found_in": list(found.found_in)}))
         return 0 if found.found else 1
     if found.value is None:
-        print(f"lsmkv kafka query: {shown(key, args.hex)}: not found (partition {found.partition}, "
-              f"asked {found.url})", file=sys.stderr)
+        where = (f"partition {found.partition}" if found.routed_by else "every partition") + \
+            f", asked {', '.join(found.asked)}"
+        print(f"lsmkv kafka query: {shown(key, args.hex)}: not found ({where}; {found.route})", file=sys.stderr)
         return 1
     print(shown(found.value, args.hex))
     return 0

@@ -17,7 +17,8 @@ How a record travels (docs/kafka.md has the picture):
    wheel and finally dead-lettered.
 3. The applier (applier.py) writes each partition's completed prefix in
    engine write batches, each also recording the partition's progress in
-   the store's metadata, atomically.
+   the store's metadata, atomically (with partitioned state, also the
+   shard's placement tally: which partitioners fit its keys, placement.py).
 4. Every ``commit_interval`` the consumer thread makes the stored offsets
    durable (one synced write) and commits them to Kafka, so lag tools see
    progress; Kafka's offset never runs ahead of the store.
@@ -248,6 +249,12 @@ class Loader:
                 else:
                     out[ps.partition] = None if target is None else target - held
         return out
+
+    def placements(self) -> dict[int, dict]:
+        """{partition: its shard's placement tally summary (placement.py)} of
+        the partitions held active (partitioned state; safe from any thread)."""
+        return {ps.partition: ps.placement.summary() for ps in list(self._parts.values())
+                if ps.state == ACTIVE and ps.placement is not None}
 
     def shard_of(self, partition: int):
         """The open shard of ``partition`` if this loader holds it active
@@ -684,6 +691,10 @@ class Loader:
             stored = stored_offset(db, tp.topic, tp.partition)
             ps = PartitionState(tp.topic, tp.partition, stored, s.max_pending, self.metrics)
             ps.db = None if self._shards is None else db
+            if self._shards is not None:
+                from .placement import PlacementTally
+                ps.placement = PlacementTally.load(db, tp.topic, tp.partition, self._shards.partitions, stored,
+                                                   declared=s.partitioner)
             # A shard counts as restoring until it holds the end the partition
             # had when assigned: rebuilt from nothing, or a local shard left
             # behind while another instance owned the partition.

@@ -13,13 +13,16 @@ small topic of its own, ``<group>-members`` (one partition,
   address replaces its record, compaction keeps one per instance);
 * value: JSON ``{"url", "group", "topic", "partitions" (the topic's count),
   "active": {partition: stored offset}, "restoring": [partition, ...],
-  "standby": {partition: stored offset}, "seq", "time"}`` -- what it holds
-  now (and keeps warm copies of, standby.py) and how far each shard is
-  applied;
+  "standby": {partition: stored offset}, "placement": {partition: the
+  placement tally of its shard}, "seq", "time"}`` -- what it holds now (and
+  keeps warm copies of, standby.py), how far each shard is applied and
+  which partitioners fit the keys each active shard holds (placement.py;
+  the client routes by it, routing.py);
 * a null value (tombstone) when it stops cleanly.
 
-An instance announces whenever its assignment changes (checked every
-``CHECK_INTERVAL``) and every ``REFRESH_INTERVAL`` otherwise. A reader
+An instance announces whenever its assignment or a shard's set of fitting
+partitioners changes (checked every ``CHECK_INTERVAL``) and every
+``REFRESH_INTERVAL`` otherwise. A reader
 takes the topic from the beginning, the last record of each instance, and
 for each partition orders the claims by the position of the record that
 made them: the newest claim first (topic order, not clocks, decides; a
@@ -88,6 +91,8 @@ class Member:
     time: float
     #: {partition: stored offset} of its standby copies.
     standby: dict[int, int | None] = field(default_factory=dict)
+    #: {partition: placement tally summary (placement.py)} of its active shards.
+    placement: dict[int, dict] = field(default_factory=dict)
     raw: dict = field(repr=False, default_factory=dict)
 
 
@@ -98,7 +103,8 @@ def decode(value: bytes, position: int) -> Member | None:
                       active={int(p): o for p, o in doc.get("active", {}).items()},
                       restoring=[int(p) for p in doc.get("restoring", [])], position=position,
                       time=float(doc.get("time", 0.0)), raw=doc,
-                      standby={int(p): o for p, o in doc.get("standby", {}).items()})
+                      standby={int(p): o for p, o in doc.get("standby", {}).items()},
+                      placement={int(p): t for p, t in (doc.get("placement") or {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("ignoring a malformed member announcement at offset %d: %r", position, value[:200])
         return None
@@ -194,7 +200,8 @@ class Announcer:
                 "partitions": shards.partitions,
                 "active": {str(p): stored for (t, p), (state, stored) in sorted(held.items()) if state == "active"},
                 "restoring": sorted(restoring),
-                "standby": {} if self.standby is None else {str(p): o for p, o in sorted(self.standby.held().items())}}
+                "standby": {} if self.standby is None else {str(p): o for p, o in sorted(self.standby.held().items())},
+                "placement": {str(p): t for p, t in sorted(loader.placements().items())}}
 
     def _run(self) -> None:
         last: tuple | None = None
@@ -202,7 +209,12 @@ class Announcer:
         while not self._stop.wait(self._check):
             try:
                 doc = self.state()
-                shape = (tuple(doc["active"]), doc["partitions"], tuple(doc["restoring"]), tuple(doc["standby"]))
+                # (A family ruled out for a partition is announced at once:
+                # reads routed by it would miss that partition's keys.)
+                fits = tuple((p, t["complete"], tuple(t["fitting"]), t["partitions"])
+                             for p, t in doc["placement"].items())
+                shape = (tuple(doc["active"]), doc["partitions"], tuple(doc["restoring"]), tuple(doc["standby"]),
+                         fits)
                 now = time.monotonic()
                 if shape != last or now - last_time >= self._refresh:
                     self._send(doc)

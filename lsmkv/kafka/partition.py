@@ -54,6 +54,10 @@ class PartitionState:
         self.restore_position: int | None = None
         #: Records this assignment applied from the changelog.
         self.restored = 0
+        #: Partitioned state: which partitioners fit the keys its shard
+        #: holds (placement.py); its writers count what they write into it
+        #: and persist it in the same batch. None: not counted.
+        self.placement = None
         #: The store holds every record below this (None: none of this partition yet).
         self.stored: int | None = start
         #: A synced write made ``stored`` durable up to here (safe to commit to Kafka).

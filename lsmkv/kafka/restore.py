@@ -494,6 +494,8 @@ class ChangelogRestorer:
         its stored source offset (the restore's last batch)."""
         with self._applier.lock:
             self._check_active(ps)
+            if ps.placement is not None:
+                ps.placement.observe([ops])
             with ps.db.write_batch() as batch:
                 put, delete = batch.put, batch.delete
                 for key, value in ops:
@@ -503,6 +505,8 @@ class ChangelogRestorer:
                         put(key, value)
                 if offset is not None:
                     batch.set_meta(ps.meta_name, encode_offset(offset))
+                    if ps.placement is not None:
+                        ps.placement.persist(batch, offset)
             if offset is not None:
                 ps.stored = offset
                 ps.metrics.stored = offset
@@ -529,6 +533,8 @@ class ChangelogRestorer:
                         batch.delete(key)
             cleared += len(keys)
             start = keys[-1] + b"\x00"
+        if ps.placement is not None:
+            ps.placement.reset()
         if cleared:
             log.info("%s: deleted %d keys an interrupted or failed restore had written to %s[%d]'s shard",
                      self._name, cleared, ps.topic, ps.partition)

@@ -18,13 +18,17 @@ Bytes travel as lowercase hex.
                                           (standby and warm-up copies), "assignment": {"generation", "leader",
                                           "active", "standby", "warmup", "waiting", "warmups_in_group",
                                           "waiting_in_group", "ends", "lags", "probes", "rebalance_seconds"} (the
-                                          lag-aware assignment, coordination.py)}
-    GET /v1/get?key=HEX[&stale=1]        {"partition", "found", "value": HEX|null, "stored",
+                                          lag-aware assignment, coordination.py), "placement": {p: the
+                                          placement tally of its shard (placement.py)}}
+    GET /v1/get?key=HEX&partition=P[&stale=1]
+                                         {"partition", "found", "value": HEX|null, "stored",
                                           "role": "active"|"restoring"|"standby", "behind": records|null}
     GET /v1/scan?partition=P[&start=HEX][&end=HEX][&limit=N]
                                          {"partition", "items": [[HEX, HEX], ...], "next": HEX|null, "stored"}
 
-``scan`` pages through one partition in key order (``limit``, default
+``get`` reads the key from the partition named: which one holds it is
+the client's business (routing.py: by the partitioner the group's keys
+fit, or every partition in turn). ``scan`` pages through one partition in key order (``limit``, default
 1000, at most 10000, entries a page; ``next`` is the ``start`` of the next
 page, null at the end). Errors are JSON ``{"error": "..."}``: 400 for bad
 input (one message naming the problem), 404 for an unknown path, 421 for
@@ -43,7 +47,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from .errors import LoaderError
-from .routing import partition_for
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +139,8 @@ class QueryServer:
             if parts.path == "/v1/status":
                 body = self.status()
             elif parts.path == "/v1/get":
-                body = self._get(_hex_arg(query, "key", required=True), query.get("stale") == ["1"])
+                body = self._get(_hex_arg(query, "key", required=True), self._partition_arg(query),
+                                 query.get("stale") == ["1"])
             elif parts.path == "/v1/scan":
                 body = self._scan(query)
             else:
@@ -166,7 +170,8 @@ class QueryServer:
                 "restored_from_changelog": restored,
                 "standby": {} if self.standby is None else {str(p): o for p, o in
                                                             sorted(self.standby.held().items())},
-                "assignment": None if self.coordination is None else self.coordination.status()}
+                "assignment": None if self.coordination is None else self.coordination.status(),
+                "placement": {str(p): t for p, t in sorted(loader.placements().items())}}
 
     def _owned(self, partition: int):
         db = self._loader.shard_of(partition)
@@ -190,8 +195,17 @@ class QueryServer:
             raise _BadRequest(503, "not serving yet: the loader has not joined its group")
         return count
 
-    def _get(self, key: bytes, stale_ok: bool = False) -> dict:
-        partition = partition_for(key, self._partitions())
+    def _partition_arg(self, query: dict) -> int:
+        count = self._partitions()
+        if not query.get("partition"):
+            raise _BadRequest(400, "missing query parameter 'partition' (the partition to read: StoreClient "
+                                   "finds which, docs/kafka.md 'Routing')")
+        partition = _int_arg(query, "partition")
+        if partition >= count:
+            raise _BadRequest(400, f"partition {partition} does not exist (the topic has {count})")
+        return partition
+
+    def _get(self, key: bytes, partition: int, stale_ok: bool = False) -> dict:
         if stale_ok and self._loader.shard_of(partition) is None and self.standby is not None:
             db = self.standby.shard_of(partition)
             if db is not None:
@@ -212,10 +226,7 @@ class QueryServer:
                 "stored": stored, "role": "active" if behind == 0 else "restoring", "behind": behind}
 
     def _scan(self, query: dict) -> dict:
-        count = self._partitions()
-        partition = _int_arg(query, "partition")
-        if partition >= count:
-            raise _BadRequest(400, f"partition {partition} does not exist (the topic has {count})")
+        partition = self._partition_arg(query)
         start, end = _hex_arg(query, "start"), _hex_arg(query, "end")
         limit = _int_arg(query, "limit", DEFAULT_PAGE)
         if not 1 <= limit <= MAX_PAGE:

@@ -124,6 +124,10 @@ class LoaderSettings:
     changelog: bool = False
     #: Extra librdkafka settings, passed through (security, tuning).
     client_config: dict = field(default_factory=dict)
+    #: Partitioned state: the partitioner the topic's producers use
+    #: (librdkafka's name: partitioners.NAMES), declared for reads' routing;
+    #: None: found from the keys alone (placement.py).
+    partitioner: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.bootstrap_servers, str) or not self.bootstrap_servers.strip():
@@ -158,6 +162,11 @@ class LoaderSettings:
             raise OptionError(f"changelog must be True or False, not {self.changelog!r}")
         if self.processor is not None and not callable(self.processor):
             raise OptionError(f"processor must be callable, not {type(self.processor).__name__}")
+        if self.partitioner is not None:
+            from .partitioners import NAMES
+            if self.partitioner not in NAMES:
+                raise OptionError(f"partitioner must be one of librdkafka's {', '.join(NAMES)}, not "
+                                  f"{self.partitioner!r}")
         if not isinstance(self.client_config, dict) or not all(isinstance(k, str) for k in self.client_config):
             raise OptionError(f"client_config must be a dict of librdkafka settings, not {self.client_config!r}")
         fixed = [k for k in self.client_config if k in FIXED_CONSUMER or k in ("group.id", "bootstrap.servers")]

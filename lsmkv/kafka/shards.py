@@ -20,15 +20,18 @@ move, be copied, dropped and rebuilt on its own. The layout of ``--db``:
 missing is rebuilt from the source topic by whoever is assigned its
 partition; a shard that is present resumes from its own offset.
 
-Reads: :meth:`get` routes a key to its partition's shard (one shard
-consulted), :meth:`scan` merges the shards' scans in key order
-(``heapq.merge``: every shard is sorted, keys never repeat across shards
-because a key lives in one partition). This module never talks to Kafka.
+Reads: :meth:`get` routes a key to its partition's shard when one
+partitioner fits the keys of every shard here (their placement tallies,
+placement.py; routing.py decides), else looks in every shard;
+:meth:`scan` merges the shards' scans in key order (``heapq.merge``: every
+shard is sorted), a key held by several shards listed once, with the value
+:meth:`get` answers. This module never talks to Kafka.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import os
 import threading
@@ -37,7 +40,9 @@ from lsmkv.keys import MAX_KEY_SIZE
 
 from .errors import LoaderError
 from .offsets import stored_offset
-from .routing import partition_for
+from .partitioners import FAMILIES
+from .placement import PlacementTally
+from .routing import Route, choose_route
 
 #: Name of the layout marker file inside a shard directory.
 MARKER = "LSMKV-SHARDS"
@@ -224,21 +229,44 @@ class ShardedStore:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def partition_of(self, key: bytes) -> int:
+    def route(self) -> Route:
+        """How reads of these shards go (routing.py), from each shard's
+        placement tally (a partition without a shard here holds nothing here)."""
         if self.partitions is None:
             raise LoaderError(f"{self.path}: the topic's partition count is not known yet (no load has run)")
-        return partition_for(key, self.partitions)
+        nothing = {"partitions": self.partitions, "complete": True, "keys": 0, "fitting": list(FAMILIES)}
+        summaries = {}
+        for p in range(self.partitions):
+            db = self.shard(p, create=False)
+            summaries[p] = nothing if db is None else PlacementTally.load(
+                db, self.topic, p, self.partitions, stored_offset(db, self.topic, p), report=False).summary()
+        return choose_route(self.partitions, summaries)
 
     def get(self, key: bytes, default: bytes | None = None) -> bytes | None:
-        """The value of ``key`` from the one shard its partition fills."""
-        db = self.shard(self.partition_of(key), create=False)
-        return default if db is None else db.get(key, default)
+        """The value of ``key``: from the one shard the partitioner fitting
+        every shard's keys names, else from the shard holding it
+        (Route.prefer picks among several)."""
+        route = self.route()
+        partition = route.partition_of(key)
+        if partition is not None:
+            db = self.shard(partition, create=False)
+            return default if db is None else db.get(key, default)
+        found = {}
+        for p in self.present():
+            db = self.shard(p, create=False)
+            value = None if db is None else db.get(key)
+            if value is not None:
+                found[p] = value
+        return found[route.prefer(key, found)] if found else default
 
     def scan(self, start: bytes | None = None, end: bytes | None = None):
         """(key, value) with start <= key < end over every shard, in key order."""
-        scans = [db.scan(start, end) for db in (self.shard(p, create=False) for p in self.present())
-                 if db is not None]
-        return heapq.merge(*scans, key=lambda kv: kv[0])
+        present = [p for p in self.present() if self.shard(p, create=False) is not None]
+        route = self.route() if self.partitions is not None else None
+        scans = [_tagged(self.shard(p, create=False).scan(start, end), p) for p in present]
+        for key, group in itertools.groupby(heapq.merge(*scans, key=lambda kpv: kpv[0]), key=lambda kpv: kpv[0]):
+            holders = {p: v for _, p, v in group}
+            yield key, holders[route.prefer(key, holders) if route is not None else min(holders)]
 
     def close(self) -> None:
         with self._lock:
@@ -255,3 +283,9 @@ class ShardedStore:
 
     def __repr__(self) -> str:
         return f"<ShardedStore {self.path} {self.engine} {self.topic!r} partitions={self.partitions}>"
+
+
+def _tagged(items, partition: int):
+    """(key, partition, value) of a shard's (key, value) scan."""
+    for key, value in items:
+        yield key, partition, value

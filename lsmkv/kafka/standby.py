@@ -39,6 +39,7 @@ from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .members import Member, read_members
 from .offsets import meta_name, stored_offset
+from .placement import PlacementTally
 from .settings import with_logger
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,10 @@ class StandbyReplicator:
             "client.id": "lsmkv-standby"}))
         #: partition -> its shard's stored offset (partitions this replicator writes).
         self._held: dict[int, int | None] = {}
+        #: {partition: the placement tally of its copy} (placement.py), kept
+        #: as the loader keeps an active shard's, so a copy taking over
+        #: routes as exactly.
+        self._tallies: dict[int, PlacementTally] = {}
         #: Partitions to stop fetching (given up under the lock; unassigned by our thread).
         self._dropped: set[int] = set()
         self._stop = threading.Event()
@@ -207,6 +212,7 @@ class StandbyReplicator:
                 self._max_key = min(self._max_key, db.stats().get("max_key_size", MAX_KEY_SIZE))
                 offset = stored_offset(db, self._topic, p)
                 self._held[p] = offset
+                self._tallies[p] = PlacementTally.load(db, self._topic, p, self._shards.partitions, offset)
                 self._dropped.discard(p)
                 add.append(TopicPartition(self._topic, p, OFFSET_BEGINNING if offset is None else offset))
         if add:
@@ -232,6 +238,8 @@ class StandbyReplicator:
                 if not records:
                     continue
                 db = self._shards.shard(p)
+                tally = self._tallies[p]
+                tally.observe_keys([key for _, key, _ in records if key is not None])
                 with db.write_batch() as batch:
                     for _, key, value in records:
                         if key is None:
@@ -241,6 +249,7 @@ class StandbyReplicator:
                         else:
                             batch.put(key, value)
                     batch.set_meta(meta_name(self._topic, p), b"%d" % (records[-1][0] + 1))
+                    tally.persist(batch, records[-1][0] + 1)
                 self._held[p] = records[-1][0] + 1
                 self.applied += len(records)
 
