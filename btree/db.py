@@ -1293,9 +1293,11 @@ class DB(KeyValueMapping):
 
     def approximate_size(self, start=None, end=None) -> int:
         """Bytes of the page file that keys in [start, end) take (None: an
-        open end), estimated from the internal pages: the share of the
-        leaves the range spans (Tree.position) times the bytes of pages in
-        use. No leaf is read; the estimates of adjacent ranges add up."""
+        open end), estimated from the internal pages: each bound's share of
+        the leaves (Tree.position) times the bytes of pages in use, rounded
+        to a byte offset, and the range the difference of its bounds'
+        offsets. No leaf is read; the estimates of adjacent ranges add up
+        to the byte (each bound is rounded once, whichever range it ends)."""
         lo, hi = scan_bounds(start, end, None)
         with self._lock:
             self._check_open()
@@ -1306,7 +1308,7 @@ class DB(KeyValueMapping):
             b = self._read(Tree.position, hi)
             pager = self._pager
             in_use = (pager.page_count - len(pager.free)) * pager.page_size
-        return max(0, round((b - a) * in_use))
+        return max(0, round(b * in_use) - round(a * in_use))
 
     def iterator(self, lower_bound=None, upper_bound=None) -> Iterator_:
         """A cursor over the database as it is now (btree/cursor.py): keys
