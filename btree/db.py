@@ -1177,12 +1177,13 @@ class DB(KeyValueMapping):
                 self._append_and_apply([writer], False)
 
     def _live_count(self) -> int:
-        """len(db): the tree's entry count, kept in the meta page (O(1))."""
+        """len(db): the keys a read finds (Tree.live_count): the entry count
+        the meta page keeps, less the values whose ttl has expired."""
         with self._lock:
             self._check_open()
-            if self._read_only:
-                return self._read(lambda tree: tree.entries)
-            return self._tree.entries
+            count = self._read(Tree.live_count)
+            self._trim_after_read()
+            return count
 
     def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
         """Iterate (key, value) over keys in [start, end) (and starting with
