@@ -502,3 +502,30 @@ def test_btree_len_follows_the_sweep_and_writes_after_it_first_counts(tmp_path):
     clock.advance(1000)
     assert len(db) == len(list(db.keys())) == 100 + len(range(1, 300, 3))
     db.close()
+
+
+def test_when_each_read_judges_expiry(engine, tmp_path):
+    """docs/api.md, "Time to live": a get (also a snapshot's) judges at the
+    call; an lsmkv scan or cursor once, when it is made; a btree scan or
+    cursor at each chunk it reads."""
+    clock = Clock()
+    db = open_db(engine, str(tmp_path / "db"), clock)
+    db.put(b"a", b"1", ttl=10)
+    db.put(b"b", b"2")
+    snap = db.snapshot()
+    scan = db.scan()  # made now; nothing read yet
+    cursor = db.iterator()  # made now; not positioned yet
+    clock.advance(10)
+    assert snap.get(b"a") is None and db.get(b"a") is None
+    cursor.seek_to_first()
+    if engine == "lsm":
+        assert list(scan) == [(b"a", b"1"), (b"b", b"2")]
+        assert cursor.key() == b"a"
+    else:
+        assert list(scan) == [(b"b", b"2")]
+        assert cursor.key() == b"b"
+    with db.iterator() as later:  # made after the deadline: never shows it
+        assert list(later) == [(b"b", b"2")]
+    cursor.close()
+    snap.close()
+    db.close()
