@@ -692,7 +692,7 @@ class DB(KeyValueMapping):
             self._usable = False
             self._replay_until = replay_until
             try:
-                self._reload(f"{what} failed")
+                self._reload(f"{what} failed, so the tree was rebuilt from the disk")
             except Exception as again:  # noqa: BLE001 - resume() retries it
                 log.error("btree %s: reloading the tree failed too: %r", self.path, again)
         if not isinstance(exc, Exception):
@@ -742,7 +742,7 @@ class DB(KeyValueMapping):
             wal = self._log
             try:
                 if self._tree_lost:
-                    self._reload(f"a failed write ({self._failed})")
+                    self._reload(f"resume() rebuilt the tree from the disk after a failure ({self._failed})")
                 self._pager.prepare_retry()
                 end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
                 self._write_checkpoint(end)
