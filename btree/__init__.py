@@ -16,8 +16,9 @@
 docs/btree.md describes the design, docs/formats.md the bytes on disk.
 """
 
-from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LockError,
-                          LsmkvError, OptionError, ReadOnlyError, SizeLimitError)
+from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError, InvalidDatabaseError,
+                          LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError,
+                          SyncTimeoutError)
 
 import os
 
@@ -54,6 +55,6 @@ def repair(path: str | bytes | os.PathLike):
 
 __all__ = [
     "open", "check", "checkpoint", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
-    "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
-    "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
+    "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
+    "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
 ]

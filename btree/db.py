@@ -42,7 +42,7 @@ from typing import Callable, Iterator
 from lsmkv.cache import default_capacity
 from lsmkv.dbdir import prepare_directory
 from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                          OptionError, ReadOnlyError, SizeLimitError)
+                          OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
 from lsmkv.fs import DEFAULT_FS, FileSystem
 from lsmkv.ingest import inspect_tables
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
@@ -295,8 +295,10 @@ class DB(KeyValueMapping):
         #: (emptied by close() of the DB or of that snapshot).
         self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
         self._live_snaps: dict[int, Snapshot] = {}
-        #: Bumped whenever a read-only handle reloads its view (its snapshots end).
+        #: Bumped whenever the handle reloads its view (its snapshots and
+        #: cursors end), and why it last did (SnapshotEndedError says it).
         self._view_gen = 0
+        self._view_reason = ""
 
         exists = prepare_directory(self.path, "btree", fs, create=not read_only)
         if read_only and not exists:
@@ -415,7 +417,7 @@ class DB(KeyValueMapping):
             self._check_open()
             if not self._read_only:
                 return
-            self._refresh()
+            self._refresh("refresh() moved it to the writer's newest data")
 
     def _concurrent_checkpoint(self) -> bool:
         """Read-only handles: is a writer in another process checkpointing (or
@@ -602,7 +604,7 @@ class DB(KeyValueMapping):
         try:
             fs.sync_dir(self.path)
             self._replay_until = self._log.end_lsn
-            self._reload()
+            self._reload(f"{what} rewrote the page file")
         except BaseException as exc:
             raise self._fail(f"{what} opening the new page file", exc,
                              replay_until=self._log.end_lsn) from exc
@@ -627,10 +629,12 @@ class DB(KeyValueMapping):
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
 
-    def _refresh(self) -> None:
+    def _refresh(self, reason: str) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed,
-        or rewrote the page file with compact_range())."""
+        or rewrote the page file with compact_range()); ``reason`` is what
+        the handle's snapshots are told."""
         self._view_gen += 1
+        self._view_reason = reason
         self._live_snaps.clear()
         self._pool.clear()
         if self._pager.replaced():
@@ -688,7 +692,7 @@ class DB(KeyValueMapping):
             self._usable = False
             self._replay_until = replay_until
             try:
-                self._reload()
+                self._reload(f"{what} failed, so the tree was rebuilt from the disk")
             except Exception as again:  # noqa: BLE001 - resume() retries it
                 log.error("btree %s: reloading the tree failed too: %r", self.path, again)
         if not isinstance(exc, Exception):
@@ -698,11 +702,12 @@ class DB(KeyValueMapping):
         return BackgroundError(f"the btree database {self.path}: {what} failed ({exc}); {outcome} writes are "
                                "stopped: call db.resume() once the cause is fixed (reads keep working)")
 
-    def _reload(self) -> None:
+    def _reload(self, reason: str) -> None:
         """Rebuild the tree in memory from the last checkpoint and the log
         records before ``_replay_until`` (the acknowledged writes). Live
-        snapshots end."""
+        snapshots end; ``reason`` is what they are told."""
         self._view_gen += 1
+        self._view_reason = reason
         self._live_snaps.clear()
         self._pool.clear()
         replayed = self._replayed
@@ -737,7 +742,7 @@ class DB(KeyValueMapping):
             wal = self._log
             try:
                 if self._tree_lost:
-                    self._reload()
+                    self._reload(f"resume() rebuilt the tree from the disk after a failure ({self._failed})")
                 self._pager.prepare_retry()
                 end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
                 self._write_checkpoint(end)
@@ -780,7 +785,7 @@ class DB(KeyValueMapping):
                     raise
             if attempt:
                 time.sleep(0.01)
-            self._refresh()
+            self._refresh("a writer checkpointed pages its view needed, so it moved to the writer's newest data")
             if snap is not None:
                 self._check_snapshot(snap)
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
@@ -1177,12 +1182,13 @@ class DB(KeyValueMapping):
                 self._append_and_apply([writer], False)
 
     def _live_count(self) -> int:
-        """len(db): the tree's entry count, kept in the meta page (O(1))."""
+        """len(db): the keys a read finds (Tree.live_count): the entry count
+        the meta page keeps, less the values whose ttl has expired."""
         with self._lock:
             self._check_open()
-            if self._read_only:
-                return self._read(lambda tree: tree.entries)
-            return self._tree.entries
+            count = self._read(Tree.live_count)
+            self._trim_after_read()
+            return count
 
     def scan(self, start=None, end=None, reverse: bool = False, prefix=None) -> Iterator[tuple[bytes, bytes]]:
         """Iterate (key, value) over keys in [start, end) (and starting with
@@ -1293,9 +1299,11 @@ class DB(KeyValueMapping):
 
     def approximate_size(self, start=None, end=None) -> int:
         """Bytes of the page file that keys in [start, end) take (None: an
-        open end), estimated from the internal pages: the share of the
-        leaves the range spans (Tree.position) times the bytes of pages in
-        use. No leaf is read; the estimates of adjacent ranges add up."""
+        open end), estimated from the internal pages: each bound's share of
+        the leaves (Tree.position) times the bytes of pages in use, rounded
+        to a byte offset, and the range the difference of its bounds'
+        offsets. No leaf is read; the estimates of adjacent ranges add up
+        to the byte (each bound is rounded once, whichever range it ends)."""
         lo, hi = scan_bounds(start, end, None)
         with self._lock:
             self._check_open()
@@ -1306,7 +1314,7 @@ class DB(KeyValueMapping):
             b = self._read(Tree.position, hi)
             pager = self._pager
             in_use = (pager.page_count - len(pager.free)) * pager.page_size
-        return max(0, round((b - a) * in_use))
+        return max(0, round(b * in_use) - round(a * in_use))
 
     def iterator(self, lower_bound=None, upper_bound=None) -> Iterator_:
         """A cursor over the database as it is now (btree/cursor.py): keys
@@ -1344,10 +1352,10 @@ class DB(KeyValueMapping):
             raise ClosedError("the snapshot is closed")
         self._check_open()
         if self._view_gen != snap._gen:
-            snap._closed = True
-            raise LsmkvError("the snapshot ended: its handle reloaded the database (a read-only handle after a "
-                             "writer in another process checkpointed, a writer after a failed write or a "
-                             "compact_range()); take a new snapshot")
+            # (Not marked closed: every later use says this again, and close() stays harmless.)
+            raise SnapshotEndedError(f"the snapshot ended (a cursor reads through one): this handle of "
+                                     f"{self.path} reloaded its view ({self._view_reason}), which ends every "
+                                     f"snapshot and cursor taken before; take a new one")
 
     def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
         with self._lock:

@@ -33,6 +33,7 @@ from itertools import count
 from lsmkv.errors import CorruptionError
 
 from .bufferpool import BufferPool
+from .expiry import ExpiredCount
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
                    Node, Overflow, decode_overflow, value_size)
 
@@ -144,6 +145,9 @@ class Tree:
         #: the clock that says which have expired (ms since the epoch).
         self.ttl_entries = ttl_entries
         self.now_ms = now_ms or (lambda: 0)
+        #: The deadlines of those values, once live_count() needed them
+        #: (None until then): kept exact by put and delete from then on.
+        self.expiry: ExpiredCount | None = None
         #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
         #: value and ``ahi_page`` key -> its leaf's page number, for keys that
         #: gets have looked up and whose leaf is in the buffer pool; a get that
@@ -314,6 +318,8 @@ class Tree:
                 vsize = DEADLINE_SIZE + len(raw)
             leaf.ovf = True
             self.ttl_entries += 1
+            if self.expiry is not None:
+                self.expiry.add(value.deadline)
         if leaf.saved < self.snap_seq:
             self.preserve(leaf)
         keys = leaf.keys
@@ -383,9 +389,44 @@ class Tree:
         overflow chain, count its ttl out."""
         if type(old) is Expiring:
             self.ttl_entries -= 1
+            if self.expiry is not None:
+                self.expiry.remove(old.deadline)
         ref = _overflow_of(old)
         if ref is not None:
             self.free_overflow(ref)
+
+    def live_count(self) -> int:
+        """The keys a read finds now: the entries less the values whose ttl
+        has expired. O(1) while no value has a ttl; otherwise the first call
+        walks the leaves for the deadlines (ExpiredCount), and later ones
+        count only the deadlines passed since (a clock set back walks again)."""
+        if not self.ttl_entries:
+            return self.entries
+        now = self.now_ms()
+        expiry = self.expiry
+        expired = None if expiry is None else expiry.expired(now)
+        if expired is None:
+            self.expiry = expiry = ExpiredCount(self._deadlines(), now)
+            expired = expiry.expired(now)
+        return self.entries - expired
+
+    def _deadlines(self):
+        """The deadline of every value with a ttl, leaf by leaf (a leaf
+        outside the pool is read in place, not kept)."""
+        pg = self.root
+        for _ in self.inner:
+            pg = self.node(pg, False).kids[0]
+        while pg:
+            leaf = self._range_leaf(pg, None, False)
+            if type(leaf) is Node:
+                vals, ovf = leaf.vals, leaf.ovf
+            else:
+                vals, ovf = leaf.cells(0, leaf.count)[1:]
+            if ovf:
+                for v in vals:
+                    if type(v) is Expiring:
+                        yield v.deadline
+            pg = leaf.next
 
     def expired_keys(self, lo: bytes | None, limit: int) -> tuple[list[bytes], bytes | None]:
         """Keys from ``lo`` upward whose ttl has expired, looking at about

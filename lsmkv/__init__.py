@@ -23,8 +23,9 @@ from .db import DB
 # in the package only when it is first loaded).
 from .destroy import destroy as _destroy_db
 from .repair import repair_db as _repair_db
-from .errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LockError,
-                     LsmkvError, OptionError, ReadOnlyError, SizeLimitError)
+from .errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError, InvalidDatabaseError,
+                     LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError,
+                     SyncTimeoutError)
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from .options import Options
 from .snapshot import Snapshot
@@ -87,6 +88,6 @@ def repair(path: str | bytes | os.PathLike, **options):
 
 __all__ = [
     "open", "destroy", "repair", "checkpoint", "DB", "TableWriter", "TableInfo", "read_table", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
-    "BackgroundError", "ClosedError", "CorruptionError", "InvalidDatabaseError", "LockError",
-    "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError",
+    "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
+    "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
 ]

@@ -6,7 +6,10 @@ vocabulary: ``seek(key)`` (first key >= key), ``seek_for_prev(key)`` (last
 key <= key), ``seek_to_first()``, ``seek_to_last()``, ``valid()``,
 ``key()``, ``value()``, ``next()``, ``prev()``, ``close()``; it is also a
 context manager, and iterating it yields ``(key, value)`` from its current
-position (from the first key when it is not positioned) to the end.
+entry to the end of its range. A cursor that was positioned (by a seek, or
+by ``next``/``prev``) and is not on an entry -- a seek past the last key,
+a ``next()`` off the end -- yields nothing, as RocksDB's invalid iterator
+does; one never positioned yields from the first key, as plyvel's does.
 
 How it works (LevelDB's MergingIterator and DBIter in one): the view is
 the read state (memtables and Version) and sequence number pinned when the
@@ -382,8 +385,8 @@ def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = N
 class Iterator:
     """A cursor over a point-in-time view (see the module docstring)."""
 
-    __slots__ = ("_sources", "_lower", "_upper", "_forward", "_key", "_value", "_closed", "_check",
-                 "_pinned", "_finalizer", "_alive", "__weakref__")
+    __slots__ = ("_sources", "_lower", "_upper", "_forward", "_key", "_value", "_positioned", "_closed",
+                 "_check", "_pinned", "_finalizer", "_alive", "__weakref__")
 
     def __init__(self, sources: list[SourceCursor], lower_bound: object = None, upper_bound: object = None, *,
                  check: Callable[[], None] = lambda: None, pinned: object = None,
@@ -395,6 +398,9 @@ class Iterator:
         self._forward = True
         self._key: bytes | None = None
         self._value: bytes | None = None
+        #: Set by the first seek: from then on "not on an entry" means the
+        #: cursor went past an end, and iterating it yields nothing.
+        self._positioned = False
         self._closed = False
         #: Raises if the database (or snapshot) behind the cursor was closed.
         self._check = check
@@ -490,8 +496,12 @@ class Iterator:
     # -- merging ----------------------------------------------------------------------------
 
     def _begin(self) -> None:
+        """Before a seek: the cursor is positioned from now on, and on no
+        entry until the seek settles (a seek that raises leaves it so)."""
         self._check_open()
         self._forward = True
+        self._positioned = True
+        self._key = self._value = None
 
     def _settle_forward(self) -> None:
         """Show the smallest key among the sources (the newest source's
@@ -540,11 +550,17 @@ class Iterator:
     # -- iteration and lifetime --------------------------------------------------------------
 
     def __iter__(self) -> TypingIterator[tuple[bytes, bytes]]:
-        """(key, value) from the current entry (from the first one when the
-        cursor is not positioned) to the end of the range, ascending. The
-        iteration reads on its own: the cursor stays where it is."""
+        """(key, value) from the current entry to the end of the range,
+        ascending; nothing when the cursor was positioned and is on no entry
+        (past either end); from the first entry when it was never
+        positioned. The iteration reads on its own: the cursor stays where
+        it is."""
         self._check_open()
-        return self.stream(self._key if self._key is not None else self._lower)
+        if self._key is not None:
+            return self.stream(self._key)
+        if self._positioned:
+            return iter(())
+        return self.stream(self._lower)
 
     def stream(self, start: bytes | None = None, reverse: bool = False) -> TypingIterator[tuple[bytes, bytes]]:
         """(key, value) of every live key in the bounds from ``start`` on

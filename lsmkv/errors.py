@@ -52,6 +52,14 @@ class ClosedError(LsmkvError):
     """The database (or a snapshot or iterator of it) was used after close()."""
 
 
+class SnapshotEndedError(LsmkvError):
+    """A snapshot (or a cursor, which reads through one) can no longer be
+    read because its handle reloaded its view of the database: on btree, a
+    writer's ``compact_range()``, ``ingest()`` or failed write, or a
+    read-only handle moving to a writer's newer checkpoint. The message
+    names the reason; take a new snapshot or cursor (docs/api.md)."""
+
+
 class BackgroundError(LsmkvError):
     """Writes are stopped after a failure (an I/O error writing the log, a
     flush, a compaction or a checkpoint), or this call hit that failure.

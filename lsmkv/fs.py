@@ -223,21 +223,63 @@ class PagedFile:
 
 
 class FileLock:
-    """An exclusive advisory lock (flock) held for the lifetime of a DB."""
+    """An exclusive advisory lock (flock) held for the lifetime of a DB.
 
-    __slots__ = ("path", "_fd")
+    flock refuses a second lock on a file whether the holder is another
+    process or this one (each open of the file is a lock of its own), so the
+    lock files this process holds are listed here, by (device, inode) -- the
+    lock belongs to the file, not its name (btree's vacuum renames a locked
+    file over the page file) -- to tell the two apart in the error. The list
+    is the process's, as the locks are (LevelDB's Env keeps such a table)."""
 
-    def __init__(self, path: str, fd: int) -> None:
+    __slots__ = ("path", "_fd", "_ident")
+
+    #: (device, inode) of every lock file this process holds, and the lock
+    #: that makes taking or releasing a lock and listing it one step.
+    _held: set[tuple[int, int]] = set()
+    _held_lock = threading.Lock()
+
+    def __init__(self, path: str, fd: int, ident: tuple[int, int] | None = None) -> None:
         self.path = path
         self._fd = fd
+        self._ident = ident
+
+    @classmethod
+    def take(cls, path: str) -> "FileLock":
+        """Lock ``path`` (created if missing) or raise LockError naming who holds it."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            st = os.fstat(fd)
+            ident = (st.st_dev, st.st_ino)
+            with cls._held_lock:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    directory = os.path.dirname(path) or "."
+                    if ident in cls._held:
+                        raise LockError(
+                            f"{directory} is already open for writing in this process (lock file {path}); "
+                            f"use that handle, close it first, or open with read_only=True") from None
+                    raise LockError(
+                        f"{directory} is open for writing in another process (lock file {path}); close it "
+                        f"there, or open with read_only=True") from None
+                cls._held.add(ident)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, ident)
 
     def release(self) -> None:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+            with self._held_lock:
+                self._held.discard(self._ident)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(fd)
 
 
 class FileSystem:
@@ -438,17 +480,7 @@ class OsFileSystem(FileSystem):
         os.link(src, dst)
 
     def lock(self, path: str) -> FileLock:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise LockError(
-                    f"{os.path.dirname(path) or '.'} is open for writing in another process "
-                    f"(lock file {path}); close it there, or open with read_only=True") from None
-            raise
-        return FileLock(path, fd)
+        return FileLock.take(path)
 
 
 #: The file system used when a DB is opened without ``fs=``.

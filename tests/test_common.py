@@ -78,7 +78,7 @@ def test_fs_append_read_and_atomic_write(tmp_path):
 def test_lock_is_exclusive(tmp_path):
     fs = DEFAULT_FS
     lock = fs.lock(str(tmp_path / "LOCK"))
-    with pytest.raises(LockError, match="open for writing in another process"):
+    with pytest.raises(LockError, match="already open for writing in this process"):
         fs.lock(str(tmp_path / "LOCK"))
     lock.release()
     fs.lock(str(tmp_path / "LOCK")).release()

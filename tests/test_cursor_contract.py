@@ -1,7 +1,8 @@
 """One cursor contract for both engines (db.iterator(), snapshot.iterator()):
 random writes spread over memtable, level 0 and deeper levels (lsmkv) or
 many pages (btree), then random sequences of every cursor move, with and
-without bounds and snapshots, checked against a sorted-list model; writes
+without bounds and snapshots, checked against a sorted-list model -- where
+the cursor stands and what iterating it yields after each move; writes
 made after a cursor was created are never seen by it."""
 
 from __future__ import annotations
@@ -38,9 +39,19 @@ class Model:
         self.keys = [k for k, _ in self.items]
         self.lower, self.upper = lower, upper
         self.pos = None
+        self.positioned = False
+
+    def iterated(self):
+        """What iterating the cursor yields: from the current entry to the
+        end; nothing once a positioned cursor is off its entries; all of the
+        range from a cursor never positioned."""
+        if self.pos is not None:
+            return self.items[self.pos:]
+        return [] if self.positioned else self.items
 
     def move(self, op, key):
         n = len(self.keys)
+        self.positioned = True
         if op == "seek":
             i = bisect.bisect_left(self.keys, key)
             self.pos = i if i < n else None
@@ -87,6 +98,7 @@ def exercise(cursor, model, move_list):
         else:
             assert cursor.valid(), (op, key)
             assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
+        assert list(cursor) == model.iterated(), (op, key)
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
@@ -111,6 +123,7 @@ def test_cursor_moves_agree_with_a_sorted_list(engine, data):
                 apply_writes(db, engine, data.draw(writes), contents)
                 model = Model(sorted(frozen.items()), lower, upper)
                 assert not cursor.valid()
+                assert list(cursor) == model.iterated()  # never positioned: the whole range
                 exercise(cursor, model, data.draw(moves))
                 # Iterating from where it stands, then whole.
                 cursor.seek_to_first()
@@ -170,5 +183,43 @@ def test_deleted_keys_are_never_seen_in_either_direction(tmp_path, engine):
             assert cursor.key() == b"k099"
             cursor.next()  # a direction change
             assert cursor.key() == b"k101"
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_cursor_off_its_entries_iterates_nothing(tmp_path, engine):
+    """Iterating yields from the current entry to the end: nothing after a
+    seek past the last key, a next() off the end or a prev() off the start;
+    a cursor never positioned yields its whole range; a seek makes the
+    cursor iterate again. The cursor stays where it is."""
+    db = ENGINES[engine](str(tmp_path / "db"))
+    try:
+        for key in (b"b", b"d", b"f"):
+            db.put(key, key.upper())
+        everything = [(b"b", b"B"), (b"d", b"D"), (b"f", b"F")]
+        with db.iterator() as cursor:
+            assert list(cursor) == everything and not cursor.valid()
+            cursor.seek(b"g")  # past the last key
+            assert not cursor.valid() and list(cursor) == []
+            cursor.seek(b"f")
+            assert list(cursor) == [(b"f", b"F")] and cursor.key() == b"f"
+            cursor.next()  # off the end
+            assert not cursor.valid() and list(cursor) == []
+            cursor.seek_to_first()
+            cursor.prev()  # off the start
+            assert not cursor.valid() and list(cursor) == []
+            cursor.seek_for_prev(b"a")  # before the first key
+            assert not cursor.valid() and list(cursor) == []
+            cursor.seek(b"c")
+            assert list(cursor) == everything[1:] and cursor.key() == b"d"
+        with db.iterator(lower_bound=b"c", upper_bound=b"f") as bounded:
+            assert list(bounded) == [(b"d", b"D")]  # never positioned: the whole range
+            bounded.seek_to_last()
+            bounded.next()
+            assert list(bounded) == []
+        with db.snapshot() as snap, snap.iterator() as cursor:
+            cursor.seek(b"z")
+            assert list(cursor) == []
     finally:
         db.close()

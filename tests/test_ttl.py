@@ -8,9 +8,13 @@ given moment, never about how long something took.
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
+import tempfile
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
 import lsmkv
@@ -331,4 +335,197 @@ def test_cursors_skip_expired_keys_in_both_directions(engine, tmp_path):
     with db.snapshot() as snap:
         with snap.iterator() as it:
             assert [k for k, _ in it] == live
+    db.close()
+
+
+# -- every read agrees with len() ------------------------------------------------------
+
+def _model_deadline(now: float, ttl: float) -> int:
+    """The documented deadline: the time of the put plus the ttl, in whole
+    milliseconds since the epoch, rounded up."""
+    return math.ceil((now + ttl) * 1000.0)
+
+
+def _visible(model: dict, clock: Clock) -> dict[bytes, bytes]:
+    now = math.floor(clock.now * 1000.0)
+    return {k: v for k, (v, deadline) in model.items() if deadline is None or deadline > now}
+
+
+def _check_reads_agree(db, model: dict, clock: Clock) -> None:
+    """len, bool, iteration, keys(), items(), get, ``in``, a cursor and
+    scans in both directions all show the keys the model holds at the
+    clock's time."""
+    expected = _visible(model, clock)
+    in_order = sorted(expected.items())
+    assert len(db) == len(expected)
+    assert bool(db) == bool(expected)
+    assert list(db) == [k for k, _ in in_order]
+    assert list(db.keys()) == [k for k, _ in in_order]
+    assert list(db.items()) == in_order
+    assert list(db.scan(reverse=True)) == in_order[::-1]
+    with db.iterator() as cursor:
+        assert list(cursor) == in_order
+        cursor.seek_to_last()
+        backward = []
+        while cursor.valid():
+            backward.append(cursor.key())
+            cursor.prev()
+        assert backward == [k for k, _ in in_order][::-1]
+    for key in model:
+        assert db.get(key) == expected.get(key)
+        assert (key in db) == (key in expected)
+    assert db.stats()["entries"] >= len(db)  # stored entries: an upper bound
+
+
+_ttl_keys = st.sampled_from([b"k%02d" % i for i in range(24)])
+_ttl_ops = st.lists(st.one_of(
+    st.tuples(st.just("put"), _ttl_keys, st.none()),
+    st.tuples(st.just("put"), _ttl_keys, st.sampled_from([0.001, 0.5, 1, 2.5, 10])),
+    st.tuples(st.just("batch"), _ttl_keys, st.sampled_from([None, 1, 3])),
+    st.tuples(st.just("delete"), _ttl_keys, st.none()),
+    st.tuples(st.just("advance"), st.none(), st.sampled_from([0.0005, 0.4, 1, 3])),
+    st.tuples(st.sampled_from(["back", "flush", "reopen", "clear", "reclaim"]), st.none(), st.none()),
+), min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_ttl_ops, reclaim=st.booleans())
+def test_len_and_every_read_agree_as_keys_expire(engine, ops, reclaim):
+    """Random puts with and without a ttl, deletes, batches, clears, the
+    clock moving (and set back), flushes and reopens: after each step len()
+    and every read agree with a model. ``reclaim``: expired keys' space is
+    reclaimed now and then (compact_range; and the clock never goes back,
+    since reclaimed space stays reclaimed -- lsmkv/ttl.py); otherwise the
+    clock may go back and expired values are readable again."""
+    path = tempfile.mkdtemp(prefix=f"lsmkv-ttl-len-{engine}-")
+    clock = Clock()
+    # No sweep or background compaction runs during the test: what is
+    # reclaimed, and when, is the test's choice.
+    options = ({"disable_auto_compactions": True} if engine == "lsm"
+               else {"page_size": 512, "ttl_sweep_interval": 86400})
+    model: dict[bytes, tuple[bytes, int | None]] = {}
+    db = open_db(engine, path + "/db", clock, **options)
+    try:
+        for step, (op, key, arg) in enumerate(ops):
+            value = b"v%d" % step
+            if op == "put":
+                db.put(key, value, ttl=arg)
+                model[key] = (value, None if arg is None else _model_deadline(clock.now, arg))
+            elif op == "batch":
+                with db.write_batch() as batch:
+                    batch.put(key, value, ttl=arg)
+                    batch.delete(b"k%02d" % ((int(key[1:]) + 1) % 24))
+                model[key] = (value, None if arg is None else _model_deadline(clock.now, arg))
+                model.pop(b"k%02d" % ((int(key[1:]) + 1) % 24), None)
+            elif op == "delete":
+                db.delete(key)
+                model.pop(key, None)
+            elif op == "advance":
+                clock.advance(arg)
+            elif op == "back":
+                if reclaim:
+                    continue
+                clock.now -= 1.5
+            elif op == "flush":
+                db.flush()
+            elif op == "reopen":
+                db.close()
+                db = open_db(engine, path + "/db", clock, **options)
+            elif op == "clear":
+                db.clear()
+                model.clear()
+            elif op == "reclaim":
+                if not reclaim:
+                    continue
+                db.compact_range()
+                model = {k: entry for k, entry in model.items() if k in _visible(model, clock)}
+            _check_reads_agree(db, model, clock)
+    finally:
+        db.close()
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_len_counts_only_live_keys_after_expiry_and_reopen(engine, tmp_path):
+    """The reported case: a key with a ttl and one without; once the first
+    expired, len() is 1 as keys() says, before and after a reopen."""
+    path = str(tmp_path / "db")
+    clock = Clock()
+    db = open_db(engine, path, clock)
+    db.put(b"a", b"1", ttl=0.5)
+    db.put(b"b", b"2")
+    assert len(db) == 2
+    clock.advance(0.7)
+    assert len(db) == 1 and list(db.keys()) == [b"b"]
+    db.close()
+    with open_db(engine, path, clock) as db:
+        assert len(db) == 1 and list(db.keys()) == [b"b"] and b"a" not in db
+
+
+def test_clear_empties_a_database_holding_expired_keys(engine, tmp_path):
+    """clear() deletes what reads find; an expired key it cannot see does
+    not keep len() at 1 or the database truthy until a sweep runs."""
+    clock = Clock()
+    db = open_db(engine, str(tmp_path / "db"), clock)
+    db.put(b"a", b"1", ttl=1)
+    db.put(b"b", b"2")
+    clock.advance(2)
+    db.clear()
+    assert len(db) == 0 and not db and list(db.keys()) == []
+    db.close()
+
+
+def test_btree_len_follows_the_sweep_and_writes_after_it_first_counts(tmp_path):
+    """Once len() has counted the deadlines, writes keep the count exact:
+    overwrites with and without a ttl, deletes, the sweep's deletes."""
+    clock = Clock()
+    path = str(tmp_path / "db")
+    db = open_db("btree", path, clock, page_size=512, ttl_sweep_interval=86400)
+    for i in range(300):
+        db.put(b"k%03d" % i, b"v" * 40, ttl=10 + i % 7)
+    for i in range(300, 400):
+        db.put(b"k%03d" % i, b"v" * 40)
+    assert len(db) == 400
+    clock.advance(12)  # ttls 10 and 11 passed: 2 in 7 of the first 300
+    expired = sum(1 for i in range(300) if 10 + i % 7 <= 12)
+    assert len(db) == 400 - expired == len(list(db.keys()))
+    for i in range(0, 300, 3):
+        db.put(b"k%03d" % i, b"w", ttl=100)  # a fresh deadline, expired or not before
+    for i in range(1, 300, 3):
+        db.put(b"k%03d" % i, b"w")  # no ttl any more
+    for i in range(2, 300, 9):  # (none of them among the ones above)
+        db.delete(b"k%03d" % i)
+    assert len(db) == len(list(db.keys()))
+    db._run_sweep()  # what the timing wheel runs every ttl_sweep_interval
+    assert db.stats()["ttl_swept"] > 0
+    assert len(db) == len(list(db.keys())) == db.stats()["entries"]
+    clock.advance(1000)
+    assert len(db) == len(list(db.keys())) == 100 + len(range(1, 300, 3))
+    db.close()
+
+
+def test_when_each_read_judges_expiry(engine, tmp_path):
+    """docs/api.md, "Time to live": a get (also a snapshot's) judges at the
+    call; an lsmkv scan or cursor once, when it is made; a btree scan or
+    cursor at each chunk it reads."""
+    clock = Clock()
+    db = open_db(engine, str(tmp_path / "db"), clock)
+    db.put(b"a", b"1", ttl=10)
+    db.put(b"b", b"2")
+    snap = db.snapshot()
+    scan = db.scan()  # made now; nothing read yet
+    cursor = db.iterator()  # made now; not positioned yet
+    clock.advance(10)
+    assert snap.get(b"a") is None and db.get(b"a") is None
+    cursor.seek_to_first()
+    if engine == "lsm":
+        assert list(scan) == [(b"a", b"1"), (b"b", b"2")]
+        assert cursor.key() == b"a"
+    else:
+        assert list(scan) == [(b"b", b"2")]
+        assert cursor.key() == b"b"
+    with db.iterator() as later:  # made after the deadline: never shows it
+        assert list(later) == [(b"b", b"2")]
+    cursor.close()
+    snap.close()
     db.close()

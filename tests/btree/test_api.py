@@ -103,7 +103,7 @@ def test_closed_and_read_only(dbpath):
 def test_second_writer_gets_lock_error_but_readers_may_open(dbpath):
     with btree.open(dbpath) as db:
         db.put(b"a", b"1", sync=True)
-        with pytest.raises(LockError, match="open for writing in another process"):
+        with pytest.raises(LockError, match="already open for writing in this process"):
             btree.open(dbpath)
         with btree.open(dbpath, read_only=True) as ro:
             assert ro.get(b"a") == b"1"
