@@ -15,6 +15,9 @@ Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
 by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
 
+Read-only handles build their view from the files a writer (in another
+process, perhaps) leaves, at open and at each refresh() (catch_up.py).
+
 Concurrency (docs/architecture.md has the full picture):
 * the write queue's lock (``_writes``) is held by the log writer:
   sequence assignment, log append, memtable insert, memtable switch; also
@@ -43,6 +46,7 @@ from typing import Iterator as TypingIterator
 from sortedcontainers import SortedList
 
 from .cache import DEFAULT_RULE as CACHE_RULE, BlockCache, default_capacity as default_cache_capacity
+from .catch_up import CatchUp, merged_memtable
 from .compaction import earliest_deadline, level_scores
 from .compactor import CompactionHost, Compactor
 from .cursor import (Finder, Iterator, SourceCursor, level_finders, memtable_finders, seek_chunk, stream_view,
@@ -87,14 +91,29 @@ def _raised_again(error: BaseException) -> BaseException:
 
 class _ReadState:
     """What a reader sees: the memtable, the immutable memtables (newest
-    first) and the Version. Replaced as a whole, never mutated."""
+    first) and the Version. Replaced as a whole, never mutated.
 
-    __slots__ = ("mem", "imms", "version")
+    ``floor``: the lowest read sequence the state answers correctly. 0 on a
+    writable handle (its compactions keep what its snapshots need); on a
+    read-only handle, the sequence it was caught up to (the writer's
+    compactions may have dropped versions older reads would need), so a
+    read that took ``_last_seq`` before a refresh published this state
+    reads at the floor instead.
 
-    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version) -> None:
+    ``meta``: on a read-only handle, the metadata entries of the manifest
+    the Version came from (a refresh reads newer ones before it publishes
+    their state); None on a writable handle, whose VersionSet holds them.
+    """
+
+    __slots__ = ("mem", "imms", "version", "floor", "meta")
+
+    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
+                 meta: dict[bytes, bytes] | None = None) -> None:
         self.mem = mem
         self.imms = imms
         self.version = version
+        self.floor = floor
+        self.meta = meta
 
 
 class DB(KeyValueMapping):
@@ -165,6 +184,10 @@ class DB(KeyValueMapping):
         self._l0_stop = False
         self._compactor: Compactor | None = None
         self._recovery: dict = {}
+        #: Read-only handles: follows the writer's manifest and logs
+        #: (catch_up.py); refresh() runs it under ``_refresh_lock``.
+        self._catch_up: CatchUp | None = None
+        self._refresh_lock = threading.Lock()
         #: Successful resume() calls.
         self._resumes = 0
         self._open()
@@ -183,14 +206,16 @@ class DB(KeyValueMapping):
         try:
             if not self._read_only:
                 self._lock_file = fs.lock(os.path.join(self.path, LOCK))
+            if self._read_only:
+                self._catch_up = CatchUp(self.path, fs, self._versions, self._tables,
+                                         salvage=opts.wal_recovery_mode == "salvage")
+                self._install_caught_up()
+                return
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
             self._check_tables_present()
-            if self._read_only:
-                self._recover_read_only()
-            else:
-                self._recover_for_writing()
+            self._recover_for_writing()
         except BaseException:
             self._release_resources()
             raise
@@ -264,13 +289,48 @@ class DB(KeyValueMapping):
         self._recovery = report
         return mem, max_seq
 
-    def _recover_read_only(self) -> None:
-        mem, max_seq = self._replay_logs()
-        self._last_seq = max_seq
-        version = self._versions.current
-        for meta in version.files():
-            self._tables.reader(meta)  # hold every table open: the view stays whole
-        self._state = _ReadState(mem, (), version)
+    # ------------------------------------------------------------------
+    # Read-only handles: following the writer
+    # ------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Read-only handles: move the view forward to what the writer (in
+        another process) has written since the open or the last refresh:
+        its manifest's new edits, then what its logs gained (catch_up.py).
+        Returns True when writes this handle did not see before became
+        visible (``stats()["last_sequence"]`` moved), False otherwise.
+        Snapshots, scans and cursors taken before keep reading the view
+        they started on, whatever the writer has deleted since. Never
+        writes or removes a file; when it raises (CorruptionError naming
+        the file, or LsmkvError if the writer kept replacing files), the
+        view is unchanged. A writable handle's view is always current:
+        there it does nothing and returns False."""
+        self._check_open()
+        if not self._read_only:
+            return False
+        with self._refresh_lock:
+            self._check_open()
+            before = self._last_seq
+            self._install_caught_up()
+            return self._last_seq > before
+
+    def _install_caught_up(self) -> None:
+        """Run the catch-up and publish its view: the state first, then the
+        sequence (readers read them in the other order; the state's floor
+        covers a reader that read the old sequence). Then forget the tables
+        no Version in use references any more (their files close once the
+        last reader lets go)."""
+        caught = self._catch_up.run()
+        seq = max(self._last_seq, caught.last_sequence)
+        mems = caught.memtables
+        with self._state_lock:
+            self._state = _ReadState(mems[0], mems[1:], caught.version, floor=seq, meta=caught.meta)
+        self._last_seq = seq
+        self._recovery = self._catch_up.report.as_dict()
+        live = self._versions.live_table_numbers()
+        for number in self._tables.open_numbers():
+            if number not in live:
+                self._tables.evict(number)
 
     def _recover_for_writing(self) -> None:
         versions = self._versions
@@ -571,6 +631,8 @@ class DB(KeyValueMapping):
             raise ClosedError(f"{self.path}: database is closed")
         seq = self._last_seq
         st = self._state
+        if seq < st.floor:
+            seq = st.floor
         k = key if type(key) is bytes else as_key(key)
         # The read path is written out here rather than shared with
         # _get_at() through calls: each call is a measurable share of a get.
@@ -627,9 +689,15 @@ class DB(KeyValueMapping):
 
     def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
+        return self._get_in(self._state, key, seq, default)
+
+    def _get_in(self, st: _ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
+        """get() on the read state ``st`` at the read sequence ``seq`` (at
+        least the state's floor)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
-        st = self._state
+        if seq < st.floor:
+            seq = st.floor
         k = key if type(key) is bytes else as_key(key)
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
@@ -693,11 +761,16 @@ class DB(KeyValueMapping):
               seq: int | None) -> TypingIterator[tuple[bytes, bytes]]:
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
-        lo, hi = scan_bounds(start, end, prefix)
         if seq is None:
             seq = self._last_seq
-        st = self._state
-        return self._scan_iter(st, seq, lo, hi, bool(reverse))
+        return self._scan_in(self._state, start, end, reverse, prefix, seq)
+
+    def _scan_in(self, st: _ReadState, start: object, end: object, reverse: bool, prefix: object,
+                 seq: int) -> TypingIterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        lo, hi = scan_bounds(start, end, prefix)
+        return self._scan_iter(st, max(seq, st.floor), lo, hi, bool(reverse))
 
     def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
                    reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
@@ -721,13 +794,13 @@ class DB(KeyValueMapping):
             value = mem.meta.get(key)
             if value is not None:
                 return value
-        return self._versions.meta.get(key)
+        return (self._versions.meta if st.meta is None else st.meta).get(key)
 
     def meta(self) -> dict[str, bytes]:
         """Every metadata entry, name -> value."""
         self._check_open()
         st = self._state
-        merged = dict(self._versions.meta)
+        merged = dict(self._versions.meta if st.meta is None else st.meta)
         for mem in (*reversed(st.imms), st.mem):  # oldest first: newer values win
             merged.update(mem.meta)
         return {name.decode("utf-8", "replace"): value for name, value in sorted(merged.items())}
@@ -762,9 +835,13 @@ class DB(KeyValueMapping):
         return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
 
     def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Iterator:
+        return self._iterator_in(self._state, seq, lower_bound, upper_bound, check)
+
+    def _iterator_in(self, st: _ReadState, seq: int, lower_bound: object, upper_bound: object,
+                     check) -> Iterator:
         lo = as_optional_key(lower_bound, "lower_bound")
         hi = as_optional_key(upper_bound, "upper_bound")
-        return self._view(self._state, seq, lo, hi, check)
+        return self._view(st, max(seq, st.floor), lo, hi, check)
 
     def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Iterator:
         """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
@@ -806,10 +883,38 @@ class DB(KeyValueMapping):
         """A point-in-time view (use in a ``with`` block or close() it)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
+        if self._read_only:
+            return self._pinned_snapshot()
         with self._snapshot_lock:
             seq = self._last_seq
             self._snapshots.add(seq)
         return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot)
+
+    def _pinned_snapshot(self) -> Snapshot:
+        """A read-only handle's snapshot reads the read state it was taken
+        on, not the newest one: the writer's compactions know nothing of
+        it, so a state refresh() publishes later may lack versions it sees.
+        The state (with its Version, whose tables stay open) is held until
+        the snapshot is closed."""
+        with self._snapshot_lock:
+            seq = self._last_seq
+            pin = [self._state]
+            seq = max(seq, pin[0].floor)
+            self._snapshots.add(seq)
+
+        def pinned() -> _ReadState:
+            if not pin:
+                raise ClosedError("snapshot used after close()")
+            return pin[0]
+
+        def release(sequence: int) -> None:
+            pin.clear()
+            self._release_snapshot(sequence)
+
+        return Snapshot(seq, lambda key, s, default: self._get_in(pinned(), key, s, default),
+                        lambda start, end, reverse, prefix, s: self._scan_in(pinned(), start, end, reverse, prefix, s),
+                        lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
+                        release)
 
     def _release_snapshot(self, seq: int) -> None:
         with self._snapshot_lock:
@@ -1174,9 +1279,12 @@ class DB(KeyValueMapping):
         if self._fs.exists(dest):
             raise FileExistsError(f"{dest} already exists; a checkpoint goes to a new directory")
         if self._read_only:
-            st = self._state
-            write_checkpoint(self._fs, dest, self.path, st.version, st.mem, self._last_seq, dict(self._versions.meta),
-                             self.options, self._tables.reader)
+            with self._refresh_lock:  # the memtables and the metadata stay as published
+                seq = self._last_seq
+                st = self._state
+                seq = max(seq, st.floor)
+                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
+                                 seq, dict(st.meta), self.options, self._tables.reader)
             return
         with self._writes.exclusive():
             if self._log is not None and self._bg_error is None and len(self._state.mem):
@@ -1387,6 +1495,8 @@ class DB(KeyValueMapping):
             self._bg_thread.join()
         if self._compactor is not None:
             self._compactor.stop()
+        with self._refresh_lock:
+            pass  # a refresh under way finishes before the files are closed
         # A read-only handle removes nothing: another process may be writing,
         # and tables newer than this handle's view look obsolete from here.
         if self._bg_error is None and not self._read_only:

@@ -69,6 +69,11 @@ class TableCache:
             filters += f
         return {"tables": len(readers), "index_bytes": index, "filter_bytes": filters}
 
+    def open_numbers(self) -> list[int]:
+        """The numbers of the tables open now."""
+        with self._lock:
+            return list(self._open)
+
     def __len__(self) -> int:
         return len(self._open)
 

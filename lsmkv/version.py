@@ -9,7 +9,9 @@
   Version references it.
 * :class:`VersionSet`: the current Version, the counters (next file number,
   last sequence, log number), the MANIFEST log they are recorded in, and
-  recovery from it.
+  recovery from it; for a read-only handle, following the manifest another
+  process writes (``follow``: only the edits appended since the last read,
+  or the whole of a new manifest CURRENT has come to name).
 
 Level 0 holds tables that may overlap, newest first. Levels 1 and deeper
 hold non-overlapping tables sorted by key.
@@ -40,10 +42,10 @@ import weakref
 from bisect import bisect_left
 from typing import Iterable
 
-from .errors import BackgroundError, CorruptionError, InvalidDatabaseError
+from .errors import BackgroundError, CorruptionError, InvalidDatabaseError, LsmkvError
 from .filenames import CURRENT, manifest_name
 from .fs import FileSystem
-from .wal import LogReader, LogWriter
+from .wal import BLOCK_SIZE, LogReader, LogWriter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,9 @@ NUM_LEVELS = 7
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 #: Manifest records larger than this are refused (bounds memory on corrupt input).
 MAX_EDIT_BYTES = 256 * 1024 * 1024
+#: Times ``follow`` reads CURRENT again when the manifest it named is gone
+#: (the writer started a new one and deleted the old meanwhile).
+_FOLLOW_ATTEMPTS = 20
 
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")
@@ -344,6 +349,9 @@ class VersionSet:
         #: Metadata entries as of the last flushed memtable (name -> value).
         self.meta: dict[bytes, bytes] = {}
         self.manifest_number = 0
+        #: Read-only handles: the offset in the manifest past the last edit
+        #: ``follow`` applied (where the next one starts).
+        self.manifest_read_end = 0
         self.manifest_bytes_written = 0
         self._manifest: LogWriter | None = None
         #: Set when a manifest write failed: its tail is unknown (see log_and_apply).
@@ -370,14 +378,24 @@ class VersionSet:
 
     # -- recovery -------------------------------------------------------
 
+    def _current_manifest(self) -> str:
+        """The name of the manifest CURRENT names (checked)."""
+        current_path = os.path.join(self.dbpath, CURRENT)
+        try:
+            raw = self.fs.read_file(current_path)
+        except FileNotFoundError:
+            raise CorruptionError("CURRENT is missing (the database was destroyed or damaged)",
+                                  path=current_path, offset=0) from None
+        name = raw.decode("ascii", "replace").strip()
+        if not raw.endswith(b"\n") or not name.startswith("MANIFEST-") or not name[9:].isdigit():
+            raise CorruptionError(f"CURRENT does not name a manifest ({raw[:40]!r})", path=current_path, offset=0)
+        return name
+
     def recover(self) -> None:
         """Load the state recorded by CURRENT and its manifest."""
         fs = self.fs
         current_path = os.path.join(self.dbpath, CURRENT)
-        raw = fs.read_file(current_path)
-        name = raw.decode("ascii", "replace").strip()
-        if not raw.endswith(b"\n") or not name.startswith("MANIFEST-") or not name[9:].isdigit():
-            raise CorruptionError(f"CURRENT does not name a manifest ({raw[:40]!r})", path=current_path, offset=0)
+        name = self._current_manifest()
         path = os.path.join(self.dbpath, name)
         if not fs.exists(path):
             raise CorruptionError(f"CURRENT names {name}, which is missing", path=current_path, offset=0)
@@ -396,6 +414,87 @@ class VersionSet:
                         reader.report.torn_tail_bytes)
         self.manifest_number = int(name[9:])
         self.next_file_number = max(self.next_file_number, self.manifest_number + 1)
+        self._install(version)
+
+    # -- following a writer (read-only handles) ---------------------------
+
+    def follow(self) -> bool:
+        """Read-only handles: bring the current Version up to what the
+        manifest on disk records, reading only the edits appended since the
+        last call, or the whole manifest when CURRENT names a new one (the
+        writer started one: it grew too large, or the writer reopened or
+        resumed). A record the writer is still appending ends the reading
+        quietly (the next call reads it). Tables the current Version knows
+        keep their FileMeta (and so their open reader) in the new one.
+        Returns whether anything was applied. Changes nothing when it raises."""
+        current_path = os.path.join(self.dbpath, CURRENT)
+        for _ in range(_FOLLOW_ATTEMPTS):
+            name = self._current_manifest()
+            number = int(name[9:])
+            fresh = number != self.manifest_number
+            path = os.path.join(self.dbpath, name)
+            try:
+                edits, end = self._read_edits(path, 0 if fresh else self.manifest_read_end)
+            except FileNotFoundError:
+                if self._current_manifest() == name:
+                    raise CorruptionError(f"CURRENT names {name}, which is missing", path=current_path,
+                                          offset=0) from None
+                continue  # a newer manifest replaced it meanwhile
+            if fresh and not edits:
+                raise CorruptionError("manifest holds no records", path=path, offset=0)
+            self._apply_followed(edits, fresh, path)
+            self.manifest_number = number
+            self.manifest_read_end = end
+            return bool(edits)
+        raise LsmkvError(f"{self.dbpath}: the writer kept replacing its manifest while it was read; retry")
+
+    def pending_edits(self) -> list[VersionEdit] | None:
+        """Read-only handles: the edits recorded after those ``follow``
+        applied, without applying them; None when CURRENT names another
+        manifest than the one followed (or that one is gone)."""
+        name = self._current_manifest()
+        if int(name[9:]) != self.manifest_number:
+            return None
+        try:
+            edits, _ = self._read_edits(os.path.join(self.dbpath, name), self.manifest_read_end)
+        except FileNotFoundError:
+            return None
+        return edits
+
+    def _read_edits(self, path: str, start: int) -> tuple[list[VersionEdit], int]:
+        """The whole edits of the manifest at ``path`` from offset ``start``
+        on, and the offset past the last of them."""
+        origin = start - start % BLOCK_SIZE
+        f = self.fs.open_readable(path)
+        try:
+            data = f.read_at(origin, max(0, f.size - origin))
+        finally:
+            f.close()
+        if origin + len(data) < start:
+            return [], start
+        reader = LogReader(data, path, salvage=False, origin=origin, start=start, in_progress=True)
+        edits = [VersionEdit.decode(payload, path, offset) for offset, payload in reader.records()]
+        return edits, reader.end
+
+    def _apply_followed(self, edits: list[VersionEdit], fresh: bool, path: str) -> None:
+        """Apply ``edits`` (read by follow) to the current Version, or, when
+        ``fresh`` (a new manifest, whose first edit holds the whole state),
+        to an empty one; install the result and take in the counters."""
+        known = {f.number: f for f in self.current.files()}
+        version = _empty_version() if fresh else self.current
+        for edit in edits:
+            if edit.added:
+                # A table moved to another level (or listed again by a new
+                # manifest) is the same file: keep its FileMeta and reader.
+                edit.added = [(level, known.setdefault(meta.number, meta)) for level, meta in edit.added]
+            version = version.apply(edit, path)
+        meta = {} if fresh else dict(self.meta)
+        for edit in edits:
+            meta.update(edit.meta)
+            edit.meta = {}
+            self._absorb_counters(edit)
+        with self._lock:
+            self.meta = meta
         self._install(version)
 
     def _absorb_counters(self, edit: VersionEdit) -> None:

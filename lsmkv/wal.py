@@ -35,6 +35,15 @@ Reading tells apart three kinds of damage:
   to one in the same block, else at a later block boundary; or drops the
   rest) and records what it dropped.
 
+A log another process is still appending to (read by a read-only handle
+that follows the writer, catch_up.py) is read with ``in_progress=True``:
+the reader sees a prefix of what the writer appends, so damage after which
+no intact record follows is the end of what the writer has written so far
+(an append under way, or seen half-copied), and reading stops there quietly;
+damage followed by an intact record is judged as above. Reading can start
+at a record boundary part-way through the file (``origin``, ``start``): a
+follower reads only what was appended since it last read.
+
 This module must never interpret record payloads; see write_batch.py and
 version.py for those.
 """
@@ -181,6 +190,10 @@ class LogReadReport:
     torn_tail_bytes: int = 0
     #: (offset, bytes, reason) of each damaged region skipped in salvage mode.
     dropped: list[tuple[int, int, str]] = field(default_factory=list)
+    #: ``in_progress`` reading: bytes from where reading stopped at damage
+    #: that nothing intact follows (an append the writer has not finished)
+    #: to the end of what was read.
+    unfinished_bytes: int = 0
 
 
 class LogReader:
@@ -188,27 +201,46 @@ class LogReader:
 
     ``salvage=False`` (strict) raises CorruptionError for damage that is not a
     torn tail; ``salvage=True`` skips it and lists it in ``report.dropped``.
+
+    ``data`` holds the file from offset ``origin`` (a multiple of
+    BLOCK_SIZE) on; reading starts at file offset ``start`` (a record
+    boundary, by default ``origin``). Offsets reported are file offsets.
+    ``in_progress``: the file may still be being appended to (see the
+    module docstring). After reading, ``end`` is the file offset to go on
+    from: past the last whole record, or where a torn or unfinished record
+    begins.
     """
 
-    def __init__(self, data: bytes, path: str, *, salvage: bool = False) -> None:
+    def __init__(self, data: bytes, path: str, *, salvage: bool = False, origin: int = 0,
+                 start: int | None = None, in_progress: bool = False) -> None:
+        if origin % BLOCK_SIZE:
+            raise ValueError(f"origin {origin} is not a multiple of the block size")
+        if start is not None and not origin <= start <= origin + len(data):
+            raise ValueError(f"start {start} lies outside the data read from {origin}")
         self._data = data
         self.path = path
         self.salvage = salvage
+        self.origin = origin
+        self._start = 0 if start is None else start - origin
+        self.in_progress = in_progress
         self.report = LogReadReport(path)
+        #: File offset where the next read goes on (see the class docstring).
+        self.end = origin + self._start
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         return self.records()
 
     def records(self) -> Iterator[tuple[int, bytes]]:
-        """Yield (offset of the record's first fragment, payload)."""
+        """Yield (file offset of the record's first fragment, payload)."""
         data = self._data
+        origin = self.origin
         size = len(data)
-        #: Everything from here to the end of the file is zero bytes.
-        zeros_from = len(data.rstrip(b"\0"))
-        pos = 0
+        pos = self._start
         pending: list[bytes] = []
         pending_start = -1
         while pos < size:
+            if not pending:
+                self.end = origin + pos
             block_left = BLOCK_SIZE - pos % BLOCK_SIZE
             if block_left < HEADER_SIZE:
                 pos += block_left  # trailer padding
@@ -235,17 +267,27 @@ class LogReader:
                 problem = "checksum mismatch"
             if problem is not None:
                 start = pending_start if pending else pos
-                if (end > size or zeros_from < end) and not self._one_bit_off(pos):
-                    self._torn(start, size)  # cut short by a crash: never acknowledged as synced
-                    return
-                if not self.salvage:
-                    raise CorruptionError(f"log record damaged: {problem}", path=self.path, offset=pos)
                 # If only the fragment's bytes were damaged, its length still
                 # says where the next fragment of the block starts.
                 after = end if HEADER_SIZE + length <= block_left and end <= size else None
-                resume = self._next_valid_record(pos, after)
-                self.report.dropped.append((start, (size if resume is None else resume) - start, problem))
+                if self.in_progress:
+                    resume = self._next_valid_record(pos, after)
+                    if resume is None:
+                        # Nothing intact after it: the writer's append is
+                        # not finished (or was read half-copied).
+                        self.end = origin + start
+                        self.report.unfinished_bytes += size - start
+                        return
+                elif (end > size or self._zeros_from() < end) and not self._one_bit_off(pos):
+                    self._torn(start, size)  # cut short by a crash: never acknowledged as synced
+                    return
+                if not self.salvage:
+                    raise CorruptionError(f"log record damaged: {problem}", path=self.path, offset=origin + pos)
+                if not self.in_progress:
+                    resume = self._next_valid_record(pos, after)
+                self.report.dropped.append((origin + start, (size if resume is None else resume) - start, problem))
                 if resume is None:
+                    self.end = origin + size
                     return
                 pending = []
                 pos = resume
@@ -256,7 +298,7 @@ class LogReader:
                     self._orphan(pending_start, pos, "record interrupted by a new record")
                     pending = []
                 self.report.records += 1
-                yield pos, fragment
+                yield origin + pos, fragment
             elif kind == FIRST:
                 if pending:
                     self._orphan(pending_start, pos, "record interrupted by a new record")
@@ -269,11 +311,19 @@ class LogReader:
                     pending.append(fragment)
                     if kind == LAST:
                         self.report.records += 1
-                        yield pending_start, b"".join(pending)
+                        yield origin + pending_start, b"".join(pending)
                         pending = []
             pos = end
         if pending:
             self._torn(pending_start, size)
+        else:
+            self.end = origin + pos
+
+    def _zeros_from(self) -> int:
+        """Where the run of zero bytes that ends the data begins (computed
+        only when damage is judged: a preallocated log's unwritten space
+        takes milliseconds to scan)."""
+        return len(self._data.rstrip(b"\0"))
 
     def _one_bit_off(self, pos: int) -> bool:
         """Whether flipping one bit of the fragment at ``pos`` (its checksum,
@@ -299,12 +349,17 @@ class LogReader:
         return False
 
     def _torn(self, start: int, size: int) -> None:
-        self.report.torn_tail_bytes += size - start
+        """Reading ends at ``start`` (a position in the data): a torn tail
+        after a crash, or, for a log being written, where the writer has
+        not written yet (not counted as torn: nothing was lost)."""
+        self.end = self.origin + start
+        if not self.in_progress:
+            self.report.torn_tail_bytes += size - start
 
     def _orphan(self, start: int, end: int, reason: str) -> None:
         if not self.salvage:
-            raise CorruptionError(f"log damaged: {reason}", path=self.path, offset=start)
-        self.report.dropped.append((start, end - start, reason))
+            raise CorruptionError(f"log damaged: {reason}", path=self.path, offset=self.origin + start)
+        self.report.dropped.append((self.origin + start, end - start, reason))
 
     def _next_valid_record(self, pos: int, after: int | None = None) -> int | None:
         """Offset of the first intact FULL/FIRST fragment after the damaged
