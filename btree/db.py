@@ -409,15 +409,19 @@ class DB(KeyValueMapping):
             else:
                 self._log = LogWriter(fs.open_appendable(log_path), contents.base_lsn)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Read-only handles: move the view forward to what the writer has
-        made visible (its last checkpoint plus its log). A read-only handle
-        also does this by itself when it meets a page newer than its view."""
+        made visible (its last checkpoint plus its log); True if writes the
+        handle did not see before became visible. A read-only handle also
+        does this by itself when it meets a page newer than its view. On a
+        writable handle it does nothing and returns False."""
         with self._lock:
             self._check_open()
             if not self._read_only:
-                return
+                return False
+            before = self._view_lsn
             self._refresh("refresh() moved it to the writer's newest data")
+            return self._view_lsn != before
 
     def _concurrent_checkpoint(self) -> bool:
         """Read-only handles: is a writer in another process checkpointing (or

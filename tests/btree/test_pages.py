@@ -219,8 +219,10 @@ def test_read_only_handle_follows_a_writer(dbpath):
             assert dict(ro.scan()) == dict(db.scan())
             assert ro.stats()["checkpoint_epoch"] == db.stats()["checkpoint_epoch"]
             db.put(b"k00001", b"newest")  # in the log only: seen after an explicit refresh
-            ro.refresh()
+            assert ro.refresh() is True  # new writes became visible
             assert ro.get(b"k00001") == b"newest"
+            assert ro.refresh() is False  # nothing new since
+            assert db.refresh() is False  # a writable handle's view is always current
         finally:
             ro.close()
 
