@@ -122,9 +122,19 @@ def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(brok
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
     rng = random.Random(7)
     kills, progress = 0, []
+    def stored_now() -> int:
+        try:
+            return sum(_table_and_offsets(path, topic, engine)[1].values())
+        except Exception:  # noqa: BLE001 -- no store yet, or one being created
+            return -1
+
     for _ in range(5):
+        before = max(stored_now(), 0)
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(3.5, 7.0))  # joining the group takes about 3 s; then it loads a while
+        # Kill at a random moment after this run stored something of its own
+        # (joining the group takes seconds, more on a loaded machine).
+        _wait(lambda: proc.poll() is not None or stored_now() > before, 180, "the loader to store records")
+        time.sleep(rng.uniform(0.0, 2.5))
         if proc.poll() is not None:
             break
         os.kill(proc.pid, signal.SIGKILL)
