@@ -56,8 +56,12 @@ process has the database open for writing) and goes:
 7. **The log** past the checkpoint is applied up to its first damaged
    record (the rest is reported as dropped bytes).
 8. **Rebuild.** A new page file holding the surviving entries is written
-   (btree/bulk.py; page ``p`` in slot ``p``) under a temporary name, the
-   old files are copied into ``lost/N/``, the new page file is renamed over
+   (btree/bulk.py; page ``p`` in slot ``p``) under a temporary name, what
+   was given up is copied into ``lost/N/`` (the images of the slots that
+   failed verification or could not be told current, at their offsets in
+   a sparse copy of ``btree.pages``; the log if it dropped bytes; a
+   journal that was ignored as damaged; nothing, and no folder, if nothing
+   was given up), the new page file is renamed over
    ``btree.pages`` (the commit point; its checkpoint LSN is past everything
    in the old log, so a crash before the next step replays nothing twice)
    and an empty log is started at that LSN.
@@ -77,7 +81,7 @@ from lsmkv.dbdir import engine_of_damaged
 from lsmkv.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.fs import DEFAULT_FS, FileLock, FileSystem
 from lsmkv.repair_report import Loss, RepairReport
-from lsmkv.set_aside import copy_aside, new_set_aside_dir
+from lsmkv.set_aside import copy_aside, copy_pieces_aside, new_set_aside_dir
 
 from .bulk import build_page_file
 from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,
@@ -170,6 +174,11 @@ class _Repair:
         #: Scan mode: the pages whose newest image fails verification (a
         #: page no slot holds an image of was freed and its slot reused).
         self.damaged: set[int] | None = None
+        #: Slots whose images the repair gave up (failed verification, or
+        #: could not be told current): kept in lost/N/.
+        self.given_up: set[int] = set()
+        #: A checkpoint journal that was ignored because it failed verification.
+        self.journal_damaged = False
         self.file = None
 
     # -- the run ------------------------------------------------------------------
@@ -216,6 +225,7 @@ class _Repair:
 
     def _find_checkpoint(self) -> None:
         pager = Pager(self.fs, self.path, read_only=True)
+        replaced_meta: set[int] = set()  # meta slots a complete journal stands in for
         try:
             try:
                 self.meta = pager.read_meta()
@@ -227,11 +237,13 @@ class _Repair:
                     journal = pager.read_journal()
                 except CorruptionError as exc:
                     journal = None
+                    self.journal_damaged = True
                     self.report.notes.append(f"checkpoint journal ignored: {exc}")
                 if journal is not None and journal[0] >= self.meta.epoch:
                     for pgno, img in journal[1]:
                         if pgno < 2:
                             self.meta = decode_meta(img, pgno, self.page_size, pager.journal_path)
+                            replaced_meta.add(pgno)
                         else:
                             self.overlay[pgno] = img
                     self.report.notes.append(f"completed the checkpoint of epoch {journal[0]} from its journal")
@@ -243,6 +255,13 @@ class _Repair:
         self.file_slots = self.file.size // self.page_size if self.page_size else 0
         if self.overlay:
             self.file_slots = max(self.file_slots, max(self.overlay) + 1)
+        for slot in {0, 1} - replaced_meta:
+            img = self._slot_image(slot)
+            if any(img):
+                try:
+                    decode_meta(img, slot, self.page_size, self.pages_path)
+                except CorruptionError:
+                    self.given_up.add(slot)
 
     def _guess_page_size(self) -> int:
         """The page size under which most of the file's first slots hold a
@@ -296,6 +315,20 @@ class _Repair:
         """The current image of logical page ``pgno`` (not yet verified)."""
         return self._slot_image(self._slot(pgno))
 
+    def _give_up(self, exc: CorruptionError, logical: bool = True) -> None:
+        """Note the slot of the page ``exc`` names (a logical page, or a
+        slot if not ``logical``) as given up, if it has one in the file."""
+        if exc.page is None:
+            return
+        slot = exc.page
+        if logical:
+            try:
+                slot = self._slot(exc.page)
+            except CorruptionError:
+                return
+        if 0 <= slot < self.file_slots:
+            self.given_up.add(slot)
+
     def _verified_node(self, pgno: int, img: bytes, epoch_limit: int | None) -> Node:
         node = decode_node(img, pgno, self.page_size, self.pages_path)
         epoch = HEADER.unpack_from(img, 0)[7]
@@ -317,6 +350,7 @@ class _Repair:
             pmap = PageMap.load(self._read_numbers, meta.map_dir, meta.page_count, meta.slot_count,
                                 self.page_size, self.pages_path)
         except CorruptionError as exc:
+            self._give_up(exc, logical=False)  # map pages name their slots
             self.report.notes.append(f"page map unreadable ({exc}); every leaf page the file holds a current "
                                      "image of is a candidate")
             return False
@@ -351,6 +385,7 @@ class _Repair:
                 pg = nxt
             self.free_exact = True
         except CorruptionError as exc:
+            self._give_up(exc)
             self.report.notes.append(f"free list unreadable ({exc}); leaves are checked against their siblings")
         self.free = free
 
@@ -363,11 +398,13 @@ class _Repair:
         while stack:
             pg, depth, lo, hi = stack.pop()
             expect_leaf = depth == meta.height - 1
+            read = False  # whether the page itself was read (not only a bad reference to it)
             try:
                 if not 2 <= pg < meta.page_count or pg in seen:
                     raise CorruptionError(f"reference to page {pg}, outside the tree's pages or used twice",
                                           path=self.pages_path, page=pg)
                 seen.add(pg)
+                read = True
                 img = self._image(pg)
                 node = self._verified_node(pg, img, meta.epoch)
                 if node.leaf != expect_leaf:
@@ -382,6 +419,8 @@ class _Repair:
                 self.holes.append((lo, hi))
                 if 2 <= pg < meta.page_count:
                     self.bad_pages.setdefault(pg, exc.reason)
+                if read:
+                    self._give_up(CorruptionError(exc.reason, page=pg))
                 continue
             if node.leaf:
                 if node.keys:
@@ -412,7 +451,7 @@ class _Repair:
         ``epoch_limit``) is its current one. Also sets ``slots`` and ``damaged``."""
         ps = self.page_size
         newest: dict[int, tuple[int, int]] = {}  # page -> (epoch, slot)
-        tied: set[int] = set()
+        tied: dict[int, set[int]] = {}  # page -> slots of its images of its newest epoch, if several
         leaf_slots: set[int] = set()
         claimed: dict[int, tuple[int, int]] = {}  # page -> (epoch, slot) of the newest failing image
         for slot, img in self._slot_images(range(2, self.file_slots)):
@@ -434,22 +473,25 @@ class _Repair:
             have = newest.get(pg)
             if have is None or epoch > have[0]:
                 newest[pg] = (epoch, slot)
-                tied.discard(pg)
+                tied.pop(pg, None)
             elif epoch == have[0]:
-                tied.add(pg)
+                tied.setdefault(pg, {have[1]}).add(slot)
         current: dict[int, int] = {}
         for pg, (epoch, slot) in newest.items():
             if pg in tied:
                 self.bad_pages[pg] = f"two images of checkpoint {epoch}: which is current is not known"
+                self.given_up.update(tied[pg])
             elif claimed.get(pg, (-1, 0))[0] > epoch:
                 bad_epoch, bad_slot = claimed[pg]
                 self.bad_pages[pg] = (f"its newest image (slot {bad_slot}, checkpoint {bad_epoch}) failed "
                                       "verification")
+                self.given_up.add(bad_slot)
             else:
                 current[slot] = pg
         for pg, (bad_epoch, bad_slot) in claimed.items():
             if pg not in newest:
                 self.bad_pages[pg] = f"its only image (slot {bad_slot}, checkpoint {bad_epoch}) failed verification"
+                self.given_up.add(bad_slot)
         self.damaged = set(self.bad_pages)
         self.stale += len(leaf_slots - current.keys())
         self.slots = slots = array("I", bytes(4 * (max(newest, default=1) + 1)))
@@ -474,6 +516,7 @@ class _Repair:
                 # never written, unless the free list is known to be complete.
                 if epoch_limit is not None and (self.free_exact or any(img)):
                     self.bad_pages.setdefault(pg, exc.reason)
+                    self.given_up.add(slot)
                 continue
             self.max_epoch = max(self.max_epoch, hdr[7])
             if hdr[2] != PAGE_LEAF:
@@ -483,6 +526,7 @@ class _Repair:
             except CorruptionError as exc:
                 if epoch_limit is not None:
                     self.bad_pages.setdefault(pg, exc.reason)
+                self.given_up.add(slot)
                 continue
             if node.keys:
                 self.leaves[pg] = _Leaf(pg, slot, node, hdr[7], trusted=False)
@@ -632,6 +676,7 @@ class _Repair:
         try:
             self.metadata.update(decode_meta_entries(data, self.pages_path, meta.meta_page))
         except CorruptionError as exc:
+            self._give_up(exc)
             self.report.lost.append(Loss(f"metadata entries: {exc}", keys_known=False))
 
     def _log_ops(self, log, tree_mode: bool) -> dict[bytes, bytes | None]:
@@ -721,6 +766,7 @@ class _Repair:
                 raise CorruptionError(f"overflow chain holds {total} of {ref.length} bytes", path=self.pages_path,
                                       page=ref.page)
         except CorruptionError as exc:
+            self._give_up(exc)
             self.report.lost.append(Loss(f"value of {key!r}: {exc}", key, key))
             return None
         return b"".join(parts)
@@ -735,10 +781,7 @@ class _Repair:
         meta = build_page_file(fs, rebuilt, self.page_size, entries, epoch=epoch, ckpt_lsn=ckpt_lsn,
                                metadata=self.metadata)
         report = self.report
-        report.set_aside = new_set_aside_dir(fs, path)
-        for name in (PAGES_FILE, LOG_FILE, JOURNAL_FILE):
-            if fs.exists(os.path.join(path, name)):
-                copy_aside(fs, os.path.join(path, name), report.set_aside)
+        self._set_aside(log)
         # The new file's lock moves with it: no writer can slip in at the rename.
         self.locks.append(fs.lock(rebuilt))
         fs.rename(rebuilt, self.pages_path)
@@ -749,6 +792,28 @@ class _Repair:
                 fs.remove(os.path.join(path, name))
         fs.sync_dir(path)
         report.details.update(epoch=epoch, height=meta.height, page_count=meta.page_count)
+
+    def _set_aside(self, log) -> None:
+        """Copy what the repair gave up into lost/N/ (none if nothing): the
+        images of the slots given up, at their offsets in a sparse copy of
+        the page file; the log if it dropped bytes; the journal if it was
+        ignored as damaged or stood in for a slot given up."""
+        fs, path, report = self.fs, self.path, self.report
+        slots = sorted(self.given_up)
+        keep_log = log is not None and log.dropped is not None
+        keep_journal = fs.exists(os.path.join(path, JOURNAL_FILE)) and (
+            self.journal_damaged or any(slot in self.overlay for slot in slots))
+        report.details.update(pages_set_aside=slots[:50], pages_set_aside_count=len(slots))
+        if not (slots or keep_log or keep_journal):
+            return
+        report.set_aside = new_set_aside_dir(fs, path)
+        if slots:
+            ps = self.page_size
+            copy_pieces_aside(fs, self.pages_path, report.set_aside, [(slot * ps, ps) for slot in slots])
+        if keep_log:
+            copy_aside(fs, self.log_path, report.set_aside)
+        if keep_journal:
+            copy_aside(fs, os.path.join(path, JOURNAL_FILE), report.set_aside)
 
 
 __all__ = ["repair_db"]

@@ -169,7 +169,7 @@ def _cmd_repair(args) -> int:
     for loss in report.lost:
         print(f"LOST: {loss}")
     if report.set_aside:
-        print(f"damaged and replaced files kept in {report.set_aside}")
+        print(f"what repair gave up is kept in {report.set_aside}")
     if not report.data_lost:
         print(f"OK: {args.db} ({engine}) repaired, nothing lost")
         return 0

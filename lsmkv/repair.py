@@ -9,13 +9,21 @@ refuses to run while another process has the database open for writing):
    candidate and the manifest's damage is reported.
 2. Verify every candidate table completely (``check.verify_table``: every
    block checksum, the index, bloom filter, properties and footer, entry
-   order, and the manifest's record of it). A table that fails is lost:
-   reported with its key range and entry count as far as they can be read,
-   and copied into ``lost/N/``.
+   order, and the manifest's record of it). A table that fails is salvaged
+   (``table/salvage.py``): every data block that verifies is kept, found
+   through the index or, when the index or footer is damaged, by scanning
+   the file for blocks; each damaged data block is reported with the keys
+   it may have held (between the last key of the block before it and the
+   last key of its own, as the index says, or the first key of the next
+   block that verifies). A damaged filter, properties or index block or
+   footer costs no entries when the data blocks are found without it. The
+   damaged file is copied into ``lost/N/``.
 3. Read every log not yet in tables with salvage semantics: intact batches
    are kept, damaged byte ranges are reported (which keys they held is
    unknown) and the log is copied aside.
-4. Merge everything that survived into fresh tables at one level: per key,
+4. Merge everything that survived (whole tables and salvaged blocks, each
+   entry with its own sequence number and kind, an ingested table's at the
+   sequence the manifest gave it) into fresh tables at one level: per key,
    the newest version by sequence number and, for equal sequences (a
    compaction with nothing below writes sequence 0), by read order: level 0
    newest first, then levels 1..6, then (without a manifest) the higher
@@ -51,6 +59,7 @@ from .set_aside import copy_aside, new_set_aside_dir
 from .table.format import FOOTER_SIZE, Footer, decode_stored_block
 from .table.properties import TableProperties
 from .table.reader import TableReader
+from .table.salvage import SalvagedTable, salvage_table
 from .version import NUM_LEVELS, FileMeta, Version, VersionSet
 from .wal import LogReader
 from .write_batch import META, TOMBSTONE, log_batches
@@ -65,13 +74,21 @@ class _Candidate:
     (None without a manifest) and its precedence for equal sequence numbers
     (lower wins)."""
 
-    __slots__ = ("number", "meta", "level", "precedence")
+    __slots__ = ("number", "meta", "level", "precedence", "salvaged")
 
     def __init__(self, number: int, meta: FileMeta | None, level: int | None, precedence: int) -> None:
         self.number = number
         self.meta = meta
         self.level = level
         self.precedence = precedence
+        #: What was recovered of a table that failed verification (None: it verified).
+        self.salvaged: SalvagedTable | None = None
+
+    @property
+    def global_seq(self) -> int:
+        """The sequence an ingested table's entries read as (the manifest's
+        record; 0 for other tables and without a manifest)."""
+        return self.meta.global_seq if self.meta is not None else 0
 
 
 def repair_db(path: str | os.PathLike, fs: FileSystem | None = None, **options) -> RepairReport:
@@ -183,25 +200,71 @@ class _Repair:
 
     def _verify_tables(self, candidates: list[_Candidate]) -> list[_Candidate]:
         survivors = []
-        verified = entries = 0
+        kept = salvaged = entries = salvaged_entries = spans_lost = 0
         for cand in candidates:
             full = self._full(table_name(cand.number))
             problems, counts = verify_table(self.fs, full, cand.number, cand.meta)
-            verified += 1
-            if problems:
-                self.report.lost.append(self._table_loss(full, cand, problems))
-                self.damaged_files.append(full)
+            if not problems:
+                kept += 1
+                entries += counts["entries"]
+                survivors.append(cand)
                 continue
-            entries += counts["entries"]
-            survivors.append(cand)
-        self.report.details.update(tables_verified=verified, tables_kept=len(survivors),
-                                   tables_lost=verified - len(survivors), table_entries_read=entries)
+            self.damaged_files.append(full)
+            cand.salvaged = self._salvage(full, cand, problems)
+            if cand.salvaged is not None and cand.salvaged.blocks:
+                salvaged += 1
+                salvaged_entries += cand.salvaged.entries_kept
+                spans_lost += len(cand.salvaged.lost)
+                survivors.append(cand)
+        self.report.details.update(tables_verified=len(candidates), tables_kept=kept, tables_salvaged=salvaged,
+                                   tables_lost=len(candidates) - kept - salvaged, table_entries_read=entries,
+                                   table_entries_salvaged=salvaged_entries, damaged_spans_lost=spans_lost)
         return survivors
 
+    def _where(self, full: str, cand: _Candidate) -> str:
+        return full if cand.level is None else f"{full} (level {cand.level})"
+
+    def _salvage(self, full: str, cand: _Candidate, problems: list[str]) -> SalvagedTable | None:
+        """Recover what verifies of a damaged table and report the rest;
+        None if nothing of it could be read."""
+        where = self._where(full, cand)
+        meta = cand.meta
+        try:
+            data = self.fs.read_file(full)
+            salvaged = salvage_table(data, full, global_seq=cand.global_seq,
+                                     smallest=meta.smallest if meta is not None else None,
+                                     largest=meta.largest if meta is not None else None)
+        except (LsmkvError, OSError) as exc:
+            loss = self._table_loss(full, cand, problems)
+            loss.what += f"; nothing salvaged ({exc})"
+            self.report.lost.append(loss)
+            return None
+        kept = salvaged.entries_kept
+        props = salvaged.properties
+        total = meta.entries if meta is not None else props.entries if props is not None else None
+        lost_entries = total - kept if total is not None and total >= kept else None
+        for note in salvaged.notes:
+            self.report.notes.append(f"{where}: {note}")
+        for span in salvaged.lost:
+            self.report.lost.append(Loss(f"{where}: {span.what}", span.first, span.last, span.first_inclusive,
+                                         span.last_inclusive,
+                                         entries=lost_entries if len(salvaged.lost) == 1 else None))
+        if not salvaged.lost and not salvaged.notes:
+            # Every block verifies, yet the table is not what the manifest
+            # recorded: keys may be missing anywhere in its range. What it
+            # holds is kept.
+            loss = self._table_loss(full, cand, problems)
+            loss.what += " (every block verifies; its entries were kept)"
+            loss.entries = lost_entries or None
+            self.report.lost.append(loss)
+        of = f" of {total}" if total is not None else ""
+        self.report.notes.append(f"{where}: kept {kept}{of} entries from {len(salvaged.blocks)} data blocks that "
+                                 f"verify (found by {'its index' if salvaged.found_by == 'index' else 'scanning'})")
+        return salvaged
+
     def _table_loss(self, full: str, cand: _Candidate, problems: list[str]) -> Loss:
-        where = "" if cand.level is None else f" (level {cand.level})"
-        what = f"{full}{where}: {problems[0]}" + (f" and {len(problems) - 1} more problem(s)" if len(problems) > 1
-                                                  else "")
+        what = f"{self._where(full, cand)}: {problems[0]}" + (
+            f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else "")
         if cand.meta is not None:
             return Loss(what, cand.meta.smallest, cand.meta.largest, entries=cand.meta.entries)
         props = _readable_properties(self.fs, full)
@@ -246,13 +309,21 @@ class _Repair:
 
     def _write_merged(self, survivors: list[_Candidate],
                       newest_in_logs: dict[bytes, tuple[int, int, bytes]]) -> list[tuple[int, FileMeta]]:
-        readers = [TableReader(self.fs, self._full(table_name(c.number)), c.number, cache=None) for c in survivors]
+        readers = []
         try:
-            sources = [_newest_per_key(r, c.precedence + 1) for r, c in zip(readers, survivors)]
+            sources = []
+            for c in survivors:
+                if c.salvaged is not None:
+                    sources.append(_newest_per_key(c.salvaged.entries(), c.precedence + 1))
+                    self.max_seq = max(self.max_seq, c.salvaged.largest_seq)
+                    continue
+                r = TableReader(self.fs, self._full(table_name(c.number)), c.number, cache=None,
+                                global_seq=c.global_seq)
+                readers.append(r)
+                sources.append(_newest_per_key(r.entries(), c.precedence + 1))
+                self.max_seq = max(self.max_seq, r.properties.largest_seq)
             sources.append(iter(sorted((key, -seq, 0, kind, value)
                                        for key, (seq, kind, value) in newest_in_logs.items())))
-            for r in readers:
-                self.max_seq = max(self.max_seq, r.properties.largest_seq)
             return self._write_tables(heapq.merge(*sources))
         finally:
             for r in readers:
@@ -338,10 +409,12 @@ class _Repair:
         self.report.details["old_files_removed"] = removed
 
 
-def _newest_per_key(reader: TableReader, precedence: int) -> Iterator[tuple[bytes, int, int, int, bytes]]:
-    """(key, -sequence, precedence, kind, value) of each key's newest version in a table."""
+def _newest_per_key(entries: Iterator[tuple[bytes, int, bytes]],
+                    precedence: int) -> Iterator[tuple[bytes, int, int, int, bytes]]:
+    """(key, -sequence, precedence, kind, value) of each key's newest version
+    among a table's ``entries`` (in internal order)."""
     prev = None
-    for key, seq_kind, value in reader.entries():
+    for key, seq_kind, value in entries:
         if key != prev:
             prev = key
             yield key, -(seq_kind >> 8), precedence, seq_kind & 0xFF, value

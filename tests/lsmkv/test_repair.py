@@ -4,6 +4,7 @@ what was damaged and the repaired database checked against a model."""
 
 from __future__ import annotations
 
+import bisect
 import os
 
 import pytest
@@ -14,6 +15,7 @@ from lsmkv.cli import EXIT_DATA_LOST, main
 from lsmkv.errors import InvalidDatabaseError, LockError
 from lsmkv.filenames import parse
 from lsmkv.repair import repair_db
+from lsmkv.table.reader import TableReader
 from lsmkv.version import VersionSet
 
 OPTS = dict(write_buffer_size=64 * 1024, disable_auto_compactions=True, block_size=512, target_file_size=8 * 1024)
@@ -118,13 +120,19 @@ def test_damaged_table_is_reported_with_its_range_and_set_aside(damaged_db, wher
     victim_path = table_path(path, victim)
     with open(victim_path, "rb") as f:
         original = f.read()
+    reader = TableReader(lsmkv.fs.DEFAULT_FS, victim_path, victim.number, cache=None)
+    block = bisect.bisect_right(reader.index_offsets, len(original) // 3) - 1
+    bounds = (reader.index_keys[block - 1] if block else victim.smallest, reader.index_keys[block], block > 0)
+    reader.close()
     flip(victim_path, len(original) // 3)  # inside a data block
     report = repair_db(path)
     assert report.data_lost
     assert len(report.lost) == 1
     loss = report.lost[0]
-    assert victim_path in loss.what and "checksum" in loss.what
-    assert (loss.first, loss.last, loss.entries) == (victim.smallest, victim.largest, victim.entries)
+    assert victim_path in loss.what and "checksum" in loss.what and f"data block {block} " in loss.what
+    # Only the damaged block is lost: the keys after the block before it, through its own last key.
+    assert (loss.first, loss.last, not loss.first_inclusive, loss.last_inclusive) == (*bounds, True)
+    assert 0 < loss.entries < victim.entries
     copy = os.path.join(report.set_aside, os.path.basename(victim_path))
     with open(copy, "rb") as f:
         kept = f.read()
@@ -143,12 +151,13 @@ def test_truncated_and_missing_tables(damaged_db):
         f.truncate(os.path.getsize(table_path(path, cut)) - 10)
     os.remove(table_path(path, gone))
     report = repair_db(path)
-    whats = sorted(loss.what for loss in report.lost)
-    assert len(whats) == 2
-    assert any(table_path(path, gone) in w and "missing" in w for w in whats)
-    assert any(table_path(path, cut) in w for w in whats)
-    ranges = {(loss.first, loss.last) for loss in report.lost}
-    assert ranges == {(cut.smallest, cut.largest), (gone.smallest, gone.largest)}
+    # The cut took only the footer: the index block is found by scanning and
+    # every data block with it, so only the missing table is lost.
+    assert len(report.lost) == 1
+    assert table_path(path, gone) in report.lost[0].what and "missing" in report.lost[0].what
+    assert (report.lost[0].first, report.lost[0].last) == (gone.smallest, gone.largest)
+    assert any(table_path(path, cut) in note and "footer damaged" in note for note in report.notes)
+    assert os.path.exists(os.path.join(report.set_aside, os.path.basename(table_path(path, cut))))
     assert_repaired(path, model, report)
 
 
