@@ -70,6 +70,9 @@ def _load_parser(sub) -> None:
                    help="engine option for opening the store (repeatable)")
     p.add_argument("--until-caught-up", action="store_true",
                    help="exit once every assigned partition reaches the end it had when assigned")
+    p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
+                   help="seconds to wait for the servers to answer and every --topic to exist before giving up "
+                   "(exit 1, no store created); default 20 with --until-caught-up, else wait as long as it takes")
     p.add_argument("--processor", metavar="MODULE:FUNCTION", help="transform each record before it is stored")
     p.add_argument("--concurrency", type=int, default=4, help="processor units per partition (default 4)")
     p.add_argument("--max-pending", type=int, default=20_000,
@@ -120,7 +123,8 @@ def _settings(args):
         concurrency=args.concurrency, max_pending=args.max_pending, batch_records=args.batch_records,
         batch_bytes=args.batch_bytes, linger=args.linger_ms / 1000, commit_interval=args.commit_interval,
         max_retries=args.max_retries, retry_backoff=args.retry_backoff_ms / 1000, dlq_topic=args.dlq_topic,
-        until_caught_up=args.until_caught_up, revoke_timeout=args.revoke_timeout,
+        until_caught_up=args.until_caught_up, startup_timeout=args.startup_timeout,
+        revoke_timeout=args.revoke_timeout,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
         processor=load_processor(args.processor) if args.processor else None,
         changelog=args.changelog, client_config=_client_config(args))
@@ -208,6 +212,8 @@ def _cmd_load(args) -> int:
         address = parse_address(args.serve)
     server = announcer = standby = shards = coordination = None
     if address is not None:
+        from .loader import check_startup
+        check_startup(settings)   # (before the shard directory is created; Loader checks again, quickly)
         # The CLI owns the shard directory here: the standby replicator
         # writes it too, and must stop before it closes.
         from .members import Announcer
