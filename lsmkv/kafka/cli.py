@@ -501,7 +501,9 @@ def _demo_parser(sub) -> None:
     p.add_argument("--partitions", type=int, default=8, help="partitions (default 8)")
     p.add_argument("--tombstone-ratio", type=float, default=0.05, help="share of deletes (default 0.05)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dir", help="where the stores go (default: a new temporary directory)")
+    p.add_argument("--dir", help="where the stores go, and stay (default: a new temporary directory, removed at "
+                   "the end unless --keep)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory and its stores")
     p.set_defaults(func=_cmd_demo)
 
 
@@ -517,7 +519,7 @@ def _cmd_demo(args) -> int:
     except ValueError as exc:
         raise OptionError(str(exc)) from None
     console = Console()
-    result = run_demo(spec, partitions=args.partitions, workdir=args.dir,
+    result = run_demo(spec, partitions=args.partitions, workdir=args.dir, keep=args.keep,
                       progress=lambda text: console.print(f"[dim]{text}[/dim]"))
     table = Table(title=f"{spec.records:,} records over {spec.keys:,} keys, {args.partitions} partitions",
                   title_justify="left")
@@ -533,8 +535,11 @@ def _cmd_demo(args) -> int:
     console.print(f"produced {result.produced.delivered:,} records at {result.produced.records_per_sec:,.0f}/s; "
                   "records/s and seconds include joining the group (about 3 s on the embedded broker), "
                   "'after the join' counts from the first assignment")
-    for run in result.runs:
-        console.print(f"{run.engine} store: {run.path}")
+    if result.kept:
+        for run in result.runs:
+            console.print(f"{run.engine} store: {run.path}")
+    else:
+        console.print(f"the stores were in {result.workdir}, removed (--keep keeps them)")
     for run in result.runs:
         for key, want, got in run.wrong:
             console.print(f"  {run.engine}: {key!r}: expected {want!r:.60}, found {got!r:.60}")
