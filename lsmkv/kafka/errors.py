@@ -26,3 +26,23 @@ class LoaderError(KafkaIntegrationError):
 
 class ProducerError(KafkaIntegrationError):
     """Records could not be delivered (the producer reports how many)."""
+
+
+class StartupError(KafkaIntegrationError):
+    """A load cannot start: the servers did not answer, or a topic does not
+    exist, within the start-up timeout (checked before any store is opened
+    or created). ``servers`` and ``topics`` name what was asked for and is
+    missing."""
+
+    def __init__(self, message: str, *, servers: str, topics: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.servers = servers
+        self.topics = list(topics or [])
+
+
+class ServersUnreachableError(StartupError):
+    """No server of ``bootstrap_servers`` answered within the start-up timeout."""
+
+
+class TopicNotFoundError(StartupError):
+    """The servers answered, but a topic to load does not exist on them."""

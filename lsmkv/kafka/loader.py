@@ -53,9 +53,18 @@ from the changelog when its shard has no offset, reprocessed from where
 the changelog ends when that is before the shard's offset; it stays
 paused until the answer is applied on the consumer thread.
 
+Start-up: when the settings ask for it (``startup_wait``: an
+``until_caught_up`` load by default), the constructor first waits for the
+servers to answer and every topic to exist (admin.wait_for_topics) and
+raises StartupError if they do not within the timeout -- before it opens
+or creates any store, so a load that cannot start leaves nothing behind.
+
 The loader never prints (the CLI shows :meth:`snapshot`); it logs through
-``logging`` and never crashes on an unavailable broker: librdkafka keeps
-reconnecting and the loader keeps logging what it sees.
+``logging`` and never crashes on an unavailable broker once running:
+librdkafka keeps reconnecting, and the loader logs the first report of
+each kind and then how many followed (client_log.py), so an outage is a
+few lines however long it lasts, and loading resumes when the servers
+are back.
 """
 
 from __future__ import annotations
@@ -69,7 +78,9 @@ from dataclasses import dataclass
 from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from lsmkv.timer import Timer
 
+from .admin import wait_for_topics
 from .applier import Applier
+from .client_log import CLIENT_LOG, ClientLog
 from .dead_letters import DeadLetters
 from .end_offsets import observe_end_offsets
 from .errors import LoaderError
@@ -85,10 +96,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds between refreshes of the per-partition gauges.
 METRICS_INTERVAL = 0.5
-#: Seconds between two log lines about the same kind of consumer error.
-ERROR_LOG_INTERVAL = 10.0
 #: Seconds between attempts to fetch from an offset the broker did not have.
 RESEEK_INTERVAL = 1.0
+#: Seconds between looks for the topics of a loader the group assigned
+#: nothing while one of them was missing (_rejoin_when_topics_exist).
+TOPIC_RECHECK_INTERVAL = 1.0
 
 
 @dataclass
@@ -111,6 +123,15 @@ class LoadSummary:
 #: kafka` (2M records over 200K keys), 84K records/s with 4 MiB, 143K/s with
 #: 16 MiB, 158K/s with 64 MiB.
 LSM_STORE_DEFAULTS = {"write_buffer_size": 16 * 1024 * 1024}
+
+
+def check_startup(settings: LoaderSettings) -> None:
+    """Wait ``settings.startup_wait`` seconds at most for the servers to
+    answer and every topic to exist (StartupError if not); nothing to do
+    when it is None (a long-running load waits for them as it runs)."""
+    if settings.startup_wait is not None:
+        wait_for_topics(settings.bootstrap_servers, settings.topics, client_config=settings.client_config,
+                        timeout=settings.startup_wait)
 
 
 def open_store(path: str | os.PathLike, engine: str, options: dict | None = None):
@@ -140,7 +161,8 @@ def open_store(path: str | os.PathLike, engine: str, options: dict | None = None
 class Loader:
     """Loads ``settings.topics`` into ``store``: an open lsmkv/btree DB (shared
     with the caller, who closes it) or a path (opened with ``engine``,
-    closed when the run ends)."""
+    closed when the run ends). With ``settings.startup_wait`` set the
+    constructor first checks the servers and topics (StartupError)."""
 
     def __init__(self, settings: LoaderSettings, store, *, engine: str = "lsm", store_options: dict | None = None,
                  end_timeout: float = 30.0, trust_watermark: bool = False, name: str = "loader",
@@ -158,6 +180,7 @@ class Loader:
         if settings.changelog and not (partitioned or isinstance(store, ShardedStore)):
             raise LoaderError("a changelog needs partitioned state (--partitioned or --serve): it holds what each "
                               "partition's shard applied")
+        check_startup(settings)
         if isinstance(store, ShardedStore):
             if store.topic != settings.topics[0]:
                 raise LoaderError(f"{store.path} holds shards of topic {store.topic!r}, not {settings.topics[0]!r}")
@@ -190,9 +213,16 @@ class Loader:
         #: When this member's assignment last changed (assign, revoke, lost).
         self._assignment_changed = time.monotonic()
         self._commit_started: list[float] = []
-        self._error_logged: dict[int, tuple[float, int]] = {}
+        #: librdkafka's log lines and error events (the consumer's and the
+        #: dead-letter producer's), and the loader's own consumer errors:
+        #: each kind logged once, then counted (client_log.py).
+        self._client_log = ClientLog(CLIENT_LOG, f"{name}: ")
+        self._errors = ClientLog(log, f"{name}: ")
         #: (topic, partition) -> when to seek again to an offset the broker did not have.
         self._reseek: dict[tuple[str, int], float] = {}
+        #: When to look again whether the topics exist, after the group
+        #: assigned this loader nothing while one was missing (None: no need).
+        self._topics_recheck_at: float | None = None
         #: (monotonic time, "assign" | "release" | "lost", topic, partition): who owned what when.
         self.ownership: list[tuple[float, str, str, int]] = []
         self._max_key = MAX_KEY_SIZE
@@ -341,14 +371,15 @@ class Loader:
                 raise
         timer = Timer(tick=0.001, name=f"lsmkv-kafka-{self.name}-timer")
         self._scheduler = RetryScheduler(RetryPolicy(s.max_retries, s.retry_backoff, s.retry_backoff_max), timer)
-        self._dlq = DeadLetters(s.producer_config(), s.dlq_for, timer)
+        self._dlq = DeadLetters({**s.producer_config(), "logger": self._client_log}, s.dlq_for, timer)
         self._applier = Applier(self._db, self._parts, batch_records=s.batch_records, batch_bytes=s.batch_bytes,
                                 linger=s.linger, metrics=self.metrics,
                                 on_written=self._to_changelog if self._changelog is not None else None)
         if self._changelog is not None:
             from .restore import ChangelogRestorer
             self._restorer = ChangelogRestorer(self, self._applier, self._changelog.topic)
-        consumer = Consumer({**s.consumer_config(), "on_commit": self._on_commit, "error_cb": self._on_error})
+        consumer = Consumer({**s.consumer_config(), "logger": self._client_log, "on_commit": self._on_commit,
+                             "error_cb": self._on_error})
         self._consumer = consumer
         try:
             if self._assigner is None:
@@ -451,14 +482,51 @@ class Loader:
             now = time.monotonic()
             if self._reseek:
                 self._seek_again(consumer, now)
+            if self._topics_recheck_at is not None and now >= self._topics_recheck_at:
+                self._rejoin_when_topics_exist(consumer, now)
             if now >= next_commit:
                 self._commit(consumer, synchronous=False)
                 next_commit = now + s.commit_interval
             if now >= next_metrics:
                 self._refresh_metrics(consumer)
+                self._client_log.tick()
+                self._errors.tick()
                 next_metrics = now + METRICS_INTERVAL
             if s.until_caught_up and self._caught_up(consumer):
                 self.stop("caught up")
+
+    def _rejoin_when_topics_exist(self, consumer, now: float) -> None:
+        """The group assigned this loader nothing while one of its topics
+        was missing (a broker that came back empty, a topic deleted and
+        created again). librdkafka does not ask the group for a new
+        assignment when such a topic exists again (measured on the embedded
+        broker restarted empty and the topic published again once the
+        loader had rejoined: it held nothing for the 400 s watched), so once
+        every topic exists the loader subscribes again, which makes the
+        group assign anew."""
+        if any(ps.state == ACTIVE for ps in list(self._parts.values())):
+            self._topics_recheck_at = None   # assigned meanwhile
+            return
+        missing = self._missing_topics(consumer)
+        if missing:
+            self._topics_recheck_at = now + TOPIC_RECHECK_INTERVAL
+            return
+        self._topics_recheck_at = None
+        log.info("%s: %s exist%s again; joining the group anew for an assignment", self.name,
+                 ", ".join(self.settings.topics), "s" if len(self.settings.topics) == 1 else "")
+        consumer.subscribe(self.settings.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_lost)
+
+    def _missing_topics(self, consumer) -> list[str]:
+        """The loader's topics the broker does not know now (all of them
+        when its metadata cannot be read)."""
+        try:
+            metadata = consumer.list_topics(timeout=5)  # all topics: naming one may auto-create it
+        except Exception as exc:  # noqa: BLE001 - not knowing counts as missing
+            log.debug("%s: reading the topics' metadata: %r", self.name, exc)
+            return list(self.settings.topics)
+        return [t for t in self.settings.topics
+                if (info := metadata.topics.get(t)) is None or info.error is not None or not info.partitions]
 
     def _seek_again(self, consumer, now: float) -> None:
         """Seek partitions whose fetch offset the broker did not have back
@@ -674,6 +742,10 @@ class Loader:
     def _on_assign(self, consumer, partitions) -> None:
         from confluent_kafka import OFFSET_BEGINNING
         s = self.settings
+        # The group answered: whatever the client kept reporting is over
+        # (its count is logged now; if it goes on, it is logged anew).
+        self._client_log.settle()
+        self._errors.settle()
         self.metrics.rebalances += 1
         self._assigned_once = True
         self._assignment_changed = time.monotonic()
@@ -741,6 +813,11 @@ class Loader:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
+        if (not new and self._assigner is None and not any(ps.state == ACTIVE for ps in list(self._parts.values()))
+                and self._missing_topics(consumer)):
+            # Nothing to hold because a topic is missing: the group will not
+            # assign it by itself once it exists (_rejoin_when_topics_exist).
+            self._topics_recheck_at = time.monotonic() + TOPIC_RECHECK_INTERVAL
         if self._restorer is not None and new:
             from confluent_kafka import TopicPartition
             consumer.pause([TopicPartition(ps.topic, ps.partition) for ps in new])
@@ -998,18 +1075,13 @@ class Loader:
         self.metrics.consumer_errors += 1
         if err.fatal():
             self._fatal = err.str()
-        self._log_error(err.code(), f"kafka client: {err.str()} (the client keeps retrying)")
+        self._client_log.note(("error", err.code()), logging.WARNING,
+                              f"kafka client: {err.str()} (the client keeps retrying)")
 
     def _log_error(self, code: int, text: str) -> None:
-        """Log ``text``, at most once per ERROR_LOG_INTERVAL for one error
-        code (with how many were not logged meanwhile)."""
-        now = time.monotonic()
-        last, hidden = self._error_logged.get(code, (0.0, 0))
-        if now - last >= ERROR_LOG_INTERVAL:
-            log.warning("%s: %s%s", self.name, text, f" ({hidden} more like it since the last line)" if hidden else "")
-            self._error_logged[code] = (now, 0)
-        else:
-            self._error_logged[code] = (last, hidden + 1)
+        """Log ``text`` if it is the first of its error ``code`` lately, else
+        count it (client_log.py says how many followed)."""
+        self._errors.note(code, logging.WARNING, text)
 
     def _refresh_metrics(self, consumer) -> None:
         from confluent_kafka import TopicPartition

@@ -14,12 +14,13 @@ This module validates and derives; it never connects to anything.
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from lsmkv.errors import OptionError
+
+from .client_log import CLIENT_LOG, ClientLog
 
 #: librdkafka settings the loader tunes (measured on the embedded broker
 #: and on loopback; docs/kafka.md has the figures), before client_config.
@@ -52,14 +53,18 @@ FIXED_CONSUMER = {
     "auto.offset.reset": "error",
 }
 
-
-#: librdkafka's own log lines go here (never to the terminal directly).
-CLIENT_LOG = logging.getLogger("lsmkv.kafka.librdkafka")
+#: Seconds an until_caught_up load waits for the servers and its topics
+#: before it gives up (a long-running load waits for them indefinitely).
+#: Time enough for a broker that is restarting; a typo'd topic or a wrong
+#: address is reported within it, before any store is created.
+DEFAULT_STARTUP_TIMEOUT = 20.0
 
 
 def with_logger(config: dict) -> dict:
-    """``config`` with librdkafka's logging routed to Python logging."""
-    return {**config, "logger": CLIENT_LOG}
+    """``config`` with librdkafka's logging routed to Python logging
+    (CLIENT_LOG), each kind of line once with a count of its repeats
+    (client_log.py)."""
+    return {**config, "logger": ClientLog(CLIENT_LOG)}
 
 
 def _positive_int(name: str, value: object, minimum: int = 1) -> None:
@@ -106,6 +111,12 @@ class LoaderSettings:
     #: (and, while other members hold partitions, the assignment has stood
     #: still for two session timeouts: a dead member's partitions move first).
     until_caught_up: bool = False
+    #: Seconds the loader waits, before it opens or creates the store, for
+    #: the servers to answer and every topic to exist; past that it raises
+    #: StartupError (admin.wait_for_topics). None: DEFAULT_STARTUP_TIMEOUT
+    #: for an until_caught_up load; no check for a long-running one, which
+    #: waits (logging what it sees) for the servers and topics to appear.
+    startup_timeout: float | None = None
     #: On revoke: how long records in flight may take to finish (seconds).
     revoke_timeout: float = 10.0
     #: On stop (SIGTERM, Ctrl-C): how long the drain may take (seconds).
@@ -147,6 +158,8 @@ class LoaderSettings:
             _seconds(name, getattr(self, name))
         for name in ("commit_interval", "revoke_timeout", "drain_timeout"):
             _seconds(name, getattr(self, name), 0.001)
+        if self.startup_timeout is not None:
+            _seconds("startup_timeout", self.startup_timeout, 0.001)
         if self.retry_backoff_max < self.retry_backoff:
             raise OptionError(f"retry_backoff_max ({self.retry_backoff_max}) is below retry_backoff "
                               f"({self.retry_backoff})")
@@ -173,6 +186,13 @@ class LoaderSettings:
         if fixed:
             raise OptionError(f"client_config may not set {', '.join(sorted(fixed))}: the loader's guarantees "
                               "depend on them (use the loader's own settings for the group and servers)")
+
+    @property
+    def startup_wait(self) -> float | None:
+        """Seconds the start-up check waits (None: no check)."""
+        if self.startup_timeout is not None:
+            return self.startup_timeout
+        return DEFAULT_STARTUP_TIMEOUT if self.until_caught_up else None
 
     def dlq_for(self, topic: str) -> str:
         """The dead-letter topic of records from ``topic``."""
