@@ -11,7 +11,9 @@ Modules: ``sessions.py`` (the session and registration), ``source.py`` (the
 DataSource), ``options.py``, ``reader.py`` (partitions and reads),
 ``filters.py`` (pushdown), ``ranges.py`` (key range algebra),
 ``checkpoints.py`` (consistent reads), ``writer.py`` (tasks, commit,
-abort), ``runs.py`` (sorting, merging and the duplicate-key rule),
+abort), ``staging.py`` (a write's staging directory), ``owners.py`` (the
+driver process that owns a job's files), ``runs.py`` (sorting, merging
+and the duplicate-key rule),
 ``ingest.py`` (the commit's merge and ingest), ``store.py`` (engines),
 ``jobs.py`` (the load job), ``bench.py`` (the benchmark), ``cli.py``.
 
@@ -34,8 +36,9 @@ def register(spark: Any) -> None:
 
 
 def session(app_name: str = "lsmkv", master: str = "local[2]", **conf: Any) -> Any:
-    """A local SparkSession with the worker interpreter set to this one and
-    format "lsmkv" registered (sessions.py)."""
+    """A SparkSession (``getOrCreate``) with the worker interpreter set to
+    this one and format "lsmkv" registered; a local master gets its cores
+    as the default parallelism, a cluster master Spark's own (sessions.py)."""
     from .sessions import session as _session
     return _session(app_name=app_name, master=master, **conf)
 
@@ -64,7 +67,7 @@ def write(df: Any, path: str, *, engine: str | None = None, mode: str = "append"
 
 def remove_checkpoints(path: str, *, checkpoint_dir: str | None = None, older_than: float = 0.0) -> list[str]:
     """Remove the read checkpoints of the store at ``path`` (in
-    ``checkpoint_dir``, default beside the store) taken more than
+    ``checkpoint_dir``, default beside the store) last used more than
     ``older_than`` seconds ago that no partition is reading (checkpoints.py)."""
     from .checkpoints import default_dir
     from .checkpoints import remove_checkpoints as _remove

@@ -1,8 +1,8 @@
 """``lsmkv spark``: the command line of the Spark jobs (it owns their terminal).
 
 * ``lsmkv spark load --input PATH --key-col K --value-col V --engine lsm|btree --db PATH``
-  (jobs.py): a progress line per stage, the final count check; exit 1 if
-  the counts do not agree.
+  (jobs.py): the input, store and engine checked before Spark starts, a
+  progress line per stage, the count check; exit 1 if the counts do not agree.
 * ``lsmkv spark bench --rows N --engine lsm,btree --out DIR`` (bench.py):
   the same as ``lsmkv bench --suite spark ...``, run by the bench's own
   suite runner (results.json, results.csv and report.md in DIR).
@@ -62,16 +62,18 @@ def _session(master: str | None):
 
 
 def _cmd_load(args) -> int:
-    from .jobs import load
+    from .jobs import check_request, load
+    # Before Spark starts: a wrong input, store or engine is one line in a moment.
+    check_request(args.input, args.format, args.db, args.engine, args.mode)
     spark = _session(args.master)
     result = load(spark, args.input, key_col=args.key_col, value_col=args.value_col, db=args.db,
                   engine=args.engine, mode=args.mode, fmt=args.format, num_partitions=args.partitions,
                   progress=_say)
-    _say(f"done in {result.seconds:.1f} s: {result.input_rows:,} input rows, "
-         f"{result.distinct_keys:,} distinct keys; store {args.db} holds {result.keys_after:,} keys")
     if not result.ok:
         print(f"lsmkv spark load: error: count check failed: {result.check}", file=sys.stderr)
         return 1
+    _say(f"done in {result.seconds:.1f} s: {result.input_rows:,} input rows, "
+         f"{result.distinct_keys:,} distinct keys into {args.db}")
     return 0
 
 

@@ -44,10 +44,10 @@ class StagedFile:
     size: int
 
 
-def disjoint(files: list[StagedFile], staging: str, target_bytes: int) -> list[str]:
-    """The paths of files holding exactly the data of ``files`` (duplicate
-    keys resolved) with no two key ranges overlapping, in key order.
-    Merged inputs are removed."""
+def disjoint(files: list[StagedFile], staging: str, target_bytes: int) -> list[StagedFile]:
+    """Files holding exactly the data of ``files`` (duplicate keys
+    resolved) with no two key ranges overlapping, in key order: their
+    entries add up to the distinct keys written. Merged inputs are removed."""
     ordered = sorted(files, key=lambda f: (f.smallest, f.largest))
     groups: list[list[StagedFile]] = []
     high = None
@@ -58,14 +58,14 @@ def disjoint(files: list[StagedFile], staging: str, target_bytes: int) -> list[s
         else:
             groups.append([f])
             high = f.largest
-    out: list[str] = []
+    out: list[StagedFile] = []
     for group in groups:
         if len(group) == 1:
-            out.append(group[0].path)
+            out.append(group[0])
             continue
         merged = runs.write_tables(runs.merge(runs.read(f.path for f in group)), staging, "merged", target_bytes)
         runs.remove(f.path for f in group)
-        out.extend(info.path for info in merged)
+        out.extend(StagedFile(i.path, i.smallest, i.largest, i.entries, i.size) for i in merged)
     return out
 
 

@@ -1,18 +1,27 @@
 """The Spark load job: a file of records (Parquet, CSV or JSON) into a
 store of either engine by bulk ingest (``lsmkv spark load``).
 
-Stages: read the input, pick and check the key and value columns (binary
-or string; other atomic types are written as their string form), count
-the input's distinct keys, write through ``lsmkv.spark.write`` (range
-partitioning, sorted table files, one ingest), then count the keys in the
-store and compare. Each stage reports one line through ``progress``;
-nothing here prints. The same code runs under spark-submit on a cluster
-(the store path must be one the driver and every executor see).
+:func:`check_request` checks what can be checked without Spark -- the
+input's format and that it exists, the store and its engine -- so a bad
+request fails in a moment with one error, before a session starts.
+:func:`load` then reads the input, picks and checks the key and value
+columns (binary or string; other atomic types are written as their string
+form), counts the input's rows and distinct keys, and writes through
+``lsmkv.spark.write`` (range partitioning, sorted table files, one ingest)
+with those counts as ``expectedRows``/``expectedKeys``: the commit compares
+them with what the tasks received and wrote (their commit messages carry
+the rows each task received and the entries of each table file) and
+ingests nothing if they differ. The store is never scanned. Each stage
+reports one line through ``progress``; nothing here prints. The same code
+runs under spark-submit on a cluster (the store path must be one the
+driver and every executor see).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -30,8 +39,6 @@ class LoadError(LsmkvError):
 class LoadResult:
     input_rows: int
     distinct_keys: int
-    keys_before: int
-    keys_after: int
     seconds: float
     ok: bool
     check: str
@@ -50,9 +57,48 @@ def input_format(path: str, given: str | None) -> str:
     raise LoadError(f"cannot tell the format of {path} from its name; give --format parquet|csv|json")
 
 
+def check_request(input_path: str, fmt: str | None, db: str, engine: str, mode: str) -> str:
+    """Check a load before Spark starts: the input's format (returned) and
+    that the input exists (a local path; a URI such as hdfs://... is left
+    to Spark), the engine, the mode, and that ``db`` is missing, empty or a
+    store the load may write (append needs the store's own engine).
+    LoadError (or InvalidDatabaseError) naming the problem."""
+    from .store import ENGINES, detect
+    fmt = input_format(input_path, fmt)
+    local = _local_path(input_path)
+    if local is not None and not (glob.glob(local) if glob.has_magic(local) else os.path.exists(local)):
+        raise LoadError(f"--input {input_path}: no such file or directory")
+    if engine not in ENGINES:
+        raise LoadError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if mode not in ("append", "overwrite"):
+        raise LoadError(f"--mode must be append or overwrite, not {mode!r}")
+    found = detect(db)  # InvalidDatabaseError: a file, or a directory of other files
+    if found is not None and found != engine and mode == "append":
+        raise LoadError(f"--db {db} is {_an(found)} store; a load with --engine {engine} cannot append to it "
+                        f"(give --engine {found}, or --mode overwrite to replace it with {_an(engine)} store)")
+    if found is None:
+        parent = os.path.dirname(os.path.abspath(db))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise LoadError(f"--db {db}: cannot create it ({parent} is not a writable directory)")
+    return fmt
+
+
+def _an(engine: str) -> str:
+    return f"an {engine}" if engine == "lsm" else f"a {engine}"
+
+
+def _local_path(path: str) -> str | None:
+    """``path`` as a local file name, or None for a URI of another file system."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return None if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path) else path
+
+
 def read_input(spark: Any, path: str, fmt: str) -> Any:
-    if not os.path.exists(path) and "://" not in path:
-        raise LoadError(f"{path}: no such file or directory")
     reader = spark.read
     if fmt == "csv":
         reader = reader.option("header", "true")
@@ -79,46 +125,72 @@ def key_value_frame(df: Any, key_col: str, value_col: str) -> Any:
     return df.select(*out)
 
 
-def count_keys(path: str) -> int:
-    from .store import detect, open_store
-    engine = detect(path)
-    if engine is None:
-        return 0
-    with open_store(path, engine, read_only=True) as db:
-        return sum(1 for _ in db.scan())
-
-
 def load(spark: Any, input_path: str, *, key_col: str, value_col: str, db: str, engine: str,
          mode: str = "append", fmt: str | None = None, num_partitions: int | None = None,
          progress: Callable[[str], None] = lambda line: None) -> LoadResult:
-    from . import write
+    """Load the file at ``input_path`` into the store ``db`` (module docstring)."""
+    from pyspark.sql import functions as F
     t0 = time.perf_counter()
-    fmt = input_format(input_path, fmt)
+    fmt = check_request(input_path, fmt, db, engine, mode)
     progress(f"reading {input_path} ({fmt})")
-    frame = key_value_frame(read_input(spark, input_path, fmt), key_col, value_col)
-    nulls = frame.filter("key IS NULL OR value IS NULL").count()
-    if nulls:
-        raise LoadError(f"{nulls} input row(s) have a null {key_col} or {value_col}; lsmkv stores no nulls "
-                        f"(drop or fill them first)")
-    frame = frame.cache()
-    rows = frame.count()
-    distinct = frame.select("key").distinct().count()
-    progress(f"input: {rows:,} rows, {distinct:,} distinct keys")
-    before = count_keys(db) if mode == "append" else 0
-    if mode == "append" and before:
-        progress(f"store {db}: {before:,} keys before the load")
-    progress(f"writing into {db} ({engine}, {mode}): range partitioning, sorted table files, one ingest")
-    t1 = time.perf_counter()
-    write(frame, db, engine=engine, mode=mode, num_partitions=num_partitions)
-    progress(f"ingested in {time.perf_counter() - t1:.1f} s")
-    frame.unpersist()
-    after = count_keys(db)
-    if mode == "overwrite" or not before:
-        ok = after == distinct
-        check = f"distinct input keys {distinct:,}, keys in the store {after:,}: " + ("equal" if ok else "DIFFERENT")
-    else:
-        ok = max(before, distinct) <= after <= before + distinct
-        check = (f"distinct input keys {distinct:,}, keys before {before:,}, keys in the store {after:,}: "
-                 + ("consistent" if ok else "INCONSISTENT") + " (before + new keys of the input)")
+    frame = key_value_frame(read_input(spark, input_path, fmt), key_col, value_col).cache()
+    try:
+        counts = frame.agg(F.count(F.lit(1)).alias("rows"),
+                           F.count(F.when(F.col("key").isNull() | F.col("value").isNull(), 1)).alias("nulls")).first()
+        rows, nulls = int(counts["rows"]), int(counts["nulls"])
+        if nulls:
+            raise LoadError(f"{nulls} input row(s) have a null {key_col} or {value_col}; lsmkv stores no nulls "
+                            f"(drop or fill them first)")
+        distinct = frame.select("key").distinct().count()
+        progress(f"input: {rows:,} rows, {distinct:,} distinct keys")
+        progress(f"writing into {db} ({engine}, {mode}): range partitioning, sorted table files, one ingest")
+        t1 = time.perf_counter()
+        ok, check = write_checked(frame, db, engine=engine, mode=mode, num_partitions=num_partitions,
+                                  rows=rows, keys=distinct)
+        if ok:
+            progress(f"ingested in {time.perf_counter() - t1:.1f} s")
+    finally:
+        frame.unpersist()
     progress(check)
-    return LoadResult(rows, distinct, before, after, time.perf_counter() - t0, ok, check)
+    return LoadResult(rows, distinct, time.perf_counter() - t0, ok, check)
+
+
+def write_checked(frame: Any, db: str, *, engine: str, mode: str, num_partitions: int | None,
+                  rows: int, keys: int) -> tuple[bool, str]:
+    """Write ``frame`` into ``db``, expecting its tasks to receive ``rows``
+    rows and write ``keys`` distinct keys (the writer's commit checks and
+    ingests nothing if they do not): (True, what was checked), or (False,
+    the commit's error) when the counts differ. Any other failure of the
+    write is a LoadError of one line."""
+    from . import write
+    try:
+        write(frame, db, engine=engine, mode=mode, num_partitions=num_partitions, expectedRows=rows,
+              expectedKeys=keys)
+    except Exception as exc:  # noqa: BLE001 - Spark wraps the writer's errors in its own exception types
+        name, message = python_error(exc)
+        if name.endswith("WriteCountError"):
+            return False, message
+        raise LoadError(f"the write into {db} failed: {message}") from exc
+    held = "the store now holds exactly these keys" if mode == "overwrite" else \
+        "the store holds these keys besides its others"
+    return True, (f"the tasks received {rows:,} rows and wrote {keys:,} distinct keys, as counted in the input: "
+                  f"equal ({held})")
+
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit|Interrupt)): (.+)$")
+
+
+def python_error(exc: BaseException) -> tuple[str, str]:
+    """(class name, message) of the error behind ``exc``: for an error
+    raised in one of Spark's Python workers, the last line of its Python
+    traceback, which Spark's exception carries in its text; else ``exc``'s
+    own class and first line."""
+    found = None
+    for line in str(exc).splitlines():
+        match = _ERROR_LINE.match(line.strip())
+        if match and not match.group(1).startswith(("Py4J", "PySpark", "PythonException", "SparkException")):
+            found = match
+    if found is not None:
+        return found.group(1), found.group(2).strip()
+    text = str(exc).strip().splitlines()
+    return type(exc).__name__, (text[0] if text else type(exc).__name__)

@@ -3,9 +3,9 @@ once, with one clear error (an OptionError naming the option) for a bad
 value or an unknown name.
 
 Read: ``engine``, ``decode``, ``numPartitions``, ``minPartitionBytes``, ``consistent``,
-``checkpointDir``, ``checkpointRetention``, ``batchRows``, ``pushdown``.
+``checkpointDir``, ``checkpointRetention``, ``maxCheckpoints``, ``batchRows``, ``pushdown``.
 Write: ``engine``, ``taskSortBufferBytes``, ``targetFileBytes``,
-``stagingDir``. docs/spark.md describes each. Option names are
+``stagingDir``, ``expectedRows``, ``expectedKeys``. docs/spark.md describes each. Option names are
 case-insensitive (Spark lowercases them).
 """
 
@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import OptionError
-from .checkpoints import DEFAULT_RETENTION_S, default_dir
+from .checkpoints import DEFAULT_KEEP, DEFAULT_RETENTION_S, default_dir
 from .store import check_engine
 
 READ_OPTIONS = ("path", "engine", "decode", "numpartitions", "minpartitionbytes", "consistent", "checkpointdir",
-                "checkpointretention", "batchrows", "pushdown")
-WRITE_OPTIONS = ("path", "engine", "tasksortbufferbytes", "targetfilebytes", "stagingdir")
+                "checkpointretention", "maxcheckpoints", "batchrows", "pushdown")
+WRITE_OPTIONS = ("path", "engine", "tasksortbufferbytes", "targetfilebytes", "stagingdir", "expectedrows",
+                 "expectedkeys")
 
 DEFAULT_MIN_PARTITION_BYTES = 8 * 1024 * 1024
 DEFAULT_SORT_BUFFER = 256 * 1024 * 1024
@@ -31,8 +32,8 @@ DEFAULT_TARGET_FILE = 64 * 1024 * 1024
 
 #: Option names as documented (Spark hands them over lowercased).
 _SPELLING = {name.lower(): name for name in (
-    "numPartitions", "minPartitionBytes", "checkpointDir", "checkpointRetention", "batchRows",
-    "taskSortBufferBytes", "targetFileBytes", "stagingDir")}
+    "numPartitions", "minPartitionBytes", "checkpointDir", "checkpointRetention", "maxCheckpoints", "batchRows",
+    "taskSortBufferBytes", "targetFileBytes", "stagingDir", "expectedRows", "expectedKeys")}
 
 
 def _shown(name: str) -> str:
@@ -100,6 +101,7 @@ class ReadOptions:
     consistent: bool
     checkpoint_dir: str
     checkpoint_retention_s: float
+    max_checkpoints: int
     batch_rows: int
     pushdown: bool
 
@@ -127,6 +129,7 @@ class ReadOptions:
                    consistent=_bool(opts, "consistent", True),
                    checkpoint_dir=os.path.abspath(opts.get("checkpointdir") or default_dir(path)),
                    checkpoint_retention_s=retention,
+                   max_checkpoints=_int(opts, "maxcheckpoints", DEFAULT_KEEP, 1),
                    batch_rows=_int(opts, "batchrows", 4096, 1),
                    pushdown=_bool(opts, "pushdown", False))
 
@@ -138,6 +141,8 @@ class WriteOptions:
     sort_buffer_bytes: int
     target_file_bytes: int
     staging_dir: str
+    expected_rows: int | None = None
+    expected_keys: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
@@ -147,4 +152,6 @@ class WriteOptions:
         return cls(path=path, engine=_engine(opts),
                    sort_buffer_bytes=_int(opts, "tasksortbufferbytes", DEFAULT_SORT_BUFFER, 1),
                    target_file_bytes=_int(opts, "targetfilebytes", DEFAULT_TARGET_FILE, 4096),
-                   staging_dir=os.path.abspath(opts.get("stagingdir") or os.path.dirname(path)))
+                   staging_dir=os.path.abspath(opts.get("stagingdir") or os.path.dirname(path)),
+                   expected_rows=_int(opts, "expectedrows", None, 0),
+                   expected_keys=_int(opts, "expectedkeys", None, 0))

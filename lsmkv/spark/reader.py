@@ -9,7 +9,8 @@ parallelism, never more than one per minPartitionBytes of
 partition is a list of ranges within one slot between split keys, and
 slots no range reaches are dropped, so a point lookup is one partition.
 When more than one partition reads a consistent view, planning first takes
-a checkpoint (checkpoints.py) and the partitions read it; a single
+a checkpoint (checkpoints.py: the store version's existing one, if any)
+and the partitions read it; a single
 partition reads the live store through one snapshot, which is already one
 version. ``read()`` opens its store read-only, takes a snapshot, walks each
 range with a cursor and yields record batches of ``batchRows`` rows built
@@ -77,7 +78,8 @@ class LsmkvReader(DataSourceReader):
         parts = split(ranges, cuts)
         if not opts.consistent or len(parts) <= 1:
             return [KeyRangePartition(i, opts.path, engine, p, None) for i, p in enumerate(parts)]
-        ckpt = checkpoints.take(opts.path, engine, opts.checkpoint_dir, opts.checkpoint_retention_s)
+        ckpt = checkpoints.take(opts.path, engine, opts.checkpoint_dir, opts.checkpoint_retention_s,
+                                opts.max_checkpoints)
         with open_store(ckpt, engine, read_only=True) as db:
             cuts = db.split_keys(n)
         return [KeyRangePartition(i, ckpt, engine, p, ckpt) for i, p in enumerate(split(ranges, cuts))]

@@ -14,23 +14,26 @@ the task's output table files of about ``targetFileBytes``, written with
 ``lsmkv.TableWriter``; the commit message names them with their key
 ranges. A failing task removes what it wrote.
 
-The driver's ``commit()`` merges overlapping files and ingests them
-(ingest.py); ``abort()`` removes the staging directory and leaves the store
-untouched. Either way the staging directory is gone afterwards.
+The driver's ``commit()`` merges overlapping files, checks the counts the
+tasks report against ``expectedRows``/``expectedKeys`` when they are given
+(rows the tasks received; distinct keys in the files, which is what the
+store gains at most) and ingests the files (ingest.py); ``abort()`` leaves
+the store untouched. Either removes the staging directory (staging.py); the
+staging directory of a driver that died before either could run is removed
+by the next write planned for the store.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import InvalidDatabaseError
-from . import runs
+from ..errors import InvalidDatabaseError, LsmkvError
+from . import runs, staging
 from .ingest import StagedFile, disjoint, install
 from .options import WriteOptions
 from .store import detect
@@ -75,10 +78,8 @@ class LsmkvWriter(DataSourceArrowWriter):
             raise InvalidDatabaseError(f"{options.path} is a {found} store; appending needs engine={found} "
                                        f"(not {options.engine}), or mode overwrite to replace it")
         self.engine = options.engine or found or "lsm"
-        name = os.path.basename(options.path.rstrip(os.sep))
-        self.staging = os.path.join(options.staging_dir, f".{name}.ingest-{uuid.uuid4().hex[:12]}")
-        os.makedirs(options.staging_dir, exist_ok=True)
-        os.mkdir(self.staging)
+        staging.remove_stale(options.path, options.staging_dir)
+        self.staging = staging.create(options.path, options.staging_dir)
 
     # -- a task -------------------------------------------------------------------------------
 
@@ -129,14 +130,34 @@ class LsmkvWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[TaskFiles | None]) -> None:
         try:
-            files = [f for m in messages if m is not None for f in m.files]
-            paths = disjoint(files, self.staging, self.options.target_file_bytes)
-            install(self.options.path, self.engine, paths, self.overwrite)
+            done = [m for m in messages if m is not None]
+            files = disjoint([f for m in done for f in m.files], self.staging, self.options.target_file_bytes)
+            check_counts(sum(m.rows for m in done), sum(f.entries for f in files), self.options)
+            install(self.options.path, self.engine, [f.path for f in files], self.overwrite)
         finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            staging.remove(self.staging)
 
     def abort(self, messages: list[TaskFiles | None]) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        staging.remove(self.staging)
+
+
+class WriteCountError(LsmkvError):
+    """The tasks of a write received other counts of rows or keys than the
+    write was told to expect; nothing was ingested."""
+
+
+def check_counts(rows: int, keys: int, options: WriteOptions) -> None:
+    """WriteCountError when ``rows`` (received by the tasks) or ``keys``
+    (distinct keys in their files) differ from the expected counts given."""
+    wrong = []
+    if options.expected_rows is not None and rows != options.expected_rows:
+        wrong.append(f"received {rows:,} rows where {options.expected_rows:,} were expected (option expectedRows)")
+    if options.expected_keys is not None and keys != options.expected_keys:
+        wrong.append(f"wrote {keys:,} distinct keys where {options.expected_keys:,} were expected "
+                     f"(option expectedKeys)")
+    if wrong:
+        raise WriteCountError(f"the write into {options.path} is not committed: its tasks {' and '.join(wrong)}; "
+                              f"the store is unchanged")
 
 
 def _column(batch: Any, name: str, pa: Any) -> list[bytes]:

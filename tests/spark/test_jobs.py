@@ -1,7 +1,9 @@
 """The Spark jobs: ``lsmkv spark load`` (jobs.py) from Parquet, CSV and
-JSON with its count check, and ``lsmkv spark bench`` (bench.py) at a tiny
-size writing results the bench tooling reads. They run in-process on the
-tests' SparkSession (``session()`` returns the running one)."""
+JSON with its count check (made by the write's commit from what the tasks
+report, and failing when they disagree with the input's counts), and
+``lsmkv spark bench`` (bench.py) at a tiny size writing results the bench
+tooling reads. They run in-process on the tests' SparkSession
+(``session()`` returns the running one)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 from lsmkv.spark import jobs
 
-from .conftest import contents
+from .conftest import contents, fill, leftovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -26,18 +28,53 @@ def test_load_each_format_with_count_check(spark, tmp_path, fmt):
     lines = []
     result = jobs.load(spark, source, key_col="id", value_col="n", db=str(tmp_path / "db"), engine="lsm",
                        progress=lines.append)
-    assert result.ok and result.distinct_keys == result.keys_after == 300 and result.input_rows == 1000
+    assert result.ok and result.distinct_keys == 300 and result.input_rows == 1000
     stored = contents(str(tmp_path / "db"))
+    assert len(stored) == 300
     # The duplicate rule: of user7's values 7, 307, 607, 907 the greatest in byte order ("907").
     assert stored[b"user7"] == b"907"
-    assert any("distinct input keys 300, keys in the store 300: equal" in line for line in lines)
+    assert any("the tasks received 1,000 rows and wrote 300 distinct keys, as counted in the input: equal" in line
+               for line in lines)
     # Append of overlapping keys: before + new keys.
     more = spark.createDataFrame([("user1", 5, "x"), ("new", 1, "y")], "id string, n long, name string")
     more_path = str(tmp_path / "more.parquet")
     more.write.mode("overwrite").parquet(more_path)
     again = jobs.load(spark, more_path, key_col="id", value_col="name", db=str(tmp_path / "db"), engine="lsm")
-    assert again.ok and again.keys_before == 300 and again.keys_after == 301
-    assert contents(str(tmp_path / "db"))[b"user1"] == b"x"
+    assert again.ok and again.input_rows == again.distinct_keys == 2
+    after = contents(str(tmp_path / "db"))
+    assert len(after) == 301 and after[b"user1"] == b"x" and after[b"new"] == b"y"
+
+
+def test_count_check_fails_when_the_tasks_disagree_with_the_input(spark, tmp_path, directory_bytes):
+    """The input changes between the job's count and its write (a source
+    that is read again: here a UDF that reads a file), so the tasks receive
+    other rows than were counted: the commit refuses, the store is as it
+    was, and the job reports the failed check with both counts."""
+    from pyspark.sql.functions import col, udf
+
+    db = str(tmp_path / "db")
+    fill(db, "lsm", {b"old": b"1"})
+    before = directory_bytes(db)
+    changed = str(tmp_path / "changed")
+
+    @udf("string")
+    def key_of(n):
+        # Once the file exists, keys 0-99 collapse into one: 100 fewer distinct keys.
+        return "k0" if os.path.exists(changed) and n < 100 else f"k{n}"
+
+    frame = spark.range(1000).select(key_of(col("id")).alias("key"), col("id").cast("string").alias("value"))
+    rows, keys = frame.count(), frame.select("key").distinct().count()
+    assert (rows, keys) == (1000, 1000)
+    open(changed, "w").close()
+    ok, check = jobs.write_checked(frame, db, engine="lsm", mode="append", num_partitions=2, rows=rows, keys=keys)
+    assert not ok
+    assert "its tasks wrote 901 distinct keys where 1,000 were expected (option expectedKeys)" in check
+    assert "the store is unchanged" in check
+    assert directory_bytes(db) == before
+    assert leftovers(str(tmp_path)) == []
+    # The same frame with the counts it now has commits.
+    ok, check = jobs.write_checked(frame, db, engine="lsm", mode="append", num_partitions=2, rows=1000, keys=901)
+    assert ok and len(contents(db)) == 902
 
 
 def test_load_bad_input(spark, tmp_path):

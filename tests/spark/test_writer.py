@@ -1,12 +1,17 @@
 """Bulk writes through the lsmkv data source on a real local SparkSession:
 append and overwrite, the duplicate-key rule (within a task, across
 spilled runs, across tasks), a failed job that leaves the store as it was,
+a driver killed mid-write whose staging directory the next write removes,
 and ingested stores that pass the engines' checks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
@@ -101,3 +106,70 @@ def test_ingested_store_passes_check(spark, tmp_path, engine):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"OK: {path} ({engine})" in result.stdout
     assert len(contents(path)) == 20000
+
+
+_STALLING_DRIVER = textwrap.dedent("""
+    import os, sys, time
+    import lsmkv.spark
+    from pyspark.sql.functions import col, udf
+
+    store, marker, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    spark = lsmkv.spark.session(master="local[2]", **{"spark.sql.execution.arrow.maxRecordsPerBatch": "100"})
+
+    @udf("string")
+    def value(n):
+        if n % rows == rows - 1:  # the last row of each partition: wait here until the driver is killed
+            open(marker, "a").close()
+            parent = os.getppid()
+            while os.getppid() == parent:
+                time.sleep(0.2)
+            os._exit(1)
+        return "v%08d" % n + "x" * 100
+
+    df = spark.range(0, 2 * rows, numPartitions=2).select(col("id").cast("string").alias("key"),
+                                                          value(col("id")).alias("value"))
+    df.write.format("lsmkv").mode("append").option("taskSortBufferBytes", 4096).save(store)
+""")
+
+
+def _wait_for(condition, what, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.crash
+def test_a_killed_driver_leaves_a_staging_directory_the_next_write_removes(spark, tmp_path):
+    from lsmkv.spark.owners import Owner
+
+    store = str(tmp_path / "db")
+    marker = str(tmp_path / "stalled")
+    script = tmp_path / "driver.py"
+    script.write_text(_STALLING_DRIVER)
+    driver = subprocess.Popen([sys.executable, str(script), store, marker, "3000"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def staged_tables():
+            return [os.path.join(tmp_path, d, f) for d in leftovers(str(tmp_path))
+                    for f in os.listdir(tmp_path / d) if f.endswith(".sst")]
+        _wait_for(lambda: os.path.exists(marker) and staged_tables(), "the tasks to write table files")
+        (staging_dir,) = leftovers(str(tmp_path))
+        jvm = Owner.read(str(tmp_path / staging_dir))
+        assert jvm is not None and jvm.alive() is True and jvm.pid != driver.pid  # the driver's JVM owns it
+        # The driver dies: its Python process and its JVM, with no time to abort.
+        os.kill(driver.pid, signal.SIGKILL)
+        os.kill(jvm.pid, signal.SIGKILL)
+        driver.wait()
+        _wait_for(lambda: jvm.alive() is False, "the JVM to be gone", timeout=60)
+        assert leftovers(str(tmp_path)) == [staging_dir] and staged_tables()
+        assert not os.path.exists(store)  # nothing was ingested
+        lsmkv.spark.write(_df(spark, [(b"a", b"1")]), store)
+        assert leftovers(str(tmp_path)) == []
+        assert contents(store) == {b"a": b"1"}
+    finally:
+        try:
+            os.killpg(driver.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
