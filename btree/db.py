@@ -815,6 +815,8 @@ class DB(KeyValueMapping):
         expires that long after this call (lsmkv/ttl.py); its key may then
         be 8 bytes shorter than the page size's limit (the deadline shares
         the cell)."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         if ttl is not None:
             self._put_with_ttl(key, value, sync, ttl)
             return
@@ -866,6 +868,8 @@ class DB(KeyValueMapping):
 
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         key = as_key(key)
         if len(key) > self._max_key:
             # Longer than any stored key: nothing to delete or log.

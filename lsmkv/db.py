@@ -408,6 +408,8 @@ class DB(KeyValueMapping):
         self._write_one(TOMBSTONE, k, b"", sync)
 
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         if user_bytes < 0:
             user_bytes = len(key) + len(value)
         if self._l0_slowdown:
@@ -444,12 +446,18 @@ class DB(KeyValueMapping):
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
+        if type(sync) is not bool:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
         return WriteBatch(self.write, sync, self._ttl_clock)
 
     def write(self, batch: WriteBatch, sync: bool = False) -> None:
         """Apply ``batch`` atomically. With sync=True, returns once it is
         durable (or raises SyncTimeoutError after ``sync_timeout``)."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         if not batch.ops:
             return
         if self._l0_slowdown:
@@ -1514,7 +1522,14 @@ class DB(KeyValueMapping):
                 try:
                     if self._bg_error is None:
                         with self._log_sync_lock:
-                            self._log.sync()
+                            try:
+                                self._log.sync()
+                            except Exception as exc:
+                                raise BackgroundError(
+                                    f"{self.path}: the last log sync at close() failed ({exc}); the database is "
+                                    "closed, and writes not synced before may be lost if the machine fails "
+                                    "before the file system writes them (they are in the log; the next open "
+                                    "replays what reached the disk)") from exc
                         self._syncer.mark_durable(self._logged_seq)
                 finally:
                     self._stop_syncer()

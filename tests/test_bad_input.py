@@ -115,6 +115,10 @@ OPEN_CASES = [
     ("ttl-nan", lambda db, e: db.put(b"ok", b"v", ttl=float("nan")), InvalidArgumentError,
      "ttl must be a positive number of seconds"),
     ("ttl-str", lambda db, e: db.put(b"ok", b"v", ttl="60"), TypeError, "ttl must be a number of seconds, not str"),
+    ("put-sync-str", lambda db, e: db.put(b"ok", b"v", sync="yes"), TypeError, "sync must be True or False, not str"),
+    ("delete-sync-int", lambda db, e: db.delete(b"key001", sync=1), TypeError,
+     "sync must be True or False, not int"),
+    ("batch-sync-str", lambda db, e: db.write_batch(sync="x"), TypeError, "sync must be True or False, not str"),
     ("batch-ttl-negative", lambda db, e: _batch(db, [lambda b: b.put(b"ok", b"1"),
                                                     lambda b: b.put(b"ok2", b"2", ttl=-1)])(),
      InvalidArgumentError, "ttl must be a positive number"),
@@ -138,6 +142,7 @@ READ_ONLY_CASES = [
     ("delete", lambda db: db.delete(b"key001")),
     ("setitem", lambda db: db.__setitem__(b"k", b"v")),
     ("batch", lambda db: _batch(db, [lambda b: b.put(b"k", b"v")])()),
+    ("batch-opened", lambda db: db.write_batch()),  # refused when asked for, not at the end of the block
     ("flush", lambda db: db.flush()),
 ]
 

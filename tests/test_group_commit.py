@@ -8,6 +8,7 @@ the file-system layer (FaultInjectionFS.stall), not a mock.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -312,3 +313,16 @@ def test_eight_sync_writers_killed_lose_nothing_acknowledged(tmp_path, engine):
             os.remove(name)
         assert total > 0
         db.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_failed_last_sync_at_close_raises_background_error_and_the_handle_is_closed(engine, tmp_path):
+    fs = FaultInjectionFS()
+    db = open_db(engine, str(tmp_path / "db"), fs=fs)
+    db.put(b"k", b"v")
+    fs.fail("sync", nth=1, sticky=True)
+    with pytest.raises(lsmkv.BackgroundError) as info:
+        db.close()
+    assert info.value.errno == errno.EIO
+    assert db.closed
+    db.close()  # a second close is harmless

@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--format", choices=["parquet", "csv", "json"], help="input format (default: from the extension)")
     load.add_argument("--key-col", required=True, help="the input column that becomes the key")
     load.add_argument("--value-col", required=True, help="the input column that becomes the value")
-    load.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the store (lsm)")
+    load.add_argument("--engine", choices=["lsm", "btree"], default=None,
+                      help="engine of the store (default: the existing store's, else lsm)")
     load.add_argument("--db", required=True, help="the store's directory (created if missing)")
     load.add_argument("--mode", choices=["append", "overwrite"], default="append", help="append (default) or overwrite")
     load.add_argument("--partitions", type=int, help="Spark partitions of the write (default: the default parallelism)")
@@ -62,12 +63,13 @@ def _session(master: str | None):
 
 
 def _cmd_load(args) -> int:
-    from .jobs import check_request, load
+    from .jobs import check_request, engine_for, load
     # Before Spark starts: a wrong input, store or engine is one line in a moment.
-    check_request(args.input, args.format, args.db, args.engine, args.mode)
+    engine = engine_for(args.db, args.engine)
+    check_request(args.input, args.format, args.db, engine, args.mode)
     spark = _session(args.master)
     result = load(spark, args.input, key_col=args.key_col, value_col=args.value_col, db=args.db,
-                  engine=args.engine, mode=args.mode, fmt=args.format, num_partitions=args.partitions,
+                  engine=engine, mode=args.mode, fmt=args.format, num_partitions=args.partitions,
                   progress=_say)
     if not result.ok:
         print(f"lsmkv spark load: error: count check failed: {result.check}", file=sys.stderr)

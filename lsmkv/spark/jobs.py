@@ -57,6 +57,15 @@ def input_format(path: str, given: str | None) -> str:
     raise LoadError(f"cannot tell the format of {path} from its name; give --format parquet|csv|json")
 
 
+def engine_for(db: str, engine: str | None) -> str:
+    """The engine a load writes: ``engine`` if given, else the existing
+    store's, else lsm."""
+    if engine is not None:
+        return engine
+    from .store import detect
+    return detect(db) or "lsm"
+
+
 def check_request(input_path: str, fmt: str | None, db: str, engine: str, mode: str) -> str:
     """Check a load before Spark starts: the input's format (returned) and
     that the input exists (a local path; a URI such as hdfs://... is left
@@ -125,12 +134,14 @@ def key_value_frame(df: Any, key_col: str, value_col: str) -> Any:
     return df.select(*out)
 
 
-def load(spark: Any, input_path: str, *, key_col: str, value_col: str, db: str, engine: str,
+def load(spark: Any, input_path: str, *, key_col: str, value_col: str, db: str, engine: str | None = None,
          mode: str = "append", fmt: str | None = None, num_partitions: int | None = None,
          progress: Callable[[str], None] = lambda line: None) -> LoadResult:
-    """Load the file at ``input_path`` into the store ``db`` (module docstring)."""
+    """Load the file at ``input_path`` into the store ``db`` (module
+    docstring); ``engine`` None: the existing store's, else lsm."""
     from pyspark.sql import functions as F
     t0 = time.perf_counter()
+    engine = engine_for(db, engine)
     fmt = check_request(input_path, fmt, db, engine, mode)
     progress(f"reading {input_path} ({fmt})")
     frame = key_value_frame(read_input(spark, input_path, fmt), key_col, value_col).cache()

@@ -79,5 +79,11 @@ def test_check_request_accepts_what_a_load_can_do(tmp_path):
     assert jobs.check_request("hdfs://namenode/in/x.parquet", None, str(tmp_path / "db"), "lsm", "append") == "parquet"
     with pytest.raises(jobs.LoadError, match=r"--input .*part-\*\.json: no such file"):
         jobs.check_request(str(tmp_path / "part-*.json"), None, str(tmp_path / "db"), "lsm", "append")
+    # Without --engine a load writes the existing store's engine, else lsm.
+    assert jobs.engine_for(str(tmp_path / "lsmstore"), None) == "lsm"
+    fill(str(tmp_path / "btreestore"), "btree", {b"a": b"1"})
+    assert jobs.engine_for(str(tmp_path / "btreestore"), None) == "btree"
+    assert jobs.engine_for(str(tmp_path / "nothing-yet"), None) == "lsm"
+    assert jobs.engine_for(str(tmp_path / "btreestore"), "lsm") == "lsm"
     with pytest.raises(jobs.LoadError, match="--engine must be one of lsm, btree, not 'rocks'"):
         jobs.check_request(str(data), None, str(tmp_path / "db"), "rocks", "append")
