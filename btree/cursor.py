@@ -1,5 +1,5 @@
 """Cursors over a btree database: the same contract as lsmkv's
-(lsmkv/cursor.py: seek, seek_for_prev, seek_to_first, seek_to_last, next,
+(lsmkv/base/cursor.py: seek, seek_for_prev, seek_to_first, seek_to_last, next,
 prev, key, value, valid, bounds, a point-in-time view).
 
 The view is a snapshot (btree/snapshot.py): ``db.iterator()`` takes one of
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lsmkv.cursor import Chunk, SourceCursor
+from lsmkv.base.cursor import Chunk, SourceCursor
 
 from .tree import Tree
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from ..filenames import CURRENT, manifest_name, parse
-from ..fs import DEFAULT_FS
-from ..version import VersionSet
+from lsmkv.base.filenames import CURRENT, manifest_name, parse
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.version import VersionSet
 
 KiB = 1024
 
@@ -70,7 +70,7 @@ class LsmEngine:
         return evidence
 
     def check(self, path: str) -> list[str]:
-        from ..check import check_db
+        from lsmkv.lsm.check import check_db
         return check_db(path).problems
 
     def inspect_open(self, db, scanned: dict) -> tuple[list[str], dict]:
@@ -153,7 +153,7 @@ class BtreeEngine:
         newest meta page's: a checkpoint was writing them (into free slots)."""
         from btree.node import HEADER
         from btree.pager import Pager
-        from lsmkv.fs import DEFAULT_FS
+        from lsmkv.base.fs import DEFAULT_FS
         try:
             pager = Pager(DEFAULT_FS, path, read_only=True)
         except OSError:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import btree
 import lsmkv
-from lsmkv.check_report import CheckReport
-from lsmkv.fs import FileSystem
+from lsmkv.base.check_report import CheckReport
+from lsmkv.base.fs import FileSystem
 
 #: Options per engine: small enough that ~150 operations flush, compact,
 #: split pages, spill values to overflow pages and checkpoint.
@@ -47,7 +47,7 @@ class Engine:
 
     def check(self, path: str) -> CheckReport:
         if self.name == "lsm":
-            from lsmkv.check import check_db
+            from lsmkv.lsm.check import check_db
             return check_db(path)
         return btree.check(path)
 

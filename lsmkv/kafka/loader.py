@@ -75,8 +75,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
-from lsmkv.timer import Timer
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.base.timer import Timer
 
 from .admin import wait_for_topics
 from .applier import Applier
@@ -138,8 +138,8 @@ def open_store(path: str | os.PathLike, engine: str, options: dict | None = None
     """Open (creating if missing) the store at ``path`` with ``engine``
     ("lsm" or "btree"); an existing store keeps its own engine. An lsmkv
     store gets LSM_STORE_DEFAULTS under ``options``."""
-    from lsmkv.dbdir import detect_engine
-    from lsmkv.fs import DEFAULT_FS
+    from lsmkv.base.dbdir import detect_engine
+    from lsmkv.base.fs import DEFAULT_FS
 
     from .shards import is_shard_directory
     if is_shard_directory(path):

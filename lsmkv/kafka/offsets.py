@@ -13,8 +13,8 @@ This module owns that naming and encoding; it never writes by itself.
 
 from __future__ import annotations
 
-from lsmkv.errors import CorruptionError
-from lsmkv.write_batch import MAX_META_NAME
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.meta import MAX_META_NAME
 
 PREFIX = "kafka:"
 

@@ -36,7 +36,7 @@ import json
 import os
 import threading
 
-from lsmkv.keys import MAX_KEY_SIZE
+from lsmkv.base.keys import MAX_KEY_SIZE
 
 from .errors import LoaderError
 from .offsets import stored_offset
@@ -132,9 +132,9 @@ class ShardedStore:
             return
         if not os.path.isdir(self.path):
             raise LoaderError(f"{self.path} is a file, not a shard directory")
-        from lsmkv.dbdir import detect_engine
-        from lsmkv.errors import InvalidDatabaseError
-        from lsmkv.fs import DEFAULT_FS
+        from lsmkv.base.dbdir import detect_engine
+        from lsmkv.base.errors import InvalidDatabaseError
+        from lsmkv.base.fs import DEFAULT_FS
         try:
             found = detect_engine(self.path, DEFAULT_FS)
         except InvalidDatabaseError:

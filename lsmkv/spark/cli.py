@@ -8,7 +8,7 @@
   suite runner (results.json, results.csv and report.md in DIR).
 
 Errors are one line on stderr (exit 1; usage errors exit 2); a closed
-stdout ends quietly with exit 0 (lsmkv/closed_pipe.py).
+stdout ends quietly with exit 0 (lsmkv/terminal/closed_pipe.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from ..closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from ..errors import LsmkvError
+    from lsmkv.base.errors import LsmkvError
     try:
         return args.func(args)
     except ImportError as exc:

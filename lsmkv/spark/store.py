@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from ..dbdir import detect_engine
-from ..errors import InvalidDatabaseError, OptionError
-from ..fs import DEFAULT_FS
+from lsmkv.base.dbdir import detect_engine
+from lsmkv.base.errors import InvalidDatabaseError, OptionError
+from lsmkv.base.fs import DEFAULT_FS
 
 ENGINES = ("lsm", "btree")
 
