@@ -14,6 +14,7 @@ import os
 from lsmkv.base.filenames import CURRENT, manifest_name, parse
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.version import VersionSet
+from lsmkv.stores import open_store
 
 KiB = 1024
 
@@ -32,8 +33,7 @@ class LsmEngine:
                        "l0_slowdown_trigger": 20, "l0_stop_trigger": 30}
 
     def open(self, path: str, options: dict):
-        import lsmkv
-        return lsmkv.open(path, **options)
+        return open_store(path, engine="lsm", **options)
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: recovery as in the child,
@@ -118,8 +118,7 @@ class BtreeEngine:
                        "ttl_sweep_interval": 0.05}
 
     def open(self, path: str, options: dict):
-        import btree
-        return btree.open(path, **options)
+        return open_store(path, engine="btree", **options)
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: no sweep of expired keys
