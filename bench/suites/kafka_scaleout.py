@@ -1,22 +1,28 @@
-"""Scale-out figures: aggregate load throughput with N instances, and
+"""Kafka scale-out: aggregate load throughput with N instances, and
 failover time (SIGKILL of one instance to its partitions caught up on the
 survivors), on the embedded broker with real `lsmkv kafka load --serve`
-processes. A benchmark, not a test; docs/kafka.md records its figures:
+processes. docs/kafka.md records its figures:
 
-    python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 1
-    python -m lsmkv.kafka.scaleout_bench --records 400000 --keys 40000 --partitions 4 --instances 2 --kill
-    python -m lsmkv.kafka.scaleout_bench ... --instances 2 --kill --standby-replicas 1
-    python -m lsmkv.kafka.scaleout_bench ... --instances 3 --kill --standby-replicas 1
+    lsmkv bench --suite kafka-scaleout --records 400000 --keys 40000 --partitions 4 --instances 1
+    lsmkv bench --suite kafka-scaleout --records 400000 --keys 40000 --partitions 4 --instances 2 --kill
+    lsmkv bench --suite kafka-scaleout ... --instances 2 --kill --standby-replicas 1
+    lsmkv bench --suite kafka-scaleout ... --instances 3 --kill --standby-replicas 1
 
 Serving instances share the partitions by the lag-aware assignment
-(coordination.py), so with more instances than standbys + 1 a killed
-owner's partitions go to the instances holding their copies
+(lsmkv/kafka/coordination.py), so with more instances than standbys + 1 a
+killed owner's partitions go to the instances holding their copies
 (``takeover_starts``: where each new owner started; null: rebuilt).
 
 Throughput counts from the first assignment any instance reports to the
 moment every partition's shard holds its end (the group join, about 3 s
 on the embedded broker, is left out and reported apart; with several
 instances, the cooperative rounds that spread the partitions are in).
+
+One run in results.json (workload ``kafka-scaleout``) holds the figures:
+``instances``, ``records``, ``partitions``, ``join_s``, ``load_s``,
+``records_per_sec``, ``owners`` and, with ``--kill``, ``failover_s``,
+``moved_partitions``, ``moved_records``, ``takeover_starts`` (and
+``standby_warm_s`` with standbys); the table shows them.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,11 +38,19 @@ import tempfile
 import time
 import urllib.request
 
-from .admin import partition_count
-from .broker import EmbeddedBroker, free_port
-from .end_offsets import observe_end_offsets
-from .producer import produce_workload
-from .workload import WorkloadSpec
+NAME = "kafka-scaleout"
+DESCRIPTION = ("Kafka scale-out: load throughput with N serving instances, and failover time after a SIGKILL "
+               "(lsmkv kafka load --serve processes)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--records", type=int, default=400_000, help="records of the topic (400000)")
+    parser.add_argument("--keys", type=int, default=40_000, help="key space (40000)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions (4)")
+    parser.add_argument("--instances", type=int, default=1, help="serving instances (1)")
+    parser.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the shards (lsm)")
+    parser.add_argument("--kill", action="store_true", help="then SIGKILL one instance and time the takeover")
+    parser.add_argument("--standby-replicas", type=int, default=0, help="standby replicas per partition (0)")
 
 
 def _status(url: str) -> dict | None:
@@ -63,29 +78,34 @@ def _wait(cond, timeout: float, what: str):
         if got:
             return got
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
+            raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lsmkv.kafka.scaleout_bench")
-    ap.add_argument("--records", type=int, default=400_000)
-    ap.add_argument("--keys", type=int, default=40_000)
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--instances", type=int, default=1)
-    ap.add_argument("--engine", choices=["lsm", "btree"], default="lsm")
-    ap.add_argument("--kill", action="store_true", help="then SIGKILL one instance and time the takeover")
-    ap.add_argument("--standby-replicas", type=int, default=0)
-    args = ap.parse_args(argv)
+def run(args: argparse.Namespace, rec) -> None:
+    from lsmkv.kafka.admin import partition_count
+    from lsmkv.kafka.broker import EmbeddedBroker, free_port
+    from lsmkv.kafka.end_offsets import observe_end_offsets
+    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.workload import WorkloadSpec
+
+    for name in ("records", "keys", "partitions", "instances"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be at least 1")
+    if args.standby_replicas < 0:
+        raise ValueError("--standby-replicas must be 0 or more")
     work = tempfile.mkdtemp(prefix="lsmkv-scaleout-")
     procs = []
+    rec.progress("starting the embedded broker")
     with EmbeddedBroker() as broker:
         bs = broker.bootstrap_servers
         spec = WorkloadSpec(records=args.records, keys=args.keys, seed=1)
+        rec.progress(f"producing {args.records:,} records into {args.partitions} partitions")
         produce_workload(bs, "bench", spec, partitions=args.partitions)
         ends = {p: e for (_, p), e in observe_end_offsets(bs, [("bench", p) for p in range(
             partition_count(bs, "bench"))]).items()}
         urls = []
+        rec.progress(f"starting {args.instances} instance(s) of lsmkv kafka load --serve ({args.engine})")
         started = time.monotonic()
         try:
             for i in range(args.instances):
@@ -107,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                        "records_per_sec": round(args.records / (done - assigned)),
                        "owners": sorted(u[-5:] for u, _ in final.values())}
             if args.kill and args.instances > 1:
+                rec.progress(f"loaded in {figures['load_s']} s; killing one instance")
                 victim = procs[-1]
                 gone = [p for p, (u, _) in _held(urls).items() if u == urls[-1]]
                 if args.standby_replicas:
@@ -134,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                         if int(p) in gone:
                             starts[int(p)] = start
                 figures["takeover_starts"] = starts
-            print(json.dumps(figures))
+            _record(rec, figures, done - assigned)
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -144,8 +165,18 @@ def main(argv: list[str] | None = None) -> int:
                     proc.wait(60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-    return 0
+            shutil.rmtree(work, ignore_errors=True)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _record(rec, figures: dict, load_seconds: float) -> None:
+    """The figures as the suite's run and table."""
+    fields = {k: v for k, v in figures.items() if k != "engine"}
+    rec.run(figures["engine"], "kafka-scaleout", figures["records"], load_seconds, **fields)
+    columns = ["instances", "engine", "records", "partitions", "join_s", "load_s", "records_per_sec",
+               "failover_s", "moved_partitions", "moved_records", "standby_warm_s", "takeover_starts"]
+    shown = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in figures.items()}
+    row = [shown.get(c) for c in columns]
+    rec.table("Kafka scale-out: load throughput and failover", columns, [row],
+              note="load_s and records_per_sec from the first assignment to every partition at its end; "
+                   "failover_s from the SIGKILL to the survivors holding every partition at its end; "
+                   "takeover_starts: where each moved partition's new owner started (null: rebuilt)")
