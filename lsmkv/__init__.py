@@ -23,10 +23,10 @@ imports ``lsmkv.base``, loads nothing of the LSM engine.
 
 from __future__ import annotations
 
-from .base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError, InvalidDatabaseError,
-                          LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError,
-                          SyncTimeoutError)
-from .base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
+                               SnapshotEndedError, SyncTimeoutError)
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 __version__ = "0.1.0"
 
@@ -39,8 +39,8 @@ def __getattr__(name: str):
     """``lsmkv.open`` and the engine's other names (PEP 562): imported on
     first use, then kept in the module like any other name."""
     if name in _ENGINE_NAMES:
-        from . import lsm
-        value = getattr(lsm, name)
+        import lsmkv.lsm
+        value = getattr(lsmkv.lsm, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

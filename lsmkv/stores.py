@@ -25,9 +25,9 @@ import os
 from types import ModuleType
 from typing import Any
 
-from .base.dbdir import detect_engine
-from .base.errors import InvalidDatabaseError, OptionError
-from .base.fs import DEFAULT_FS
+from lsmkv.base.dbdir import detect_engine
+from lsmkv.base.errors import InvalidDatabaseError, OptionError
+from lsmkv.base.fs import DEFAULT_FS
 
 #: The engines, by the names every command and option uses.
 ENGINES = ("lsm", "btree")

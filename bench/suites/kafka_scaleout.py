@@ -172,11 +172,13 @@ def _record(rec, figures: dict, load_seconds: float) -> None:
     """The figures as the suite's run and table."""
     fields = {k: v for k, v in figures.items() if k != "engine"}
     rec.run(figures["engine"], "kafka-scaleout", figures["records"], load_seconds, **fields)
-    columns = ["instances", "engine", "records", "partitions", "join_s", "load_s", "records_per_sec",
-               "failover_s", "moved_partitions", "moved_records", "standby_warm_s", "takeover_starts"]
+    columns = {"instances": "instances", "engine": "engine", "records": "records", "partitions": "partitions",
+               "join_s": "join s", "load_s": "load s", "records_per_sec": "records/s", "failover_s": "failover s",
+               "moved_partitions": "moved partitions", "moved_records": "moved records",
+               "standby_warm_s": "standby warm s", "takeover_starts": "takeover starts"}
     shown = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in figures.items()}
     row = [shown.get(c) for c in columns]
-    rec.table("Kafka scale-out: load throughput and failover", columns, [row],
+    rec.table("Kafka scale-out: load throughput and failover", list(columns.values()), [row],
               note="load_s and records_per_sec from the first assignment to every partition at its end; "
                    "failover_s from the SIGKILL to the survivors holding every partition at its end; "
                    "takeover_starts: where each moved partition's new owner started (null: rebuilt)")

@@ -9,7 +9,6 @@ not of the engine an option names); it never imports pyspark.
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
 from lsmkv.base.errors import InvalidDatabaseError, OptionError
