@@ -30,7 +30,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgre
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from lsmkv.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
 
 from . import engines as engines_mod
 from .compare import DEFAULT_THRESHOLD, compare

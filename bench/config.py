@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lsmkv.errors import OptionError
-from lsmkv.options import parse_option_text
+from lsmkv.base.errors import OptionError
+from lsmkv.lsm.options import parse_option_text
 
 __all__ = ["BenchConfig", "WorkloadRequest", "ConfigError", "DEFAULT_ENGINES", "DEFAULT_WORKLOADS",
            "parse_size", "parse_option", "parse_workloads", "format_size"]
@@ -144,7 +144,7 @@ def format_size(n: int | float | None) -> str:
 
 def parse_option(text: str) -> tuple[str, Any]:
     """``key=value`` -> (key, typed value): int, float, bool (true/false/yes/no/on/off), None or str
-    (lsmkv.options.parse_option_text), ConfigError if it is not of that form."""
+    (lsmkv.lsm.options.parse_option_text), ConfigError if it is not of that form."""
     try:
         return parse_option_text(text)
     except OptionError as e:

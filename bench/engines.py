@@ -167,7 +167,9 @@ _REFERENCES_HINT = "pip install 'lsmkv[references]'"
 # --- this project's engines ---------------------------------------------------------------------
 
 class _ProjectEngine(EngineAdapter):
-    """lsmkv and btree share one API; the subclasses only name the module and cache knob."""
+    """lsmkv and btree share one API and one open (``lsmkv.stores.open_store``, by the
+    adapter's engine name); the subclasses only name the module (checked for availability)
+    and the cache knob."""
 
     module: ClassVar[str] = "?"
     cache_option: ClassVar[str] = "?"
@@ -194,12 +196,13 @@ class _ProjectEngine(EngineAdapter):
 
     def __init__(self, path: str, settings: EngineSettings) -> None:
         super().__init__(path, settings)
-        mod = self._module()
+        self._module()  # EngineUnavailable if it cannot run here
+        from lsmkv.stores import open_store
         options = dict(settings.options)
         if settings.cache_size is not None and self.cache_option not in options:
             options[self.cache_option] = settings.cache_size
         self.applied = dict(options)
-        self.db = db = mod.open(path, **options)
+        self.db = db = open_store(path, engine=self.name, **options)
         sync = settings.sync
         # Bind straight to the engine's methods: no adapter frame per operation.
         self.get = db.get  # type: ignore[method-assign]

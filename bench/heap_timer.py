@@ -2,7 +2,7 @@
 
 A binary heap (``heapq``, in C) of ``[deadline, order, handle]`` entries and
 a clock thread that sleeps until the earliest deadline, with the same API
-as :class:`lsmkv.timer.Timer` (``schedule``, ``handle.cancel()``,
+as :class:`lsmkv.base.timer.Timer` (``schedule``, ``handle.cancel()``,
 ``close``) and the same executor, so the bench compares the data structures
 and nothing else. Scheduling is O(log n). Cancelling is the usual lazy
 O(1): the handle is marked and its entry stays in the heap until its
@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Callable
 
-from lsmkv.executor import TaskExecutor
+from lsmkv.base.executor import TaskExecutor
 
 
 class HeapTimerHandle:

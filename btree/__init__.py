@@ -1,33 +1,43 @@
 """btree: the read-optimized counterpart to lsmkv, an on-disk B+tree.
 
 ``btree.open(path, **options)`` returns a :class:`DB` with the same API as
-``lsmkv.open``; ``btree.check(path)`` verifies a database. Modules:
+``lsmkv.open``; ``btree.check(path)`` verifies a database. It is built on
+the layer both engines share (lsmkv/base/: errors, the file-system layer,
+checksums, the timing wheel, the write queue and log syncer, the cursor
+machinery) and imports nothing of the LSM engine, except the LSM's table
+reader when ``db.ingest`` reads table files. Modules:
 
 * :mod:`btree.node`: page layouts (slotted leaf/internal pages, overflow and
   free-list pages) and the decoded in-memory node;
-* :mod:`btree.pager`: the page file, meta pages, free list, journaled checkpoints;
+* :mod:`btree.pager`: the page file, meta pages, free pages, atomic checkpoints;
+* :mod:`btree.pagemap`: which slot of the page file holds each page (shadow paging);
 * :mod:`btree.bufferpool`: the page cache (CLOCK eviction, dirty tracking);
 * :mod:`btree.wal`: the write-ahead log;
 * :mod:`btree.tree`: search, insert/split, delete/merge, range reads;
+* :mod:`btree.expiry`: how many values with a ttl have expired (``len(db)``);
+* :mod:`btree.bulk`: a whole page file built bottom up from sorted entries
+  (ingest, vacuum, checkpoints, repair);
 * :mod:`btree.db`: the DB object (locking, recovery, checkpoints, stats);
 * :mod:`btree.snapshot`: point-in-time views;
-* :mod:`btree.check`: consistency checks.
+* :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
+* :mod:`btree.check`: consistency checks;
+* :mod:`btree.repair`: ``lsmkv repair`` for this engine;
+* :mod:`btree.dbm`: the standard library's dbm interface.
 
 docs/btree.md describes the design, docs/formats.md the bytes on disk.
 """
 
-from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError, InvalidDatabaseError,
-                          LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError,
-                          SyncTimeoutError)
-
 import os
 
-from lsmkv.destroy import destroy as _destroy_db
+from lsmkv.base.destroy import destroy as _destroy_db
+from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
+                               SnapshotEndedError, SyncTimeoutError)
 
 from .check import check
 from .db import DB, Snapshot, WriteBatch, open
 # Imported before the function of the same name is defined below, so that
-# ``btree.repair`` stays the function (see lsmkv/__init__.py).
+# ``btree.repair`` stays the function (see lsmkv/lsm/__init__.py).
 from .repair import repair_db as _repair_db
 
 

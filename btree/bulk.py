@@ -11,17 +11,16 @@ tree; the free list is empty. The result passes ``btree.check``.
 Used by the repair (btree/repair.py), which needs a tree whose pages carry a
 chosen checkpoint epoch and LSN, by the vacuum (``compact_range``), by
 ``ingest`` (the tree's entries merged with ingested table files,
-:func:`merge_ingested`) and by checkpoints. It writes a new file and never
-touches an existing database's pages.
+:func:`ingest_tables` and :func:`merge_ingested`) and by checkpoints. It
+writes a new file and never touches an existing database's pages.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from lsmkv.errors import SizeLimitError
-from lsmkv.fs import FileSystem
-from lsmkv.table_writer import read_table
+from lsmkv.base.errors import SizeLimitError
+from lsmkv.base.fs import FileSystem
 
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
 from .pager import Meta, encode_meta, encode_meta_entries
@@ -130,13 +129,26 @@ def _write_leaves(out: _PageWriter, entries: Iterable[tuple[bytes, "bytes | Expi
     return leaves, count, ttl_count
 
 
-def merge_ingested(live: Iterable[tuple[bytes, "bytes | Expiring"]], tables, max_key: int
+def ingest_tables(fs: FileSystem, paths) -> tuple[list, Callable[[str], Iterable[tuple[bytes, bytes | None]]]]:
+    """The table files at ``paths`` checked for an ingest (the LSM's
+    ``inspect_tables``: sorted, not overlapping; bad input raises before
+    anything changes), and the function that reads a table file's entries
+    (``lsmkv.read_table``). The one place btree reads the LSM engine's
+    files: the LSM's table modules are imported here, at the first ingest,
+    so that ``import btree`` loads nothing of the LSM engine."""
+    from lsmkv.lsm.ingest import inspect_tables
+    from lsmkv.lsm.table_writer import read_table
+    return inspect_tables(fs, paths), read_table
+
+
+def merge_ingested(live: Iterable[tuple[bytes, "bytes | Expiring"]], tables, max_key: int,
+                   read_table: Callable[[str], Iterable[tuple[bytes, bytes | None]]]
                    ) -> Iterator[tuple[bytes, "bytes | Expiring"]]:
     """The tree's ``live`` entries merged in key order with the entries of
-    the ingested ``tables`` (lsmkv.ingest.IngestTable, sorted and not
-    overlapping): on the same key the table's value wins, and a table's
-    tombstone removes the key. Raises SizeLimitError at a table key longer
-    than ``max_key``."""
+    the ingested ``tables`` (lsmkv.lsm.ingest.IngestTable, sorted and not
+    overlapping; each read with ``read_table``, see :func:`ingest_tables`):
+    on the same key the table's value wins, and a table's tombstone removes
+    the key. Raises SizeLimitError at a table key longer than ``max_key``."""
     def ingested():
         for table in tables:
             for key, value in read_table(table.path):

@@ -23,10 +23,10 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from lsmkv.check_report import CheckReport
-from lsmkv.errors import CorruptionError, LockError
-from lsmkv.fs import DEFAULT_FS, FileSystem
-from lsmkv.dbdir import prepare_directory
+from lsmkv.base.check_report import CheckReport
+from lsmkv.base.dbdir import prepare_directory
+from lsmkv.base.errors import CorruptionError, LockError
+from lsmkv.base.fs import DEFAULT_FS, FileSystem
 
 from .node import DEADLINE_SIZE, Expiring, Node, Overflow, decode_node, decode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Pager, StaleView, decode_meta

@@ -1,38 +1,41 @@
 """Cursors over a btree database: the same contract as lsmkv's
-(lsmkv/cursor.py: seek, seek_for_prev, seek_to_first, seek_to_last, next,
-prev, key, value, valid, bounds, a point-in-time view).
+(lsmkv/base/cursor.py: seek, seek_for_prev, seek_to_first, seek_to_last,
+next, prev, key, value, valid, bounds, a point-in-time view).
 
 The view is a snapshot (btree/snapshot.py): ``db.iterator()`` takes one of
 its own and closes it with the cursor, ``snapshot.iterator()`` reads
-through the snapshot it is given. The cursor is lsmkv's merging cursor with
-one source, which reads the tree a run of leaves at a time
-(Tree.chunk_forward / Tree.chunk_backward under the DB's lock, as scans
-do), so moving along costs a list index most of the time; a chunk goes on
-where the last one stopped (no descent from the root) unless something was
-written in between.
+through the snapshot it is given. The cursor is the shared merging cursor
+with one source, which reads the tree a run of leaves at a time
+(Tree.chunk_forward / Tree.chunk_backward, as scans do), so moving along
+costs a list index most of the time; a chunk goes on where the last one
+stopped (no descent from the root) unless something was written in
+between. Like a snapshot, the source knows nothing of the database: it
+reads through the one function the database hands it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from lsmkv.cursor import Chunk, SourceCursor
+from lsmkv.base.cursor import VALUE, Chunk, SourceCursor
 
 from .tree import Tree
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .db import DB
-    from .snapshot import Snapshot
-
 #: Entries a cursor asks the tree for at a time (whole leaves: a few more).
 CHUNK = 128
-_VALUE = 1
+
+#: read(fn, resume, *args) -> (items, RangePos or None): the database runs
+#: ``fn`` (Tree.chunk_forward or Tree.chunk_backward) with ``args`` over the
+#: snapshot's view, from ``resume`` when it is given, under its lock, after
+#: checking that the snapshot is still usable.
+ChunkReader = Callable[..., tuple[list, object]]
 
 
-def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
-    """The tree as ``snap`` sees it, a chunk of leaves at a time. A cursor
-    that moves on past the chunk it read (``after`` the last key it was
-    given, or ``before`` the first) goes on where the tree read stopped
+def snapshot_source(read_chunk: ChunkReader) -> SourceCursor:
+    """The tree as a snapshot sees it, a chunk of leaves at a time, read
+    with ``read_chunk`` (the database's; see ChunkReader). A cursor that
+    moves on past the chunk it read (``after`` the last key it was given,
+    or ``before`` the first) goes on where the tree read stopped
     (Tree.chunk_forward's RangePos) instead of seeking again, if nothing
     was written in between."""
     # The last read each way: (the key a move on from it passes, the
@@ -47,10 +50,7 @@ def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
             if went[1] is None:
                 return []
             resume = went[1]
-        with db._lock:
-            db._check_snapshot(snap)
-            items, pos = db._read(fn, *args, snap._view, resume, snap=snap)
-            db._trim_after_read()
+        items, pos = read_chunk(fn, resume, *args)
         if items:
             last[way] = (items[-1][0], pos)
         return items
@@ -59,7 +59,7 @@ def snapshot_source(db: "DB", snap: "Snapshot") -> SourceCursor:
         if not items:
             return [], [], []
         keys, values = map(list, zip(*items))
-        return keys, [_VALUE] * len(keys), values
+        return keys, [VALUE] * len(keys), values
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
         return chunk(read(Tree.chunk_forward, "after", key if not inclusive else None,

@@ -4,17 +4,19 @@ checkpoints and statistics.
 This module owns the protocol that ties the pieces together (docs/btree.md
 describes it at length):
 
-* a write goes through the write queue (lsmkv/write_queue.py): the log
+* a write goes through the write queue (lsmkv/base/write_queue.py): the log
   writer of the moment appends the records of every write queued (one
   record per batch, one ``write`` to the OS for the group) and applies them
   to the tree in the buffer pool; a ``sync=True`` writer then waits until
-  the log syncer (lsmkv/log_syncer.py) has fsynced the log past its record
+  the log syncer (lsmkv/base/log_syncer.py) has fsynced the log past its record
   -- one fsync for everyone waiting -- or ``sync_timeout`` passes;
 * a checkpoint (``flush()``, log size, dirty-page pressure, ``close()``)
-  fsyncs the log, writes every dirty page atomically through the pager's
-  journal, records the log position in the meta page and starts a new log;
-* open finishes an interrupted checkpoint, loads the tree as of the last
-  checkpoint and replays the log past it.
+  fsyncs the log, writes every dirty page to a slot the last checkpoint
+  does not use (the page map, btree/pagemap.py: nothing durable is
+  overwritten and no journal is written), then the meta page recording the
+  log position, and starts a new log;
+* open loads the tree as of the last checkpoint (a format-3 file's
+  journal, left by a crash, is applied first) and replays the log past it.
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
@@ -39,25 +41,24 @@ from itertools import chain
 from math import isqrt
 from typing import Callable, Iterator
 
-from lsmkv.cache import default_capacity
-from lsmkv.dbdir import prepare_directory
-from lsmkv.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                          OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
-from lsmkv.fs import DEFAULT_FS, FileSystem
-from lsmkv.ingest import inspect_tables
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.cursor import Iterator as Iterator_
-from lsmkv.log_syncer import LogSyncer, check_sync_options, group_commit_stats
-from lsmkv.mapping import KeyValueMapping
-from lsmkv.timer import Timer, TimerHandle
-from lsmkv.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.write_batch import describe_meta, meta_entry
-from lsmkv.write_queue import WriteQueue, Writer
+from lsmkv.base.cache_size import default_capacity
+from lsmkv.base.cursor import Cursor
+from lsmkv.base.dbdir import prepare_directory
+from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
+                               OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
+from lsmkv.base.fs import DEFAULT_FS, FileSystem
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from lsmkv.base.log_syncer import LogSyncer, check_sync_options, group_commit_stats
+from lsmkv.base.mapping import KeyValueMapping
+from lsmkv.base.meta import describe_meta, meta_entry
+from lsmkv.base.timer import Timer, TimerHandle
+from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.write_queue import WriteQueue, Writer
 
 from .bufferpool import BufferPool
 from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
-from .bulk import build_page_file, merge_ingested
+from .bulk import build_page_file, ingest_tables, merge_ingested
 from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
     valid_page_size
 from .snapshot import Snapshot
@@ -68,8 +69,8 @@ from .wal import (LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_de
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 4096
-#: cache_size=None (the default) sizes the buffer pool by lsmkv's rule for
-#: its block cache (lsmkv/cache.py DEFAULT_RULE: 1/16 of physical memory,
+#: cache_size=None (the default) sizes the buffer pool by the rule the LSM
+#: sizes its block cache by (lsmkv/base/cache_size.py: 1/16 of physical memory,
 #: 32 MiB to 1 GiB). Measured at 1,000,000 random keys with 100-byte values
 #: (a 175 MiB page file): 32 MiB gave 23K puts/s and 41K gets/s, 1 GiB
 #: 140K and 216K, with 222 MiB more peak RSS. The pool charges what decoded
@@ -104,7 +105,7 @@ def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, h
     if type(read_only) is not bool:
         raise OptionError(f"read_only must be True or False, not {read_only!r}")
     if fs is not None and not isinstance(fs, FileSystem):
-        raise OptionError(f"fs must be an lsmkv.fs.FileSystem, not {type(fs).__name__}")
+        raise OptionError(f"fs must be an lsmkv.base.fs.FileSystem, not {type(fs).__name__}")
     if type(checkpoint_log_bytes) is not int or checkpoint_log_bytes < 4096:
         raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
     if type(hash_index) is not bool:
@@ -141,7 +142,7 @@ class WriteBatch:
 
     def put(self, key, value, ttl: float | None = None) -> None:
         """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
-        that long after this call (lsmkv/ttl.py)."""
+        that long after this call (lsmkv/base/ttl.py)."""
         if ttl is None:
             key = as_key(key, self._max_key)
             value = as_value(value)
@@ -486,7 +487,7 @@ class DB(KeyValueMapping):
             raise TypeError(f"move must be True or False, not {move!r}")
         if not isinstance(fill_factor, (int, float)) or not 0.5 <= fill_factor <= 1.0:
             raise ValueError(f"fill_factor must be a number from 0.5 to 1.0, not {fill_factor!r}")
-        tables = inspect_tables(self._fs, paths)
+        tables, read_table = ingest_tables(self._fs, paths)
         if not tables:
             return
         with self._lock:
@@ -497,7 +498,7 @@ class DB(KeyValueMapping):
                 raise SizeLimitError(f"{too_long[0]} holds keys longer than this btree's key limit "
                                      f"({self._tree.max_key} bytes at page size {self._pager.page_size})")
             self._checkpoint()
-            merged = merge_ingested(self._tree.live_entries(), tables, self._tree.max_key)
+            merged = merge_ingested(self._tree.live_entries(), tables, self._tree.max_key, read_table)
             self._rewrite_page_file(merged, "an ingest", fill_factor)
             self._ingests += 1
         if move:
@@ -812,7 +813,7 @@ class DB(KeyValueMapping):
         """Store ``value`` under ``key``. With ``sync=True`` the write is
         durable (log fsynced) before this returns (or SyncTimeoutError is
         raised after ``sync_timeout``). With ``ttl`` (seconds), the key
-        expires that long after this call (lsmkv/ttl.py); its key may then
+        expires that long after this call (lsmkv/base/ttl.py); its key may then
         be 8 bytes shorter than the page size's limit (the deadline shares
         the cell)."""
         if sync is not False and sync is not True:
@@ -914,7 +915,7 @@ class DB(KeyValueMapping):
             raise _raised_again(exc)  # the group's error may be another thread's too
 
     def _commit_group(self, group: list[Writer]) -> None:
-        """The log writer's work (lsmkv/write_queue.py): the group's records go
+        """The log writer's work (lsmkv/base/write_queue.py): the group's records go
         to the log in one append, then into the tree, in order. Without group
         commit, each is appended (and fsynced if it asked) on its own."""
         with self._lock:
@@ -1324,14 +1325,14 @@ class DB(KeyValueMapping):
             in_use = (pager.page_count - len(pager.free)) * pager.page_size
         return max(0, round(b * in_use) - round(a * in_use))
 
-    def iterator(self, lower_bound=None, upper_bound=None) -> Iterator_:
+    def iterator(self, lower_bound=None, upper_bound=None) -> Cursor:
         """A cursor over the database as it is now (btree/cursor.py): keys
         in [lower_bound, upper_bound); writes made after it was created are
         not seen (it reads through a snapshot of its own, closed with it)."""
         snap = self.snapshot()
         try:
-            return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
-                             check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
+            return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
+                          check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
         except BaseException:
             snap.close()
             raise
@@ -1378,11 +1379,23 @@ class DB(KeyValueMapping):
             self._check_snapshot(snap)
         return self._scan(lo, hi, reverse, snap)
 
-    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Iterator_:
+    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Cursor:
         with self._lock:
             self._check_snapshot(snap)
-        return Iterator_([snapshot_source(self, snap)], lower_bound, upper_bound,
-                         check=lambda: self._check_snapshot(snap))
+        return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
+                      check=lambda: self._check_snapshot(snap))
+
+    def _chunk_reader(self, snap: "Snapshot"):
+        """What a cursor over ``snap`` reads the tree with (btree/cursor.py's
+        ChunkReader): ``fn`` over the snapshot's view from ``resume``, under
+        the lock, the snapshot checked first."""
+        def read_chunk(fn, resume, *args):
+            with self._lock:
+                self._check_snapshot(snap)
+                result = self._read(fn, *args, snap._view, resume, snap=snap)
+                self._trim_after_read()
+            return result
+        return read_chunk
 
     def _end_snapshot(self, snap: "Snapshot") -> None:
         with self._lock:
@@ -1595,7 +1608,7 @@ def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the 
 
     Options: page_size (default 4096, fixed at creation), cache_size (bytes of
     memory for decoded pages and the hash index;
-    default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.fs.FileSystem),
+    default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.base.fs.FileSystem),
     checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """
     for name in options:

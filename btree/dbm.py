@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lsmkv.dbm import Database, error, open_with
+from lsmkv.base.dbm import Database, error, open_with
 
 __all__ = ["open", "error", "Database"]
 

@@ -20,7 +20,7 @@ for it, which is then nothing.
 A clock that goes back (the wall clock set back) makes expired values
 readable again: ``expired`` then returns None and the caller builds the
 count afresh. This module never reads a clock or a page: it is handed
-deadlines and times (ms since the epoch, lsmkv/ttl.py).
+deadlines and times (ms since the epoch, lsmkv/base/ttl.py).
 """
 
 from __future__ import annotations

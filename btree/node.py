@@ -19,7 +19,7 @@ page file and the decoded objects the rest of the engine works on:
 Every page starts with the same 32-byte header (checksum, page number, type,
 entry count, checkpoint epoch, two type-specific links); docs/formats.md has
 the byte-by-byte layout. Decoding verifies the checksum and the page number
-first and raises :class:`~lsmkv.errors.CorruptionError` naming file and page,
+first and raises :class:`~lsmkv.base.errors.CorruptionError` naming file and page,
 so a torn or misplaced page is never taken for data.
 """
 
@@ -29,8 +29,8 @@ import struct
 from itertools import accumulate, chain, repeat
 from operator import add, lt  # (operator.lt: about half the cost of bytes.__lt__ in a map)
 
-from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
-from lsmkv.errors import CorruptionError
+from lsmkv.base.checksum import STORED_CRC, crc32, single_bit_error
+from lsmkv.base.errors import CorruptionError
 
 #: crc u32, page number u32, type u8, flags u8, count u16, cell start u16,
 #: reserved u16, epoch u64, link a u32, link b u32.

@@ -37,7 +37,7 @@ import heapq
 from array import array
 from typing import Callable
 
-from lsmkv.errors import CorruptionError
+from lsmkv.base.errors import CorruptionError
 
 from .node import PAGE_MAP, PAGE_MAPDIR, encode_numbers, freelist_capacity
 

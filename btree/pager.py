@@ -31,9 +31,9 @@ import os
 import struct
 from array import array
 
-from lsmkv.checksum import STORED_CRC, crc32, single_bit_error
-from lsmkv.errors import CorruptionError, InvalidDatabaseError
-from lsmkv.fs import FileSystem
+from lsmkv.base.checksum import STORED_CRC, crc32, single_bit_error
+from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
+from lsmkv.base.fs import FileSystem
 
 from .node import (HEADER, HEADER_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_META, UNCHECKED,
                    LeafImage, check_header, decode_numbers, leaf_image, leaf_value, read_leaf_image,
@@ -778,7 +778,7 @@ def page_slots(dirpath: str, fs: FileSystem | None = None) -> array:
     """Page number -> slot of its image in ``btree.pages`` (0: none), as the
     database's last checkpoint has it: where tools (and tests) find a
     page's bytes, at offset ``slot * page_size``."""
-    from lsmkv.fs import DEFAULT_FS
+    from lsmkv.base.fs import DEFAULT_FS
     pager = Pager(fs or DEFAULT_FS, dirpath, read_only=True)
     try:
         pager.load_pages(pager.read_meta())

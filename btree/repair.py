@@ -77,11 +77,11 @@ from bisect import bisect_left, insort
 from collections import deque
 from typing import Iterable, Iterator
 
-from lsmkv.dbdir import engine_of_damaged
-from lsmkv.errors import CorruptionError, InvalidDatabaseError
-from lsmkv.fs import DEFAULT_FS, FileLock, FileSystem
-from lsmkv.repair_report import Loss, RepairReport
-from lsmkv.set_aside import copy_aside, copy_pieces_aside, new_set_aside_dir
+from lsmkv.base.dbdir import engine_of_damaged
+from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
+from lsmkv.base.fs import DEFAULT_FS, FileLock, FileSystem
+from lsmkv.base.repair_report import Loss, RepairReport
+from lsmkv.base.set_aside import copy_aside, copy_pieces_aside, new_set_aside_dir
 
 from .bulk import build_page_file
 from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,

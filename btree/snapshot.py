@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from lsmkv.keys import MAX_KEY_SIZE, as_key, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, as_key, scan_bounds
 
 
 class Snapshot:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from itertools import count
 
-from lsmkv.errors import CorruptionError
+from lsmkv.base.errors import CorruptionError
 
 from .bufferpool import BufferPool
 from .expiry import ExpiredCount

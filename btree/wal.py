@@ -17,9 +17,9 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from lsmkv.checksum import crc32, single_bit_error
-from lsmkv.errors import CorruptionError
-from lsmkv.fs import FileSystem, WritableFile
+from lsmkv.base.checksum import crc32, single_bit_error
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import FileSystem, WritableFile
 
 from .node import Expiring
 

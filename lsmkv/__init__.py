@@ -10,84 +10,49 @@ Snapshot), ``destroy()``, ``repair()``, ``checkpoint()``, ``TableWriter``
 and ``read_table`` (table files for ``db.ingest``), ``Options``, the error types and
 ``lsmkv.dbm`` (the standard library's dbm interface); everything else is
 internal.
+
+The package holds three layers (docs/architecture.md): ``lsmkv.base``, what
+both engines share; the engines, ``lsmkv.lsm`` (this LSM-tree) and the
+top-level ``btree``; and what drives them (``lsmkv.stores``, the one
+engine-dispatching open, the Kafka and Spark integrations, the crash test,
+the CLI, the bench). Importing ``lsmkv`` loads only the errors and limits
+of the base layer: the LSM engine's names (``open``, ``DB``, ...) are
+imported from ``lsmkv.lsm`` when first used, so ``import btree``, which
+imports ``lsmkv.base``, loads nothing of the LSM engine.
 """
 
 from __future__ import annotations
 
-import os
-
-from .db import DB
-# The modules destroy.py and repair.py are imported before the functions of
-# the same names are defined below, so that ``lsmkv.destroy`` and
-# ``lsmkv.repair`` stay the functions (importing a submodule binds its name
-# in the package only when it is first loaded).
-from .destroy import destroy as _destroy_db
-from .repair import repair_db as _repair_db
-from .errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError, InvalidDatabaseError,
-                     LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError,
-                     SyncTimeoutError)
-from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
-from .options import Options
-from .snapshot import Snapshot
-from .table_writer import TableInfo, TableWriter, read_table
-from .write_batch import WriteBatch
+from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
+                               SnapshotEndedError, SyncTimeoutError)
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 __version__ = "0.1.0"
 
-
-def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the public name is open()
-    """Open (creating if missing) the lsmkv database in directory ``path``.
-
-    Options are keyword arguments; see :class:`lsmkv.Options` for each one.
-    """
-    opts = Options.from_kwargs(options)
-    if not opts.read_only:
-        return DB(path, opts)
-    return _open_read_only(path, opts)
+#: The LSM engine's public names, loaded from lsmkv.lsm on first access.
+_ENGINE_NAMES = ("open", "destroy", "repair", "checkpoint", "DB", "TableWriter", "TableInfo", "read_table", "Options",
+                 "WriteBatch", "Snapshot")
 
 
-def _open_read_only(path, opts: Options) -> DB:
-    """A read-only open beside a writer in another process: the writer may
-    remove a table or log between the open's reading of the manifest and
-    its opening of that file (a compaction or flush finished); the open is
-    then simply tried again, on the newer manifest."""
-    attempts = 20
-    for attempt in range(attempts):
-        try:
-            return DB(path, opts)
-        except (CorruptionError, FileNotFoundError) as exc:
-            if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
+def __getattr__(name: str):
+    """``lsmkv.open`` and the engine's other names (PEP 562): imported on
+    first use, then kept in the module like any other name."""
+    if name in _ENGINE_NAMES:
+        import lsmkv.lsm
+        value = getattr(lsmkv.lsm, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def destroy(path: str | bytes | os.PathLike) -> None:
-    """Delete the lsmkv database at ``path`` (LevelDB's DestroyDB): its files,
-    and the directory if nothing else is left in it. Refuses, deleting
-    nothing, a path that is not an lsmkv database (InvalidDatabaseError) and
-    one another process has open for writing (LockError)."""
-    _destroy_db(path, "lsm")
-
-
-def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike) -> None:
-    """Write a consistent, openable copy of the lsmkv database at ``path``
-    into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
-    another process has it open for writing: the store is opened read-only
-    and its tables are hard-linked, so the copy costs little more than its
-    memtable."""
-    with _open_read_only(path, Options.from_kwargs({"read_only": True})) as db:
-        db.checkpoint(dest)
-
-
-def repair(path: str | bytes | os.PathLike, **options):
-    """Rebuild a damaged lsmkv database from what verifies (what
-    ``lsmkv repair`` does) and return its :class:`~lsmkv.repair_report.RepairReport`:
-    what was lost, if anything. Damaged files are kept in ``path/lost/N/``."""
-    return _repair_db(os.fsdecode(path), **options)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ENGINE_NAMES))
 
 
 __all__ = [
-    "open", "destroy", "repair", "checkpoint", "DB", "TableWriter", "TableInfo", "read_table", "Options", "WriteBatch", "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
+    "open", "destroy", "repair", "checkpoint", "DB", "TableWriter", "TableInfo", "read_table", "Options", "WriteBatch",
+    "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
 ]

@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import btree  # noqa: E402
 import lsmkv  # noqa: E402
-from lsmkv.fault_fs import FaultInjectionFS  # noqa: E402
-from lsmkv.fs import OsFileSystem  # noqa: E402
+from lsmkv.base.fault_fs import FaultInjectionFS  # noqa: E402
+from lsmkv.base.fs import OsFileSystem  # noqa: E402
 
 OPTIONS = {"lsm": dict(compaction_executor="thread", block_cache_size=256 * 1024),
            "btree": dict(cache_size=256 * 1024)}

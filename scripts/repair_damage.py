@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import btree  # noqa: E402
 import lsmkv  # noqa: E402
-from lsmkv.check import check_db  # noqa: E402
-from lsmkv.table.reader import TableReader  # noqa: E402
+from lsmkv.lsm.check import check_db  # noqa: E402
+from lsmkv.lsm.table.reader import TableReader  # noqa: E402
 
 DAMAGE = bytes.fromhex("deadbeefdeadbeef")
 
@@ -42,7 +42,7 @@ def _damage_lsm(path: str) -> str:
     tables = [n for n in os.listdir(path) if n.endswith(".sst")]
     largest = max(tables, key=lambda n: os.path.getsize(os.path.join(path, n)))
     full = os.path.join(path, largest)
-    reader = TableReader(lsmkv.fs.DEFAULT_FS, full, 0, cache=None)
+    reader = TableReader(lsmkv.base.fs.DEFAULT_FS, full, 0, cache=None)
     try:
         i = reader.num_blocks // 2
         offset = reader.index_offsets[i] + reader.index_sizes[i] // 2

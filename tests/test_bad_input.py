@@ -18,16 +18,16 @@ import lsmkv
 from btree.node import HEADER_SIZE
 from btree.pager import FORMAT_VERSION as BTREE_FORMAT_VERSION
 from btree.pager import META_BODY, PAGES_FILE
-from lsmkv.checksum import crc32
-from lsmkv.cli import main
-from lsmkv.errors import (ClosedError, InvalidArgumentError, InvalidDatabaseError, LockError, OptionError,
-                          ReadOnlyError, SizeLimitError)
 from btree.repair import repair_db as btree_repair
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
-from lsmkv.repair import repair_db as lsm_repair
-from lsmkv.version import DB_FORMAT_VERSION
-from lsmkv.wal import LogReader, LogWriter
-from lsmkv.write_batch import MAX_BATCH_BYTES as LSM_MAX_BATCH
+from lsmkv.base.checksum import crc32
+from lsmkv.base.errors import (ClosedError, InvalidArgumentError, InvalidDatabaseError, LockError, OptionError,
+                               ReadOnlyError, SizeLimitError)
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.cli import main
+from lsmkv.lsm.repair import repair_db as lsm_repair
+from lsmkv.lsm.version import DB_FORMAT_VERSION
+from lsmkv.lsm.wal import LogReader, LogWriter
+from lsmkv.lsm.write_batch import MAX_BATCH_BYTES as LSM_MAX_BATCH
 
 ENGINES = {"lsm": lsmkv.open, "btree": btree.open}
 #: The largest key each engine accepts (btree: depends on the page size, 4096 here).
@@ -297,7 +297,7 @@ def _bump_lsm_format_version(path: str) -> None:
     assert first[0] == 7  # the format-version tag leads the first record
     struct.pack_into("<I", first, 1, NEWER_VERSION["lsm"])
     records[0] = bytes(first)
-    writer = LogWriter(lsmkv.fs.DEFAULT_FS.create(manifest))
+    writer = LogWriter(lsmkv.base.fs.DEFAULT_FS.create(manifest))
     for payload in records:
         writer.add_record(payload)
     writer.close()

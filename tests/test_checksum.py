@@ -1,5 +1,5 @@
 """The checksum of every record, block and page is zlib's CRC-32, whichever
-library computes it (lsmkv.checksum): files written before and after a change
+library computes it (lsmkv.base.checksum): files written before and after a change
 of library must verify alike."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import zlib
 
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.checksum import STORED_CRC, checksum, crc32, single_bit_error
+from lsmkv.base.checksum import STORED_CRC, checksum, crc32, single_bit_error
 
 
 @settings(max_examples=300, deadline=None)

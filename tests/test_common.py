@@ -7,9 +7,9 @@ import os
 import pytest
 
 from lsmkv import InvalidDatabaseError, LockError, SizeLimitError
-from lsmkv.dbdir import detect_engine, prepare_directory
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.keys import as_key, as_value, prefix_upper_bound, scan_bounds
+from lsmkv.base.dbdir import detect_engine, prepare_directory
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.base.keys import as_key, as_value, prefix_upper_bound, scan_bounds
 
 
 def test_keys_accept_bytes_like_and_reject_others():
@@ -85,7 +85,7 @@ def test_lock_is_exclusive(tmp_path):
 
 
 def test_log_file_mapping_grows_and_is_trimmed_at_close(tmp_path):
-    from lsmkv.fs import MappedAppendFile
+    from lsmkv.base.fs import MappedAppendFile
     fs = DEFAULT_FS
     path = str(tmp_path / "x.log")
     f = fs.create_log(path, 4096)

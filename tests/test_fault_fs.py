@@ -8,7 +8,7 @@ import os
 import pytest
 
 import lsmkv
-from lsmkv.fault_fs import FaultInjectionFS
+from lsmkv.base.fault_fs import FaultInjectionFS
 
 
 def test_nth_call_failures_and_counters(tmp_path):
@@ -119,7 +119,7 @@ def test_cut_power_fails_that_call_and_every_later_one(tmp_path):
 
 
 def test_mapped_log_keeps_its_length_and_loses_unsynced_bytes_as_zeros(tmp_path):
-    from lsmkv.fs import MappedAppendFile
+    from lsmkv.base.fs import MappedAppendFile
     fs = FaultInjectionFS()
     log = fs.create_log(str(tmp_path / "1.log"), 8192)
     assert isinstance(log._inner, MappedAppendFile)  # the real mapped path, wrapped

@@ -32,29 +32,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
+import lsmkv
 from btree.node import (HEADER as PAGE_HEADER, PAGE_FREELIST, PAGE_INTERNAL, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,
                         PAGE_META, PAGE_OVERFLOW, PAGE_TYPE_NAMES, decode_freelist, decode_node, decode_numbers,
                         decode_overflow, encode_freelist, read_leaf_image)
 from btree.pager import LOG_FILE, PAGES_FILE, decode_journal, decode_meta, encode_journal
 from btree.wal import FRAME, LOG_HEADER_SIZE, decode_batch as btree_decode_batch, parse_log
-import lsmkv
-from lsmkv.cache import BlockCache
-from lsmkv.check import check_db, verify_table
-from lsmkv.checksum import crc32
-from lsmkv.cursor import table_source, visible_entries
-from lsmkv.errors import CorruptionError, InvalidDatabaseError
-from lsmkv.filenames import CURRENT
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.block import CODEC_LENGTHS, CONTINUE, check_block, decode_block, entries_after, search_block
-from lsmkv.table.bloom import BloomFilter
-from lsmkv.table.columns import Columns
-from lsmkv.table.format import FOOTER_SIZE, TRAILER, TRAILER_SIZE, Footer, decode_stored_block
-from lsmkv.table.properties import TableProperties
-from lsmkv.table.reader import PROMOTE_AFTER, TableReader
-from lsmkv.version import VersionEdit, VersionSet
-from lsmkv.wal import LogReader, LogWriter
-from lsmkv.write_batch import decode_batch, encode_batch
-from lsmkv.ttl import with_deadline
+from lsmkv.base.checksum import crc32
+from lsmkv.base.cursor import visible_entries
+from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
+from lsmkv.base.filenames import CURRENT
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.cache import BlockCache
+from lsmkv.lsm.check import check_db, verify_table
+from lsmkv.lsm.cursor import table_source
+from lsmkv.lsm.table.block import CODEC_LENGTHS, CONTINUE, check_block, decode_block, entries_after, search_block
+from lsmkv.lsm.table.bloom import BloomFilter
+from lsmkv.lsm.table.columns import Columns
+from lsmkv.lsm.table.format import FOOTER_SIZE, TRAILER, TRAILER_SIZE, Footer, decode_stored_block
+from lsmkv.lsm.table.properties import TableProperties
+from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
+from lsmkv.lsm.ttl_value import with_deadline
+from lsmkv.lsm.version import VersionEdit, VersionSet
+from lsmkv.lsm.wal import LogReader, LogWriter
+from lsmkv.lsm.write_batch import decode_batch, encode_batch
 
 #: Seconds one case may take (generous: the machine may be busy).
 TIME_LIMIT = 20.0

@@ -20,8 +20,8 @@ import pytest
 
 import btree
 import lsmkv
-from lsmkv.errors import BackgroundError, OptionError, SyncTimeoutError
-from lsmkv.fault_fs import FaultInjectionFS
+from lsmkv.base.errors import BackgroundError, OptionError, SyncTimeoutError
+from lsmkv.base.fault_fs import FaultInjectionFS
 
 ENGINES = ("lsm", "btree")
 LOG_NAME = {"lsm": ".log", "btree": "btree.log"}

@@ -16,8 +16,8 @@ import pytest
 import btree
 import lsmkv
 from btree.check import check as check_btree
-from lsmkv.check import check_db as check_lsm
-from lsmkv.version import NUM_LEVELS
+from lsmkv.lsm.check import check_db as check_lsm
+from lsmkv.lsm.version import NUM_LEVELS
 
 ENGINES = {"lsm": lsmkv, "btree": btree}
 CHECK = {"lsm": check_lsm, "btree": check_btree}

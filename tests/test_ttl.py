@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
 import lsmkv
-from lsmkv.errors import InvalidArgumentError
-from lsmkv.fault_fs import FaultInjectionFS
+from lsmkv.base.errors import InvalidArgumentError
+from lsmkv.base.fault_fs import FaultInjectionFS
 
 ENGINES = ("lsm", "btree")
 START = 1_700_000_000.0
@@ -174,7 +174,7 @@ def test_lsm_compaction_reclaims_the_space_of_expired_keys(tmp_path):
     assert sum(stats["bytes_per_level"]) < full / 50, (stats["bytes_per_level"], full)
     assert sum(1 for _ in db.scan()) == 100
     db.close()
-    from lsmkv.check import check_db
+    from lsmkv.lsm.check import check_db
     assert check_db(path).ok
 
 
@@ -209,7 +209,7 @@ def test_lsm_compaction_keeps_an_expired_tombstone_over_older_data(tmp_path):
     db.flush()
     clock.advance(5)
     compactor = db._compactor
-    from lsmkv.compaction import pick_manual
+    from lsmkv.lsm.compaction import pick_manual
     with compactor._lock:
         compaction = pick_manual(db._state.version, 0, None, None)
         assert compaction is not None and compaction.output_level < 6
@@ -261,8 +261,8 @@ def test_check_and_repair_keep_the_deadlines(engine, tmp_path):
     db.put(b"in-log", b"x", ttl=50)
     db.close()
     if engine == "lsm":
-        from lsmkv.check import check_db
-        from lsmkv.repair import repair_db
+        from lsmkv.lsm.check import check_db
+        from lsmkv.lsm.repair import repair_db
         assert check_db(path).ok
         repair_db(path)
     else:
@@ -287,7 +287,7 @@ def test_btree_keys_with_a_ttl_are_limited_8_bytes_below_the_key_limit(tmp_path)
     path = str(tmp_path / "db")
     db = open_db("btree", path, clock, page_size=512)
     limit = db.stats()["max_key_size"] - 8
-    from lsmkv.errors import SizeLimitError
+    from lsmkv.base.errors import SizeLimitError
     with pytest.raises(SizeLimitError, match=f"the limit is {limit}"):
         db.put(b"k" * (limit + 1), b"v", ttl=10)
     db.put(b"k" * (limit + 1), b"v")  # without a ttl the whole limit is there
@@ -396,7 +396,7 @@ def test_len_and_every_read_agree_as_keys_expire(engine, ops, reclaim):
     clock moving (and set back), flushes and reopens: after each step len()
     and every read agree with a model. ``reclaim``: expired keys' space is
     reclaimed now and then (compact_range; and the clock never goes back,
-    since reclaimed space stays reclaimed -- lsmkv/ttl.py); otherwise the
+    since reclaimed space stays reclaimed -- lsmkv/base/ttl.py); otherwise the
     clock may go back and expired values are readable again."""
     path = tempfile.mkdtemp(prefix=f"lsmkv-ttl-len-{engine}-")
     clock = Clock()

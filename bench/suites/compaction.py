@@ -182,7 +182,7 @@ def _after_fill(rec, engine: str, adapter, keys: list[bytes], args: argparse.Nam
 
 def _lsm_fills(rec, work: str, keys, values, args, rows, loads) -> tuple[float, list, float]:
     """Steps 1, 2 and 4 on lsmkv; returns (compaction-off rate, its series, its CPU seconds)."""
-    from lsmkv.options import parse_option_text
+    from lsmkv.lsm.options import parse_option_text
 
     from ..engines import EngineSettings, get_adapter
     lsm_opts: dict[str, Any] = dict(write_buffer_size=args.write_buffer, level1_max_bytes=args.level1,

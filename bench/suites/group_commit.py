@@ -105,7 +105,7 @@ def measure(engine: str, workdir: str, name: str, threads: int, seconds: float, 
             fsync_delay: float = 0.0, **options) -> dict:
     path = os.path.join(workdir, f"{engine}-{name.replace(' ', '-')}")
     if fsync_delay:
-        from lsmkv.fault_fs import FaultInjectionFS
+        from lsmkv.base.fault_fs import FaultInjectionFS
         fs = FaultInjectionFS()
         fs.stall("sync", seconds=fsync_delay, path_contains=LOG_NAMES[engine])
         options["fs"] = fs

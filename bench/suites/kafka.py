@@ -71,11 +71,8 @@ class SleepingProcessor:
 
 
 def _open(engine: str, path: str):
-    if engine == "lsm":
-        import lsmkv
-        return lsmkv.open(path)
-    import btree
-    return btree.open(path)
+    from lsmkv.stores import open_store
+    return open_store(path, engine=engine)
 
 
 def run(args: argparse.Namespace, rec) -> None:

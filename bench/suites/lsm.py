@@ -174,7 +174,7 @@ def _memtable(keys: list[bytes], values: list[bytes], rec) -> dict[str, float]:
     """Random inserts into the memtable and into a SortedDict, best of 3 rounds each."""
     from sortedcontainers import SortedDict
 
-    from lsmkv.memtable import MemTable
+    from lsmkv.lsm.memtable import MemTable
 
     from ..metrics import timed
     best = {"memtable": float("inf"), "SortedDict": float("inf")}

@@ -1,4 +1,4 @@
-"""The timing wheel (lsmkv/timer.py) against a heapq timer (bench/heap_timer.py).
+"""The timing wheel (lsmkv/base/timer.py) against a heapq timer (bench/heap_timer.py).
 
 Three measurements, each taken for both timers in the same run:
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def timer_factories(args: argparse.Namespace) -> dict[str, Callable[[], object]]:
     """The two timers under test, each made fresh per measurement."""
-    from lsmkv.timer import Timer
+    from lsmkv.base.timer import Timer
 
     from bench.heap_timer import HeapTimer
     return {WHEEL: lambda: Timer(tick=args.tick, wheel_size=args.wheel_size, name="bench-wheel"),

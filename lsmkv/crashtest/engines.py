@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 
-from ..filenames import CURRENT, manifest_name, parse
-from ..fs import DEFAULT_FS
-from ..version import VersionSet
+from lsmkv.base.filenames import CURRENT, manifest_name, parse
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.version import VersionSet
+from lsmkv.stores import open_store
 
 KiB = 1024
 
@@ -32,8 +33,7 @@ class LsmEngine:
                        "l0_slowdown_trigger": 20, "l0_stop_trigger": 30}
 
     def open(self, path: str, options: dict):
-        import lsmkv
-        return lsmkv.open(path, **options)
+        return open_store(path, engine="lsm", **options)
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: recovery as in the child,
@@ -70,7 +70,7 @@ class LsmEngine:
         return evidence
 
     def check(self, path: str) -> list[str]:
-        from ..check import check_db
+        from lsmkv.lsm.check import check_db
         return check_db(path).problems
 
     def inspect_open(self, db, scanned: dict) -> tuple[list[str], dict]:
@@ -118,8 +118,7 @@ class BtreeEngine:
                        "ttl_sweep_interval": 0.05}
 
     def open(self, path: str, options: dict):
-        import btree
-        return btree.open(path, **options)
+        return open_store(path, engine="btree", **options)
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: no sweep of expired keys
@@ -153,7 +152,7 @@ class BtreeEngine:
         newest meta page's: a checkpoint was writing them (into free slots)."""
         from btree.node import HEADER
         from btree.pager import Pager
-        from lsmkv.fs import DEFAULT_FS
+        from lsmkv.base.fs import DEFAULT_FS
         try:
             pager = Pager(DEFAULT_FS, path, read_only=True)
         except OSError:

@@ -9,5 +9,5 @@ campaign (``scripts/fault_campaign.py``) inject, and how outcomes are judged.
 * :mod:`~lsmkv.faults.campaign`: many seeded injections per kind and engine,
   tallied into the table docs/reliability.md shows.
 
-Every scenario works on real files through :class:`lsmkv.fault_fs.FaultInjectionFS`.
+Every scenario works on real files through :class:`lsmkv.base.fault_fs.FaultInjectionFS`.
 """

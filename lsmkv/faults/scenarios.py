@@ -27,8 +27,9 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from ..errors import BackgroundError, CorruptionError
-from ..fault_fs import BitFlip, FaultInjectionFS
+from lsmkv.base.errors import BackgroundError, CorruptionError
+from lsmkv.base.fault_fs import BitFlip, FaultInjectionFS
+
 from .workload import (Engine, Op, apply_to_model, first_matching_prefix, keys_of, oracle, read_state,
                        run_ops)
 
@@ -417,7 +418,7 @@ def classify_flip(engine_name: str, directories: list[str], flip: BitFlip) -> st
 
 
 def _classify_lsm(name: str, data: bytes, at: int) -> str:
-    from ..table.format import FOOTER_SIZE, TRAILER_SIZE, Footer
+    from lsmkv.lsm.table.format import FOOTER_SIZE, TRAILER_SIZE, Footer
     if name.endswith(".sst"):
         footer = Footer.decode(data[-FOOTER_SIZE:], name, len(data))
         if at >= len(data) - FOOTER_SIZE:

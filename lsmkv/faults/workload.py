@@ -19,9 +19,9 @@ import random
 from dataclasses import dataclass, field
 
 import btree
-import lsmkv
-from lsmkv.check_report import CheckReport
-from lsmkv.fs import FileSystem
+from lsmkv.base.check_report import CheckReport
+from lsmkv.base.fs import FileSystem
+from lsmkv.stores import open_store
 
 #: Options per engine: small enough that ~150 operations flush, compact,
 #: split pages, spill values to overflow pages and checkpoint.
@@ -43,11 +43,11 @@ class Engine:
         opts = {**self.options, **extra}
         if fs is not None:
             opts["fs"] = fs
-        return lsmkv.open(path, **opts) if self.name == "lsm" else btree.open(path, **opts)
+        return open_store(path, engine=self.name, **opts)
 
     def check(self, path: str) -> CheckReport:
         if self.name == "lsm":
-            from lsmkv.check import check_db
+            from lsmkv.lsm.check import check_db
             return check_db(path)
         return btree.check(path)
 

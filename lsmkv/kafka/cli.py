@@ -3,11 +3,11 @@
 Parses arguments, calls the library, prints (with rich: a live display of
 a running load on a terminal, tables for summaries). The library never
 prints; this module does. ``lsmkv kafka ...`` reaches :func:`main` through
-a thin dispatch in lsmkv/cli.py. Errors are one line on stderr: exit 1 for
+a thin dispatch in lsmkv/cli/. Errors are one line on stderr: exit 1 for
 a failure (LsmkvError, OSError), 2 for usage, 130 after a second Ctrl-C; a
 closed stdout (``lsmkv kafka query --scan | head``) ends quietly with 0.
 Keys and values are typed and printed as ``lsmkv scan`` does
-(lsmkv/cli_entries.py).
+(lsmkv/terminal/cli_entries.py).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import sys
 import threading
 import time
 
-from lsmkv.cli_entries import bytes_from_arg, entry_object, print_entries, shown
-from lsmkv.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
-from lsmkv.errors import LsmkvError, OptionError
-from lsmkv.options import parse_option_text
-from lsmkv.textcodec import TextDecodeError
+from lsmkv.base.errors import LsmkvError, OptionError
+from lsmkv.lsm.options import parse_option_text
+from lsmkv.terminal.cli_entries import bytes_from_arg, entry_object, print_entries, shown
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
+from lsmkv.terminal.textcodec import TextDecodeError
 
 #: Default broker address (the embedded broker's default port).
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -400,7 +400,7 @@ def _cmd_shards(args) -> int:
                 import btree
                 report = btree.check(row["path"])
             else:
-                from lsmkv.check import check_db
+                from lsmkv.lsm.check import check_db
                 report = check_db(row["path"])
             row["ok"] = report.ok
             row["problems"] = list(report.problems)

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Callable
 
-from lsmkv.timer import Timer
+from lsmkv.base.timer import Timer
 
 from .processor import Record
 

@@ -24,6 +24,7 @@ from .loader import Loader, LoadSummary
 from .offsets import stored_offsets
 from .producer import ProduceResult, produce_workload
 from .settings import LoaderSettings
+from .store import open_store
 from .workload import WorkloadSpec, expected_table
 
 
@@ -102,7 +103,6 @@ def _run(spec: WorkloadSpec, partitions: int, concurrency: int, workdir: str, en
             progress(f"loading into {engine} at {path}")
             summary = Loader(settings, path, engine=engine, name=engine).run()
             run = EngineRun(engine, path, summary, expected_keys=len(expected))
-            from .loader import open_store
             db = open_store(path, engine, {"read_only": True})
             try:
                 run.keys, run.equal, run.wrong = _compare(db, expected)

@@ -1,13 +1,13 @@
-"""The Kafka integration's errors: part of lsmkv's one hierarchy (lsmkv/errors.py).
+"""The Kafka integration's errors: part of lsmkv's one hierarchy (lsmkv/base/errors.py).
 
-Bad settings raise :class:`~lsmkv.errors.OptionError` (a ValueError), as the
+Bad settings raise :class:`~lsmkv.base.errors.OptionError` (a ValueError), as the
 engines' options do; what goes wrong while running raises the classes here.
 The CLI turns any of them into one line and exit code 1.
 """
 
 from __future__ import annotations
 
-from lsmkv.errors import LsmkvError
+from lsmkv.base.errors import LsmkvError
 
 
 class KafkaIntegrationError(LsmkvError):

@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 
-from lsmkv.errors import OptionError
+from lsmkv.base.errors import OptionError
 
 from .errors import KafkaIntegrationError
 

@@ -75,8 +75,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
-from lsmkv.timer import Timer
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.base.timer import Timer
 
 from .admin import wait_for_topics
 from .applier import Applier
@@ -90,6 +90,8 @@ from .partition import ACTIVE, FENCED, REVOKING, PartitionState
 from .processor import Record
 from .retry import RetryPolicy, RetryScheduler
 from .settings import LoaderSettings
+from .shards import ShardedStore
+from .store import open_store
 from .units import ProcessorUnit, unit_of
 
 log = logging.getLogger(__name__)
@@ -117,14 +119,6 @@ class LoadSummary:
         return self.records_stored / self.elapsed if self.elapsed > 0 else 0.0
 
 
-#: Options a loader opens an lsmkv store with unless given others. A
-#: bigger memtable than lsmkv's default (4 MiB) absorbs a keyed stream's
-#: overwrites before they reach level 0: measured with `lsmkv bench --suite
-#: kafka` (2M records over 200K keys), 84K records/s with 4 MiB, 143K/s with
-#: 16 MiB, 158K/s with 64 MiB.
-LSM_STORE_DEFAULTS = {"write_buffer_size": 16 * 1024 * 1024}
-
-
 def check_startup(settings: LoaderSettings) -> None:
     """Wait ``settings.startup_wait`` seconds at most for the servers to
     answer and every topic to exist (StartupError if not); nothing to do
@@ -132,30 +126,6 @@ def check_startup(settings: LoaderSettings) -> None:
     if settings.startup_wait is not None:
         wait_for_topics(settings.bootstrap_servers, settings.topics, client_config=settings.client_config,
                         timeout=settings.startup_wait)
-
-
-def open_store(path: str | os.PathLike, engine: str, options: dict | None = None):
-    """Open (creating if missing) the store at ``path`` with ``engine``
-    ("lsm" or "btree"); an existing store keeps its own engine. An lsmkv
-    store gets LSM_STORE_DEFAULTS under ``options``."""
-    from lsmkv.dbdir import detect_engine
-    from lsmkv.fs import DEFAULT_FS
-
-    from .shards import is_shard_directory
-    if is_shard_directory(path):
-        raise LoaderError(f"{os.fsdecode(path)} is a shard directory (partitioned state), not one store; load it "
-                          "with --partitioned or --serve")
-    found = detect_engine(os.fspath(path), DEFAULT_FS) if os.path.exists(path) else None
-    kind = found or engine
-    if kind not in ("lsm", "btree"):
-        raise LoaderError(f"engine must be 'lsm' or 'btree', not {engine!r}")
-    if found is not None and engine is not None and found != engine:
-        raise LoaderError(f"{path} holds a {found} database, not {engine}")
-    if kind == "btree":
-        import btree
-        return btree.open(path, **(options or {}))
-    import lsmkv
-    return lsmkv.open(path, **{**LSM_STORE_DEFAULTS, **(options or {})})
 
 
 class Loader:
@@ -167,7 +137,6 @@ class Loader:
     def __init__(self, settings: LoaderSettings, store, *, engine: str = "lsm", store_options: dict | None = None,
                  end_timeout: float = 30.0, trust_watermark: bool = False, name: str = "loader",
                  partitioned: bool = False) -> None:
-        from .shards import ShardedStore
         if not isinstance(settings, LoaderSettings):
             raise TypeError(f"settings must be LoaderSettings, not {type(settings).__name__}")
         self.settings = settings

@@ -1,7 +1,7 @@
 """Where a store keeps the Kafka offsets it has applied.
 
 Each partition's progress lives in the store's metadata namespace
-(``batch.set_meta``; lsmkv/metadata.py), written in the same write batch
+(``batch.set_meta``; lsmkv/base/meta.py), written in the same write batch
 as the records it covers, so the store's data and its offsets never
 disagree, whatever crash comes. The entry of topic ``T`` partition ``P``
 is named ``kafka:T:P`` (``:`` cannot appear in a topic name) and holds the
@@ -13,8 +13,8 @@ This module owns that naming and encoding; it never writes by itself.
 
 from __future__ import annotations
 
-from lsmkv.errors import CorruptionError
-from lsmkv.write_batch import MAX_META_NAME
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.meta import MAX_META_NAME
 
 PREFIX = "kafka:"
 

@@ -45,8 +45,8 @@ from __future__ import annotations
 import json
 import logging
 
-from lsmkv.errors import CorruptionError
-from lsmkv.write_batch import MAX_META_NAME
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.meta import MAX_META_NAME
 
 from .partitioners import FAMILIES, NAMES, partitions_of
 

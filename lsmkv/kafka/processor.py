@@ -30,8 +30,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from lsmkv.errors import OptionError
-from lsmkv.keys import MAX_VALUE_SIZE
+from lsmkv.base.errors import OptionError
+from lsmkv.base.keys import MAX_VALUE_SIZE
 
 #: One store operation: (key, value) puts, (key, None) deletes.
 Op = tuple[bytes, "bytes | None"]

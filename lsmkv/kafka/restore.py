@@ -66,7 +66,7 @@ import threading
 import time
 import uuid
 
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .changelog import HEADER, header_value, parse_header, shared_config
 from .offsets import encode_offset

@@ -5,7 +5,7 @@ waits ``backoff * 2**(n-1)`` seconds, at most ``backoff_max``, times a
 random factor from 0.8 to 1.2 (so a burst of failures does not come back
 as one burst); after ``max_retries`` retries the record is dead-lettered.
 :class:`RetryScheduler` runs the retries on lsmkv's timing wheel
-(lsmkv/timer.py): a pending retry costs one timer, cancelled in O(1) when
+(lsmkv/base/timer.py): a pending retry costs one timer, cancelled in O(1) when
 its partition is revoked. This module never processes a record itself:
 the callback hands it back to its processor unit.
 """
@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from lsmkv.timer import Timer, TimerHandle
+from lsmkv.base.timer import Timer, TimerHandle
 
 
 @dataclass(frozen=True)

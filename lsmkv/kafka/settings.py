@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from lsmkv.errors import OptionError
+from lsmkv.base.errors import OptionError
 
 from .client_log import CLIENT_LOG, ClientLog
 

@@ -36,23 +36,19 @@ import json
 import os
 import threading
 
-from lsmkv.keys import MAX_KEY_SIZE
+from lsmkv.base.keys import MAX_KEY_SIZE
+from lsmkv.base.errors import InvalidDatabaseError
+from lsmkv.stores import open_store as open_engine_store, which_engine
 
 from .errors import LoaderError
 from .offsets import stored_offset
 from .partitioners import FAMILIES
 from .placement import PlacementTally
 from .routing import Route, choose_route
+from .store import MARKER, open_store
 
-#: Name of the layout marker file inside a shard directory.
-MARKER = "LSMKV-SHARDS"
 LAYOUT = "lsmkv-kafka-shards"
 FORMAT = 1
-
-
-def is_shard_directory(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a shard directory (holds the layout marker)."""
-    return os.path.isfile(os.path.join(os.fspath(path), MARKER))
 
 
 def shard_name(topic: str, partition: int) -> str:
@@ -132,11 +128,8 @@ class ShardedStore:
             return
         if not os.path.isdir(self.path):
             raise LoaderError(f"{self.path} is a file, not a shard directory")
-        from lsmkv.dbdir import detect_engine
-        from lsmkv.errors import InvalidDatabaseError
-        from lsmkv.fs import DEFAULT_FS
         try:
-            found = detect_engine(self.path, DEFAULT_FS)
+            found = which_engine(self.path)
         except InvalidDatabaseError:
             found = None
         if found is not None:
@@ -184,14 +177,8 @@ class ShardedStore:
             if not os.path.isdir(path) and (self.read_only or not create):
                 return None
             if self.read_only:
-                if self.engine == "btree":
-                    import btree
-                    db = btree.open(path, read_only=True)
-                else:
-                    import lsmkv
-                    db = lsmkv.open(path, read_only=True)
+                db = open_engine_store(path, engine=self.engine, read_only=True)
             else:
-                from .loader import open_store
                 db = open_store(path, self.engine, self._options)
             self._shards[partition] = db
             return db

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 
-from lsmkv.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .members import Member, read_members
 from .offsets import meta_name, stored_offset

@@ -15,7 +15,8 @@ abort), ``staging.py`` (a write's staging directory), ``owners.py`` (the
 driver process that owns a job's files), ``runs.py`` (sorting, merging
 and the duplicate-key rule),
 ``ingest.py`` (the commit's merge and ingest), ``store.py`` (engines),
-``jobs.py`` (the load job), ``bench.py`` (the benchmark), ``cli.py``.
+``jobs.py`` (the load job), ``cli.py``. The benchmark is a suite of the
+bench (bench/suites/spark.py).
 
 PySpark is an optional extra (``pip install lsmkv[spark]``): it is imported
 only when a function here is called, never by ``import lsmkv``. The

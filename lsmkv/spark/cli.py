@@ -3,12 +3,13 @@
 * ``lsmkv spark load --input PATH --key-col K --value-col V --engine lsm|btree --db PATH``
   (jobs.py): the input, store and engine checked before Spark starts, a
   progress line per stage, the count check; exit 1 if the counts do not agree.
-* ``lsmkv spark bench --rows N --engine lsm,btree --out DIR`` (bench.py):
-  the same as ``lsmkv bench --suite spark ...``, run by the bench's own
-  suite runner (results.json, results.csv and report.md in DIR).
+* ``lsmkv spark bench --rows N --engine lsm,btree --out DIR``: the same as
+  ``lsmkv bench --suite spark ...`` (bench/suites/spark.py); the ``lsmkv``
+  command (lsmkv/cli/) hands it to the bench before this module is reached,
+  so it is listed here and never run here.
 
 Errors are one line on stderr (exit 1; usage errors exit 2); a closed
-stdout ends quietly with exit 0 (lsmkv/closed_pipe.py).
+stdout ends quietly with exit 0 (lsmkv/terminal/closed_pipe.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import sys
 import time
 
-from ..closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,8 +27,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+#: What ``lsmkv spark bench`` is: the DESCRIPTION of bench/suites/spark.py (this
+#: module does not import the bench, which imports the Spark integration).
+BENCH_HELP = ("Spark bulk ingest against the put loop (write_batch of 1,000) into each engine, then parallel "
+              "gets/scans in Spark tasks and a full read back through the data source (lsmkv bench --suite spark)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench
     p = _Parser(prog="lsmkv spark", description="Spark jobs over lsmkv and btree stores (docs/spark.md).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     load = sub.add_parser("load", help="load a Parquet, CSV or JSON file into a store by bulk ingest")
@@ -42,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--partitions", type=int, help="Spark partitions of the write (default: the default parallelism)")
     load.add_argument("--master", default=None, help="Spark master (default: local[2], or what spark-submit set)")
     load.set_defaults(func=_cmd_load)
-    # `lsmkv spark bench ARGS` is `lsmkv bench --suite spark ARGS` (main() hands it over).
-    sub.add_parser("bench", help=bench.DESCRIPTION + " (lsmkv bench --suite spark)", add_help=False)
+    # `lsmkv spark bench ARGS` is `lsmkv bench --suite spark ARGS` (lsmkv/cli/ hands it over).
+    sub.add_parser("bench", help=BENCH_HELP, add_help=False)
     return p
 
 
@@ -83,14 +89,15 @@ def _cmd_load(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
-        from bench.cli import main as bench_main
-        return bench_main(["--suite", "spark", *argv[1:]])
+        print("lsmkv spark: error: the Spark benchmark is a suite of the bench: run it as lsmkv spark bench "
+              "or lsmkv bench --suite spark", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from ..errors import LsmkvError
+    from lsmkv.base.errors import LsmkvError
     try:
         return args.func(args)
     except ImportError as exc:

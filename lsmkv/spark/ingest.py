@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 
 from . import runs
-from .store import detect, engine_module
+from .store import detect, engine_module, open_store
 
 
 @dataclass(frozen=True)
@@ -71,20 +71,19 @@ def disjoint(files: list[StagedFile], staging: str, target_bytes: int) -> list[S
 
 def install(path: str, engine: str, paths: list[str], overwrite: bool) -> None:
     """Ingest ``paths`` (disjoint) into the store at ``path`` (see the module docstring)."""
-    module = engine_module(engine)
     if not overwrite:
-        with module.open(path) as db:
+        with open_store(path, engine) as db:
             db.ingest(paths, move=True)
         return
     old_engine = detect(path)
     if old_engine is not None:
         # Take the old store's write lock once: LockError here, before
         # anything changed, if another process has it open for writing.
-        engine_module(old_engine).open(path).close()
+        open_store(path, old_engine).close()
     tag = uuid.uuid4().hex[:12]
     fresh = f"{path}.overwrite-{tag}"
     try:
-        with module.open(fresh) as db:
+        with open_store(fresh, engine) as db:
             db.ingest(paths, move=True)
     except BaseException:
         _destroy_quietly(fresh, engine)

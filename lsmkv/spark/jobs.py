@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import LsmkvError
+from lsmkv.base.errors import LsmkvError
 
 FORMATS = ("parquet", "csv", "json")
 

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import OptionError
+from lsmkv.base.errors import OptionError
+
 from .checkpoints import DEFAULT_KEEP, DEFAULT_RETENTION_S, default_dir
 from .store import check_engine
 

@@ -25,7 +25,8 @@ from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..errors import OptionError
+from lsmkv.base.errors import OptionError
+
 from . import checkpoints
 from .filters import key_ranges
 from .options import ReadOptions

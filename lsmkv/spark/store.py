@@ -1,32 +1,26 @@
 """The stores the Spark integration reads and writes, through the engines'
 public API only: which engine a directory holds, opening it, checkpoints
-and destroy, for ``lsm`` (lsmkv) and ``btree`` alike.
+and destroy, for ``lsm`` (lsmkv) and ``btree`` alike, by way of the one
+engine-dispatching open (lsmkv/stores.py).
 
-This module owns the choice of engine module for a path and the one clear
-error for a path that is not a store; it never imports pyspark.
+This module owns the one clear error for a path that is not a store (or
+not of the engine an option names); it never imports pyspark.
 """
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
-from ..dbdir import detect_engine
-from ..errors import InvalidDatabaseError, OptionError
-from ..fs import DEFAULT_FS
+from lsmkv.base.errors import InvalidDatabaseError, OptionError
+from lsmkv.stores import ENGINES, engine_module as _engine_module, open_store as _open_store, which_engine
 
-ENGINES = ("lsm", "btree")
+__all__ = ["ENGINES", "engine_module", "check_engine", "detect", "existing_engine", "open_store"]
 
 
 def engine_module(engine: str) -> ModuleType:
-    """``lsmkv`` for "lsm", ``btree`` for "btree" (each has open, checkpoint, destroy)."""
-    if engine == "lsm":
-        import lsmkv
-        return lsmkv
-    if engine == "btree":
-        import btree
-        return btree
-    raise OptionError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    """The engine's module for "lsm" or "btree" (each has open, checkpoint,
+    destroy); OptionError for any other name."""
+    return _engine_module(engine)
 
 
 def check_engine(engine: str | None) -> str | None:
@@ -38,7 +32,7 @@ def check_engine(engine: str | None) -> str | None:
 def detect(path: str) -> str | None:
     """The engine of the store at ``path``, or None when nothing is there
     (a missing or empty directory). InvalidDatabaseError for anything else."""
-    return detect_engine(os.fsdecode(path), DEFAULT_FS)
+    return which_engine(path)
 
 
 def existing_engine(path: str, engine: str | None = None) -> str:
@@ -53,8 +47,9 @@ def existing_engine(path: str, engine: str | None = None) -> str:
     return found
 
 
-def open_store(path: str, engine: str, *, read_only: bool):
-    """Open the store with its engine (a read-only lsmkv open beside a
-    writer in another process retries by itself when it races with the
-    writer removing a file: ``lsmkv.open``)."""
-    return engine_module(engine).open(path, read_only=read_only)
+def open_store(path: str, engine: str, *, read_only: bool = False):
+    """Open (creating if missing, unless ``read_only``) the store with its
+    engine (a read-only lsmkv open beside a writer in another process
+    retries by itself when it races with the writer removing a file:
+    ``lsmkv.open``)."""
+    return _open_store(path, engine=engine, read_only=read_only)

@@ -32,7 +32,8 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import InvalidDatabaseError, LsmkvError
+from lsmkv.base.errors import InvalidDatabaseError, LsmkvError
+
 from . import runs, staging
 from .ingest import StagedFile, disjoint, install
 from .options import WriteOptions

@@ -102,6 +102,6 @@ def test_a_sigkill_never_separates_data_from_its_metadata(tmp_path, engine):
 
 
 def test_stats_show_short_text_values_and_the_size_of_the_rest():
-    from lsmkv.write_batch import describe_meta
+    from lsmkv.base.meta import describe_meta
     shown = describe_meta({"kafka:t:0": b"2548", "blob": b"\x00\x01", "long": b"x" * 65, "empty": b""})
     assert shown == {"blob": "<2 bytes>", "empty": "", "kafka:t:0": "2548", "long": "<65 bytes>"}

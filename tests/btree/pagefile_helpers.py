@@ -13,8 +13,8 @@ import os
 
 from btree.node import HEADER, check_header, decode_node
 from btree.pager import PAGES_FILE, Pager
-from lsmkv.errors import CorruptionError
-from lsmkv.fs import DEFAULT_FS
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import DEFAULT_FS
 
 
 def slot_of(path: str, pgno: int) -> int:

@@ -8,8 +8,7 @@ import threading
 import pytest
 
 import btree
-from lsmkv.errors import (ClosedError, InvalidDatabaseError, LockError, OptionError, ReadOnlyError,
-                          SizeLimitError)
+from lsmkv.base.errors import ClosedError, InvalidDatabaseError, LockError, OptionError, ReadOnlyError, SizeLimitError
 
 
 def test_put_get_delete_and_mapping_protocol(db):
@@ -336,8 +335,8 @@ def test_iterators_stop_at_close_mid_chunk(db):
 
 
 def test_the_default_buffer_pool_follows_lsmkvs_cache_rule(tmp_path):
-    from lsmkv.cache import default_capacity
-    from lsmkv.errors import OptionError
+    from lsmkv.base.cache_size import default_capacity
+    from lsmkv.base.errors import OptionError
     with btree.open(str(tmp_path / "d")) as db:
         stats = db.stats()
         assert stats["cache_size"] == default_capacity()

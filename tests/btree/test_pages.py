@@ -12,8 +12,8 @@ import btree
 from btree.node import Node, Overflow, decode_node, encode_node
 from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
-from lsmkv.errors import CorruptionError
-from lsmkv.keys import MAX_VALUE_SIZE
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.keys import MAX_VALUE_SIZE
 
 
 def test_node_encoding_round_trips():
@@ -251,7 +251,7 @@ def test_read_only_handle_beside_a_writer_process(dbpath):
     garbage."""
     import subprocess
     import sys
-    from lsmkv.errors import LsmkvError
+    from lsmkv.base.errors import LsmkvError
     with btree.open(dbpath, page_size=512) as db:
         for i in range(1000):
             db.put(b"k%04d" % i, b"r0")

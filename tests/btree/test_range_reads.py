@@ -27,8 +27,8 @@ import btree.db as btree_db
 from btree.node import (_U32, DEADLINE, LEAF_CELL, Expiring, Node, Overflow, _slots, decode_node, encode_node,
                         read_leaf_image)
 from btree.tree import Tree, _leaf_used
-from lsmkv.checksum import crc32
-from lsmkv.errors import CorruptionError
+from lsmkv.base.checksum import crc32
+from lsmkv.base.errors import CorruptionError
 
 # ---- decoding runs of fixed-size records ------------------------------------------------------
 

@@ -22,8 +22,8 @@ from btree.node import (_U32, HEADER, UNCHECKED, Expiring, Node, Overflow, decod
                         read_leaf_image, search_leaf_page)
 from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
-from lsmkv.checksum import crc32
-from lsmkv.errors import CorruptionError
+from lsmkv.base.checksum import crc32
+from lsmkv.base.errors import CorruptionError
 
 PAGE = 4096
 

@@ -14,8 +14,8 @@ import struct
 import btree
 from btree.node import HEADER, HEADER_SIZE, PAGE_INTERNAL, PAGE_LEAF, PAGE_META, decode_node, encode_node, seal
 from btree.pager import JOURNAL_FILE, Meta, Pager, encode_journal, encode_meta
-from lsmkv.errors import BackgroundError, CorruptionError
-from lsmkv.fs import OsFileSystem, PagedFile, WritableFile
+from lsmkv.base.errors import BackgroundError, CorruptionError
+from lsmkv.base.fs import OsFileSystem, PagedFile, WritableFile
 
 # A pool of about 64 pages (a decoded 1 KiB page is charged about 2.5 KiB).
 OPTS = dict(page_size=1024, cache_size=160 * 1024)
@@ -312,7 +312,7 @@ def test_creation_cut_short_is_created_afresh(tmp_path):
     """A crash while a new database's first pages were written (before open
     returned) leaves a page file without a valid meta page and no log: the
     next open creates the database afresh."""
-    from lsmkv.fault_fs import FaultInjectionFS
+    from lsmkv.base.fault_fs import FaultInjectionFS
     path = str(tmp_path / "db")
     fs = FaultInjectionFS()
     fs.cut_power(2, torn_prefix=100)  # call 1 opens the page file, call 2 writes the first pages
@@ -393,7 +393,7 @@ def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
 def _images_by_page_and_epoch(path: str, page_size: int) -> dict:
     """(page number, epoch) -> slots, for every intact leaf or internal
     page image anywhere in the page file (current or stale)."""
-    from lsmkv.checksum import crc32
+    from lsmkv.base.checksum import crc32
 
     found: dict = {}
     with open(os.path.join(path, "btree.pages"), "rb") as f:

@@ -19,8 +19,8 @@ import btree
 from btree.node import PAGE_INTERNAL, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR, PAGE_OVERFLOW
 from btree.pager import LOG_FILE, PAGES_FILE, page_slots
 from btree.repair import repair_db
+from lsmkv.base.errors import CorruptionError, LockError
 from lsmkv.cli import EXIT_DATA_LOST, main
-from lsmkv.errors import CorruptionError, LockError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pagefile_helpers as helpers  # noqa: E402

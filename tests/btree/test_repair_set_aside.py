@@ -13,7 +13,7 @@ import btree
 from btree.node import PAGE_LEAF
 from btree.pager import LOG_FILE, PAGES_FILE
 from btree.repair import repair_db
-from lsmkv.set_aside import LOST_DIR
+from lsmkv.base.set_aside import LOST_DIR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pagefile_helpers as helpers  # noqa: E402

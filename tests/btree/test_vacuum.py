@@ -18,7 +18,7 @@ import time
 import pytest
 
 import btree
-from lsmkv.errors import LsmkvError, ReadOnlyError
+from lsmkv.base.errors import LsmkvError, ReadOnlyError
 
 
 def _dir_bytes(path: str) -> int:

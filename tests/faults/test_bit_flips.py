@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from lsmkv.fault_fs import BitFlip
+from lsmkv.base.fault_fs import BitFlip
 from lsmkv.faults import scenarios, workload
 
 SEED = 5

@@ -21,7 +21,7 @@ import random
 
 import pytest
 
-from lsmkv.fault_fs import FaultInjectionFS
+from lsmkv.base.fault_fs import FaultInjectionFS
 from lsmkv.faults import scenarios, workload
 
 SEEDS = (3,)

@@ -17,8 +17,8 @@ import pytest
 
 import btree
 import lsmkv
-from lsmkv.errors import BackgroundError, ClosedError, LsmkvError, ReadOnlyError
-from lsmkv.fault_fs import FaultInjectionFS
+from lsmkv.base.errors import BackgroundError, ClosedError, LsmkvError, ReadOnlyError
+from lsmkv.base.fault_fs import FaultInjectionFS
 
 OPTIONS = {"lsm": dict(compaction_executor="thread"), "btree": dict(page_size=512, cache_size=16 * 512)}
 
@@ -181,7 +181,7 @@ def test_lsm_failed_background_flush_stops_writes_until_resume(scratch):
     assert on_disk == db._state.version.numbers()  # the failed flush's table is gone
     assert not [n for n in os.listdir(path) if n.endswith(".tmp")]
     db.close()
-    from lsmkv.check import check_db
+    from lsmkv.lsm.check import check_db
     assert check_db(path).ok
     with lsmkv.open(path) as db:
         assert dict(db.scan()) == {**model, b"after": b"1"}

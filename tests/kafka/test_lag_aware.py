@@ -27,8 +27,8 @@ import time
 import pytest
 
 import lsmkv
+from lsmkv.base.errors import OptionError
 from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
-from lsmkv.errors import OptionError
 from lsmkv.kafka.cli import main
 from lsmkv.kafka.group_member import kafka_python_security
 from lsmkv.kafka.producer import produce_workload

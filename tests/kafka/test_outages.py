@@ -20,7 +20,7 @@ import time
 import pytest
 
 import lsmkv
-from lsmkv.errors import OptionError
+from lsmkv.base.errors import OptionError
 from lsmkv.kafka import (Loader, LoaderSettings, ServersUnreachableError, TopicNotFoundError, WorkloadSpec,
                          expected_table, stored_offsets)
 from lsmkv.kafka.broker import free_port

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lsmkv
-from lsmkv.errors import OptionError
+from lsmkv.base.errors import OptionError
 from lsmkv.kafka.offsets import encode_offset, meta_name
 from lsmkv.kafka.partitioners import FAMILIES, NAMES, family_of, fnv1a, murmur2, partition_of, partitions_of
 from lsmkv.kafka.placement import PlacementTally, placement_meta_name

@@ -12,7 +12,8 @@ import time
 import pytest
 
 import lsmkv
-from lsmkv.errors import CorruptionError, OptionError
+from lsmkv.base.errors import CorruptionError, OptionError
+from lsmkv.base.timer import Timer
 from lsmkv.kafka import LoaderSettings, WorkloadSpec, expected_table, stored_offset, stored_offsets
 from lsmkv.kafka.commit_control import OffsetWindow
 from lsmkv.kafka.metrics import LoaderMetrics
@@ -22,7 +23,6 @@ from lsmkv.kafka.processor import BadResult, Record, load_processor, store_ops
 from lsmkv.kafka.retry import RetryPolicy, RetryScheduler
 from lsmkv.kafka.units import ProcessorUnit, unit_of
 from lsmkv.kafka.workload import generate, parse_value
-from lsmkv.timer import Timer
 
 
 # -- the workload --------------------------------------------------------------------------------------

@@ -10,12 +10,13 @@ import bisect
 
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.cache import BlockCache
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.cursor import table_source, visible_entries
-from lsmkv.table.block import CONTINUE, check_block, decode_block, encode_block, entries_after, search_block
-from lsmkv.table.builder import TableBuilder
-from lsmkv.table.reader import PROMOTE_AFTER, TableReader
+from lsmkv.base.cursor import visible_entries
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.cache import BlockCache
+from lsmkv.lsm.cursor import table_source
+from lsmkv.lsm.table.block import CONTINUE, check_block, decode_block, encode_block, entries_after, search_block
+from lsmkv.lsm.table.builder import TableBuilder
+from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
 
 # Keys from a small alphabet and short lengths: many share prefixes, and
 # some are prefixes of others ("ab" < "ab\x00" < "abc").
@@ -127,7 +128,7 @@ def nearly_fixed_length_keys(draw):
 @settings(max_examples=300, deadline=None)
 @given(nearly_fixed_length_keys(), st.booleans())
 def test_decoding_splits_keys_by_their_offsets_whatever_their_lengths(keys, lengths_codec):
-    from lsmkv.table.block import CODEC_LENGTHS, CODEC_OFFSETS
+    from lsmkv.lsm.table.block import CODEC_LENGTHS, CODEC_OFFSETS
     values = [bytes([i % 251]) * (i % 7) for i in range(len(keys))]
     sks = [(i + 1) << 8 | 1 for i in range(len(keys))]
     if lengths_codec:  # format 1: lengths where format 2 stores end offsets
@@ -229,7 +230,7 @@ def test_table_lookups_agree_with_its_entries_whichever_way_blocks_are_held(tmp_
 def test_a_block_whose_offsets_go_backwards_is_refused_before_it_is_searched(keys, data):
     import pytest
 
-    from lsmkv.errors import CorruptionError
+    from lsmkv.base.errors import CorruptionError
     keys = sorted(keys)
     values = [k * 2 for k in keys]
     raw = encode_block(keys, [(i + 1) << 8 | 1 for i in range(len(keys))], values)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lsmkv
-import lsmkv.textcodec
+import lsmkv.terminal.textcodec
 from lsmkv.cli import main
 
 
@@ -155,7 +155,7 @@ def test_a_stdout_already_closed_ends_every_command_quietly_with_exit_0(tmp_path
 def test_only_a_closed_stdout_is_quiet_a_broken_pipe_elsewhere_is_an_error():
     """is_closed_stdout tells stdout's own EPIPE from another one (a socket
     whose peer went away): the latter is reported like any OSError."""
-    code = ("import sys; from lsmkv.closed_pipe import is_closed_stdout; "
+    code = ("import sys; from lsmkv.terminal.closed_pipe import is_closed_stdout; "
             "sys.stderr.write(repr(is_closed_stdout(BrokenPipeError())) + repr(is_closed_stdout(OSError())))")
     with_reader = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  timeout=60)
@@ -283,7 +283,7 @@ def test_typed_keys_and_values_use_the_printed_encoding(tmp_path, capsys):
 
 
 def _parsed(output: bytes, form: list[str]) -> list[tuple[bytes, bytes]]:
-    from lsmkv.textcodec import decode
+    from lsmkv.terminal.textcodec import decode
     to_bytes = bytes.fromhex if "--hex" in form else decode
     lines = output.decode("ascii").split("\n")
     assert lines[-1] == ""
@@ -308,8 +308,8 @@ def test_scan_output_gives_back_random_binary_entries_in_every_form(tmp_path_fac
         assert proc.stdout.count(b"\n") == len(table)
         assert _parsed(proc.stdout, form) == sorted(table.items())
     key = max(table)
-    proc = subprocess.run([*CLI, "get", db, lsmkv.textcodec.encode(key)], capture_output=True, timeout=60)
-    assert lsmkv.textcodec.decode(proc.stdout.decode("ascii").removesuffix("\n")) == table[key]
+    proc = subprocess.run([*CLI, "get", db, lsmkv.terminal.textcodec.encode(key)], capture_output=True, timeout=60)
+    assert lsmkv.terminal.textcodec.decode(proc.stdout.decode("ascii").removesuffix("\n")) == table[key]
 
 
 def test_crashtest_arguments_are_checked_before_its_work_directory_is_made(tmp_path, capsys, monkeypatch):

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsmkv.errors import CorruptionError
-from lsmkv.table.block import decode_block, encode_block
-from lsmkv.table.bloom import bloom_hash, bloom_hashes
-from lsmkv.table.columns import Columns
+from lsmkv.base.errors import CorruptionError
+from lsmkv.lsm.table.block import decode_block, encode_block
+from lsmkv.lsm.table.bloom import bloom_hash, bloom_hashes
+from lsmkv.lsm.table.columns import Columns
 
 entry = st.tuples(st.binary(max_size=40), st.integers(0, (1 << 56) - 1), st.integers(0, 1), st.binary(max_size=60))
 
@@ -63,7 +63,7 @@ def test_from_blocks_reports_damage_with_the_block_offset():
 
 
 def test_from_blocks_reads_format_1_blocks_stored_with_lengths():
-    from lsmkv.table.block import CODEC_LENGTHS
+    from lsmkv.lsm.table.block import CODEC_LENGTHS
     rng = random.Random(7)
     keys = sorted({rng.randbytes(rng.randrange(1, 9)) for _ in range(40)})
     values = [rng.randbytes(rng.randrange(0, 30)) for _ in keys]

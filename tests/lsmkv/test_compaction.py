@@ -9,9 +9,9 @@ import threading
 import pytest
 
 import lsmkv
-from lsmkv.check import check_db, dump_table
-from lsmkv.compaction import CompactionLimits, level_scores, pick_compaction, pick_manual
-from lsmkv.version import NUM_LEVELS, FileMeta, Version
+from lsmkv.lsm.check import check_db, dump_table
+from lsmkv.lsm.compaction import CompactionLimits, level_scores, pick_compaction, pick_manual
+from lsmkv.lsm.version import NUM_LEVELS, FileMeta, Version
 
 SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
              l0_compaction_trigger=2, compaction_executor="thread")
@@ -247,8 +247,8 @@ def test_worker_whose_database_process_died_while_it_started_exits(tmp_path):
     parent = subprocess.run(
         [sys.executable, "-c",
          "import os, subprocess, sys\n"
-         "from lsmkv.compactor import _worker_environment\n"
-         f"p = subprocess.Popen([sys.executable, '-m', 'lsmkv.compaction_worker'], stdin={read_end}, "
+         "from lsmkv.lsm.compactor import _worker_environment\n"
+         f"p = subprocess.Popen([sys.executable, '-m', 'lsmkv.lsm.compaction_worker'], stdin={read_end}, "
          "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_worker_environment())\n"
          "print(p.pid, flush=True)\n"
          "os._exit(0)\n"],

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from lsmkv.compaction_job import CompactionJob, TableOptions, run_compaction
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.builder import TableBuilder
-from lsmkv.write_batch import VALUE
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.compaction_job import CompactionJob, TableOptions, run_compaction
+from lsmkv.lsm.table.builder import TableBuilder
+from lsmkv.lsm.write_batch import VALUE
 
 VALUE_BYTES = os.urandom(100)  # incompressible: stored size follows raw size
 TABLE = TableOptions(block_size=1024, compression=None, compression_level=3, upper_compression_level=-1,

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lsmkv
-from lsmkv.cursor import SEEK_CHUNK, _live_merged, seek_chunk
-from lsmkv.write_batch import TOMBSTONE, VALUE
+from lsmkv.base.cursor import _live_merged
+from lsmkv.lsm.cursor import SEEK_CHUNK, seek_chunk
+from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
 keys_strategy = st.binary(min_size=0, max_size=3)
 

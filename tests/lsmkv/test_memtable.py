@@ -6,11 +6,12 @@ import threading
 
 from hypothesis import given, settings, strategies as st
 
-from lsmkv import skiplist
-from lsmkv.cursor import memtable_source, visible_entries
-from lsmkv.memtable import MemTable
-from lsmkv.skiplist import UnrolledSkipList
-from lsmkv.write_batch import TOMBSTONE, VALUE
+from lsmkv.base.cursor import visible_entries
+from lsmkv.lsm import skiplist
+from lsmkv.lsm.cursor import memtable_source
+from lsmkv.lsm.memtable import MemTable
+from lsmkv.lsm.skiplist import UnrolledSkipList
+from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
 
 @settings(max_examples=60, deadline=None)

@@ -60,7 +60,7 @@ def test_memory_stays_bounded_by_the_cache_on_data_several_times_its_size(tmp_pa
 
 
 def test_default_cache_size_follows_the_rule_and_says_so(tmp_path):
-    from lsmkv.cache import DEFAULT_MAX, DEFAULT_MIN, DEFAULT_RULE, default_capacity
+    from lsmkv.base.cache_size import DEFAULT_MAX, DEFAULT_MIN, DEFAULT_RULE, default_capacity
     assert default_capacity(256 << 20) == DEFAULT_MIN           # a small machine: the floor
     assert default_capacity(8 << 30) == 512 << 20               # 1/16
     assert default_capacity(1 << 40) == DEFAULT_MAX             # the ceiling

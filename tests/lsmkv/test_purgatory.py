@@ -1,4 +1,4 @@
-"""The purgatory (lsmkv/purgatory.py): delayed operations watched by key,
+"""The purgatory (lsmkv/base/purgatory.py): delayed operations watched by key,
 completed by their condition or expired by the timing wheel."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from lsmkv.clock import ManualClock
-from lsmkv.purgatory import DelayedOperation, Purgatory
-from lsmkv.timer import Timer
+from lsmkv.base.clock import ManualClock
+from lsmkv.base.purgatory import DelayedOperation, Purgatory
+from lsmkv.base.timer import Timer
 
 
 @pytest.fixture

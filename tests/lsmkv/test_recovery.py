@@ -8,9 +8,9 @@ import pytest
 
 import lsmkv
 from lsmkv import CorruptionError, InvalidDatabaseError
-from lsmkv.check import check_db
-from lsmkv.version import DB_FORMAT_VERSION, VersionEdit
-from lsmkv.wal import HEADER_SIZE, LogWriter
+from lsmkv.lsm.check import check_db
+from lsmkv.lsm.version import DB_FORMAT_VERSION, VersionEdit
+from lsmkv.lsm.wal import HEADER_SIZE, LogWriter
 
 
 def logs(path):

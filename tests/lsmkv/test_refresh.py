@@ -1,5 +1,5 @@
 """A read-only handle catching up with a writer: ``db.refresh()``
-(lsmkv/catch_up.py).
+(lsmkv/lsm/catch_up.py).
 
 The writer runs in a child process driven over a pipe (each command is
 answered once the writer's calls have returned, i.e. its writes are
@@ -26,20 +26,20 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lsmkv
 from lsmkv import ClosedError, CorruptionError
-from lsmkv.filenames import parse
-from lsmkv.fs import OsFileSystem
-from lsmkv.wal import HEADER_SIZE, LogReader, LogWriter
-from lsmkv.write_batch import VALUE, encode_batch
+from lsmkv.base.filenames import parse
+from lsmkv.base.fs import OsFileSystem
+from lsmkv.lsm.wal import HEADER_SIZE, LogReader, LogWriter
+from lsmkv.lsm.write_batch import VALUE, encode_batch
 
 #: The writer child: opens the database with the options in argv[2] and
 #: runs one JSON command per line of stdin, answering each with one line.
 WRITER = r"""
 import json, sys
-import lsmkv, lsmkv.version
+import lsmkv, lsmkv.lsm.version
 path, opts = sys.argv[1], json.loads(sys.argv[2])
 limit = opts.pop("max_manifest_bytes", None)
 if limit:
-    lsmkv.version.MAX_MANIFEST_BYTES = limit   # rotate the manifest often
+    lsmkv.lsm.version.MAX_MANIFEST_BYTES = limit   # rotate the manifest often
 db = lsmkv.open(path, **opts)
 print(json.dumps({"ok": "open"}), flush=True)
 for line in sys.stdin:

@@ -10,13 +10,13 @@ import os
 import pytest
 
 import lsmkv
-from lsmkv.check import check_db
+from lsmkv.base.errors import InvalidDatabaseError, LockError
+from lsmkv.base.filenames import parse
 from lsmkv.cli import EXIT_DATA_LOST, main
-from lsmkv.errors import InvalidDatabaseError, LockError
-from lsmkv.filenames import parse
-from lsmkv.repair import repair_db
-from lsmkv.table.reader import TableReader
-from lsmkv.version import VersionSet
+from lsmkv.lsm.check import check_db
+from lsmkv.lsm.repair import repair_db
+from lsmkv.lsm.table.reader import TableReader
+from lsmkv.lsm.version import VersionSet
 
 OPTS = dict(write_buffer_size=64 * 1024, disable_auto_compactions=True, block_size=512, target_file_size=8 * 1024)
 
@@ -56,7 +56,7 @@ def build(path: str) -> dict[bytes, bytes | None]:
 
 
 def tables_by_level(path: str) -> list[list]:
-    vs = VersionSet(path, lsmkv.fs.DEFAULT_FS)
+    vs = VersionSet(path, lsmkv.base.fs.DEFAULT_FS)
     vs.recover()
     vs.close()
     return vs.current.levels
@@ -120,7 +120,7 @@ def test_damaged_table_is_reported_with_its_range_and_set_aside(damaged_db, wher
     victim_path = table_path(path, victim)
     with open(victim_path, "rb") as f:
         original = f.read()
-    reader = TableReader(lsmkv.fs.DEFAULT_FS, victim_path, victim.number, cache=None)
+    reader = TableReader(lsmkv.base.fs.DEFAULT_FS, victim_path, victim.number, cache=None)
     block = bisect.bisect_right(reader.index_offsets, len(original) // 3) - 1
     bounds = (reader.index_keys[block - 1] if block else victim.smallest, reader.index_keys[block], block > 0)
     reader.close()

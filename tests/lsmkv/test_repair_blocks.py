@@ -19,12 +19,12 @@ import shutil
 import pytest
 
 import lsmkv
-from lsmkv.check import check_db
 from lsmkv.cli import EXIT_DATA_LOST, main
-from lsmkv.repair import repair_db
-from lsmkv.table.format import FOOTER_SIZE, Footer
-from lsmkv.table.reader import TableReader
-from lsmkv.version import VersionSet
+from lsmkv.lsm.check import check_db
+from lsmkv.lsm.repair import repair_db
+from lsmkv.lsm.table.format import FOOTER_SIZE, Footer
+from lsmkv.lsm.table.reader import TableReader
+from lsmkv.lsm.version import VersionSet
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_table_format_1 import rewrite_as_format_1  # noqa: E402
@@ -38,7 +38,7 @@ def key(i: int) -> bytes:
 
 
 def levels_of(path: str) -> list[list]:
-    vs = VersionSet(path, lsmkv.fs.DEFAULT_FS)
+    vs = VersionSet(path, lsmkv.base.fs.DEFAULT_FS)
     vs.recover()
     vs.close()
     return vs.current.levels
@@ -57,7 +57,7 @@ class Layout:
     """Where a table's blocks lie and which keys each data block holds."""
 
     def __init__(self, file: str) -> None:
-        reader = TableReader(lsmkv.fs.DEFAULT_FS, file, 0, cache=None)
+        reader = TableReader(lsmkv.base.fs.DEFAULT_FS, file, 0, cache=None)
         try:
             self.offsets = list(reader.index_offsets)
             self.sizes = list(reader.index_sizes)
@@ -340,7 +340,7 @@ def test_versions_of_one_key_across_blocks(tmp_path, damaged):
         assert report.may_have_lost(b"hot") and not report.may_have_lost(b"z")
         # The newest version block 1 holds: what a read would have returned
         # had block 0's versions never been written.
-        reader = TableReader(lsmkv.fs.DEFAULT_FS, os.path.join(report.set_aside, os.path.basename(file)), 0,
+        reader = TableReader(lsmkv.base.fs.DEFAULT_FS, os.path.join(report.set_aside, os.path.basename(file)), 0,
                              cache=None)
         expected = reader.block(1).value(0)
         reader.close()

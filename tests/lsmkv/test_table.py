@@ -7,16 +7,17 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.cache import BlockCache
-from lsmkv.cursor import table_source, visible_entries
-from lsmkv.errors import CorruptionError
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
-from lsmkv.table.bloom import BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
-from lsmkv.table.builder import TableBuilder
-from lsmkv.table.format import FOOTER_SIZE
-from lsmkv.table.reader import PROMOTE_AFTER, TableReader
-from lsmkv.write_batch import TOMBSTONE, VALUE
+from lsmkv.base.cursor import visible_entries
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.cache import BlockCache
+from lsmkv.lsm.cursor import table_source
+from lsmkv.lsm.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
+from lsmkv.lsm.table.bloom import BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
+from lsmkv.lsm.table.builder import TableBuilder
+from lsmkv.lsm.table.format import FOOTER_SIZE
+from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
+from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
 
 def build(path, entries, **kw):

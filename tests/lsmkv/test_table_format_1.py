@@ -8,8 +8,8 @@ import struct
 import zlib
 
 import lsmkv
-from lsmkv.check import check_db
-from lsmkv.table.format import FOOTER, FOOTER_SIZE, TRAILER
+from lsmkv.lsm.check import check_db
+from lsmkv.lsm.table.format import FOOTER, FOOTER_SIZE, TRAILER
 
 _U32 = struct.Struct("<I")
 
@@ -32,7 +32,7 @@ def rewrite_as_format_1(path: str) -> None:
     data = bytearray(open(path, "rb").read())
     fields = list(FOOTER.unpack_from(data, len(data) - FOOTER_SIZE))
     i_off, i_size, f_off, f_size, p_off, p_size = fields[:6]
-    from lsmkv.table.block import decode_block
+    from lsmkv.lsm.table.block import decode_block
     index = decode_block(bytes(data[i_off:i_off + i_size]))
     handles = [struct.unpack("<QQ", index.value(i)) for i in range(len(index))]
     for off, size in [*handles, (p_off, p_size), (i_off, i_size)]:

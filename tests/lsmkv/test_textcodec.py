@@ -1,5 +1,5 @@
-"""The command line's encoding of keys and values (lsmkv/textcodec.py) and
-its entry lines (lsmkv/cli_entries.py): lossless, one entry a line, in the
+"""The command line's encoding of keys and values (lsmkv/terminal/textcodec.py) and
+its entry lines (lsmkv/terminal/cli_entries.py): lossless, one entry a line, in the
 plain, --hex and --json forms."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsmkv.cli_entries import bytes_from_arg, entry_line, jsonable, shown
-from lsmkv.textcodec import TextDecodeError, decode, decode_hex, encode, encode_hex
+from lsmkv.terminal.cli_entries import bytes_from_arg, entry_line, jsonable, shown
+from lsmkv.terminal.textcodec import TextDecodeError, decode, decode_hex, encode, encode_hex
 
 PRINTABLE = set(range(0x20, 0x7F))
 entries = st.dictionaries(st.binary(max_size=40), st.binary(max_size=60), max_size=30)

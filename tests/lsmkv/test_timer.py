@@ -1,4 +1,4 @@
-"""The hierarchical timing wheel (lsmkv/timer.py), its clocks and its executor.
+"""The hierarchical timing wheel (lsmkv/base/timer.py), its clocks and its executor.
 
 Most tests drive the timer with a ManualClock: time moves only when the test
 says, so each assertion is about *which* timers have fired at a given clock
@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from lsmkv.clock import ManualClock
-from lsmkv.errors import ClosedError
-from lsmkv.executor import TaskExecutor
-from lsmkv.timer import Timer
+from lsmkv.base.clock import ManualClock
+from lsmkv.base.errors import ClosedError
+from lsmkv.base.executor import TaskExecutor
+from lsmkv.base.timer import Timer
 
 MS = 1_000_000  # ns
 SECOND = 1_000_000_000

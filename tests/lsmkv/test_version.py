@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.errors import CorruptionError, InvalidDatabaseError
-from lsmkv.version import FileMeta, Version, VersionEdit, NUM_LEVELS
+from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
+from lsmkv.lsm.version import FileMeta, Version, VersionEdit, NUM_LEVELS
 
 
 def meta(n, lo, hi, seq=1):

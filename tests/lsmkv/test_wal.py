@@ -7,9 +7,9 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.errors import CorruptionError
-from lsmkv.fs import DEFAULT_FS
-from lsmkv.wal import BLOCK_SIZE, HEADER_SIZE, LogReader, LogWriter
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.lsm.wal import BLOCK_SIZE, HEADER_SIZE, LogReader, LogWriter
 
 
 def write_log(path, payloads):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from lsmkv.errors import CorruptionError
-from lsmkv.write_batch import TOMBSTONE, VALUE, decode_batch, encode_batch, encode_single
+from lsmkv.base.errors import CorruptionError
+from lsmkv.lsm.write_batch import TOMBSTONE, VALUE, decode_batch, encode_batch, encode_single
 
 ops_strategy = st.lists(st.one_of(
     st.tuples(st.just(VALUE), st.binary(max_size=40), st.binary(max_size=80)),

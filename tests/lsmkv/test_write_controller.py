@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsmkv.write_controller import MIN_RATE, WriteController
+from lsmkv.lsm.write_controller import MIN_RATE, WriteController
 
 
 def test_rate_drops_while_level0_grows_and_recovers_as_it_shrinks():

@@ -1,7 +1,7 @@
 """The Spark jobs: ``lsmkv spark load`` (jobs.py) from Parquet, CSV and
 JSON with its count check (made by the write's commit from what the tasks
 report, and failing when they disagree with the input's counts), and
-``lsmkv spark bench`` (bench.py) at a tiny size writing results the bench
+``lsmkv spark bench`` (bench/suites/spark.py) at a tiny size writing results the bench
 tooling reads. They run in-process on the tests' SparkSession
 (``session()`` returns the running one)."""
 
@@ -90,7 +90,7 @@ def test_load_bad_input(spark, tmp_path):
 
 def test_bench_writes_results_the_bench_tools_read(spark, tmp_path):
     from bench.results import load_results
-    from lsmkv.spark.cli import main
+    from lsmkv.cli import spark_main as main
     out = str(tmp_path / "out")
     assert main(["bench", "--rows", "3000", "--engine", "lsm,btree", "--read-tasks", "2", "--read-ops", "200",
                  "--out", out, "--dir", str(tmp_path / "work"), "--quiet"]) == 0

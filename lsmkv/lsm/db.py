@@ -1,0 +1,1567 @@
+"""DB: the LSM engine's orchestrator, the only place that knows every part.
+
+Write path (batch -> write queue -> log -> memtable): a writer hands its
+batch to the write queue (lsmkv/base/write_queue.py); the log writer of the moment
+takes every batch queued, gives them consecutive sequence numbers, appends
+them to the write-ahead log in one write, applies them to the memtable and
+only then publishes them (``_last_seq``). A ``sync=True`` writer then waits
+until the log syncer (lsmkv/base/log_syncer.py) has made the log durable past its
+sequence -- one fsync for everyone waiting -- or ``sync_timeout`` passes. A
+full memtable becomes immutable; a background thread writes it to a level-0
+table, records the table in the manifest, and then the log it came from is
+deleted.
+
+Read path: memtable, immutable memtables (newest first), level-0 tables
+(newest first), then at most one table per deeper level; a table is skipped
+by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
+
+Read-only handles build their view from the files a writer (in another
+process, perhaps) leaves, at open and at each refresh() (catch_up.py).
+
+Concurrency (docs/architecture.md has the full picture):
+* the write queue's lock (``_writes``) is held by the log writer:
+  sequence assignment, log append, memtable insert, memtable switch; also
+  by flush(), resume() and close() to hold writers off (``exclusive()``).
+* ``_log_sync_lock`` is held while the log is fsynced or replaced, so the
+  log syncer's thread never syncs a log that a memtable switch closes.
+* ``_state_lock`` guards replacing ``_state`` (the memtables and Version a
+  reader sees) and is the lock of ``_bg_cond``, on which writers stall and the
+  background thread waits for work.
+* ``_manifest_lock`` serializes manifest edits.
+* Readers take no lock: they read ``_last_seq`` and then ``_state`` (in that
+  order, so the state holds every write up to that sequence) and work on
+  those immutable objects, or on the memtable, which tolerates one writer
+  and many readers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_left
+from typing import Iterator as TypingIterator
+
+from sortedcontainers import SortedList
+
+from lsmkv.base.cache_size import DEFAULT_RULE as CACHE_RULE, default_capacity as default_cache_capacity
+from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
+from lsmkv.base.dbdir import prepare_directory
+from lsmkv.base.errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
+from lsmkv.base.filenames import CURRENT, LOCK, log_name, parse, table_name
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from lsmkv.base.log_syncer import LogSyncer, group_commit_stats
+from lsmkv.base.mapping import KeyValueMapping
+from lsmkv.base.meta import describe_meta
+from lsmkv.base.timer import Timer
+from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.write_queue import WriteQueue, Writer
+
+from .cache import BlockCache
+from .catch_up import CatchUp, merged_memtable
+from .compaction import earliest_deadline, level_scores
+from .compactor import CompactionHost, Compactor
+from .cursor import level_finders, memtable_finders, seek_chunk, table_finders
+from .checkpoint import equal_size_cuts, write_checkpoint
+from .flush import write_table
+from .ingest import ingest_level, inspect_tables
+from .memtable import MemTable
+from .options import Options
+from .snapshot import Snapshot
+from .table.bloom import bloom_hash
+from .table.reader import IOStats
+from .table_cache import TableCache
+from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
+from .wal import LogReader, LogWriter
+from .ttl_value import live_value, with_deadline
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single, log_batches
+from .write_controller import WriteController
+
+log = logging.getLogger(__name__)
+
+
+def _raised_again(error: BaseException) -> BaseException:
+    """The error a queued writer raises when its group failed: a fresh one
+    of the same kind for the errors the write path raises (each thread gets
+    its own traceback), else the very one."""
+    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
+        again = type(error)(*error.args)
+        again.__cause__ = error.__cause__
+        return again
+    return error
+
+
+class _ReadState:
+    """What a reader sees: the memtable, the immutable memtables (newest
+    first) and the Version. Replaced as a whole, never mutated.
+
+    ``floor``: the lowest read sequence the state answers correctly. 0 on a
+    writable handle (its compactions keep what its snapshots need); on a
+    read-only handle, the sequence it was caught up to (the writer's
+    compactions may have dropped versions older reads would need), so a
+    read that took ``_last_seq`` before a refresh published this state
+    reads at the floor instead.
+
+    ``meta``: on a read-only handle, the metadata entries of the manifest
+    the Version came from (a refresh reads newer ones before it publishes
+    their state); None on a writable handle, whose VersionSet holds them.
+    """
+
+    __slots__ = ("mem", "imms", "version", "floor", "meta")
+
+    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
+                 meta: dict[bytes, bytes] | None = None) -> None:
+        self.mem = mem
+        self.imms = imms
+        self.version = version
+        self.floor = floor
+        self.meta = meta
+
+
+class DB(KeyValueMapping):
+    """An open lsmkv database. Create with :func:`lsmkv.open`. A
+    ``collections.abc.MutableMapping`` of bytes to bytes (lsmkv/base/mapping.py)."""
+
+    def __init__(self, path: str | bytes | os.PathLike, options: Options) -> None:
+        self.path = os.fsdecode(path)  # str, bytes or os.PathLike
+        self.options = options
+        self._fs = options.fs
+        self._read_only = options.read_only
+        self._closed = False
+        #: [False] once closed: scans and cursors check it before each entry.
+        self._alive = [True]
+        self._lock_file = None
+        self._log: LogWriter | None = None
+        #: Writers queue here; the one holding its lock is the log writer.
+        self._writes = WriteQueue(self._commit_group)
+        self._group_commit = options.group_commit
+        self._ttl_clock = options.ttl_clock
+        self._sync_timeout = options.sync_timeout
+        #: Held while the log is synced, or replaced: the syncer never syncs
+        #: a log a memtable switch is closing.
+        self._log_sync_lock = threading.Lock()
+        #: Sequence of the last write appended to the log (handed to the OS).
+        self._logged_seq = 0
+        self._syncer: LogSyncer | None = None
+        self._timer: Timer | None = None
+        self._timer_lock = threading.Lock()
+        #: The timer that wakes the compactor at the earliest ttl deadline of
+        #: the tables, and that deadline (ms; 0: none).
+        self._ttl_wakeup = None
+        self._ttl_wakeup_deadline = 0
+        self._state_lock = threading.Lock()
+        self._bg_cond = threading.Condition(self._state_lock)
+        self._manifest_lock = threading.Lock()
+        self._bg_thread: threading.Thread | None = None
+        self._bg_error: BaseException | None = None
+        self._shutting_down = False
+        #: True while the background thread runs a job (flush() waits for it).
+        self._bg_busy = False
+        self._snapshots: SortedList = SortedList()
+        self._snapshot_lock = threading.Lock()
+        self._pending_outputs: set[int] = set()
+        self._io = IOStats()
+        cache_size = default_cache_capacity() if options.block_cache_size is None else options.block_cache_size
+        self._block_cache = BlockCache(cache_size) if cache_size else None
+        self._tables = TableCache(self.path, self._fs, self._block_cache, self._io,
+                                  1 << 62 if self._read_only else options.max_open_files)
+        self._versions = VersionSet(self.path, self._fs)
+        self._last_seq = 0
+        self._state: _ReadState = _ReadState(MemTable(), (), self._versions.current)
+        # Counters reported by stats().
+        self._user_bytes_written = 0
+        self._wal_bytes_written = 0
+        self._flush_bytes_written = 0
+        self._flush_count = 0
+        self._ingest_count = 0
+        self._ingest_bytes = 0
+        self._gets = 0
+        self._stall_count = 0
+        self._stall_seconds = 0.0
+        #: Level-0 pressure, updated whenever a Version is installed (the
+        #: controller's verdicts are mirrored in two plain flags for the put path).
+        self._write_control = WriteController(options.delayed_write_rate, options.l0_slowdown_trigger,
+                                              options.l0_stop_trigger)
+        self._l0_slowdown = False
+        self._l0_stop = False
+        self._compactor: Compactor | None = None
+        self._recovery: dict = {}
+        #: Read-only handles: follows the writer's manifest and logs
+        #: (catch_up.py); refresh() runs it under ``_refresh_lock``.
+        self._catch_up: CatchUp | None = None
+        self._refresh_lock = threading.Lock()
+        #: Successful resume() calls.
+        self._resumes = 0
+        self._open()
+
+    # ------------------------------------------------------------------
+    # Opening and recovery
+    # ------------------------------------------------------------------
+
+    def _open(self) -> None:
+        fs = self._fs
+        opts = self.options
+        self._clear_interrupted_creation()
+        exists = prepare_directory(self.path, "lsm", fs, create=opts.create_if_missing and not self._read_only)
+        if exists and opts.error_if_exists:
+            raise InvalidDatabaseError(f"{self.path} already exists and error_if_exists=True")
+        try:
+            if not self._read_only:
+                self._lock_file = fs.lock(os.path.join(self.path, LOCK))
+            if self._read_only:
+                self._catch_up = CatchUp(self.path, fs, self._versions, self._tables,
+                                         salvage=opts.wal_recovery_mode == "salvage")
+                self._install_caught_up()
+                return
+            if not exists:
+                self._versions.write_new_manifest()
+            self._versions.recover()
+            self._check_tables_present()
+            self._recover_for_writing()
+        except BaseException:
+            self._release_resources()
+            raise
+
+    def _clear_interrupted_creation(self) -> None:
+        """A crash while creating a DB can leave LOCK and a manifest but no
+        CURRENT; such a directory holds no data and is created afresh."""
+        fs = self._fs
+        if self._read_only or not fs.isdir(self.path):
+            return
+        names = fs.listdir(self.path)
+        if not names or CURRENT in names:
+            return
+        kinds = [parse(n) for n in names]
+        if all(n == LOCK or (k is not None and k[0] in ("manifest", "temp")) for n, k in zip(names, kinds)):
+            lock = fs.lock(os.path.join(self.path, LOCK))
+            try:
+                for name in names:
+                    if name != LOCK:
+                        fs.remove(os.path.join(self.path, name))
+                fs.remove(os.path.join(self.path, LOCK))
+            finally:
+                lock.release()
+
+    def _check_tables_present(self) -> None:
+        names = set(self._fs.listdir(self.path))
+        for level, files in enumerate(self._versions.current.levels):
+            for meta in files:
+                if table_name(meta.number) not in names:
+                    raise CorruptionError(
+                        f"table {table_name(meta.number)} (level {level}) recorded in the manifest is missing; "
+                        "`lsmkv check` reports the damage", path=os.path.join(self.path, table_name(meta.number)))
+
+    def _logs_to_replay(self) -> list[int]:
+        numbers = []
+        for name in self._fs.listdir(self.path):
+            parsed = parse(name)
+            if parsed and parsed[0] == "log" and parsed[1] >= self._versions.log_number:
+                numbers.append(parsed[1])
+        return sorted(numbers)
+
+    def _replay_logs(self, on_full=None) -> tuple[MemTable, int]:
+        """Apply the logs not yet in tables to a memtable. ``on_full(mem)`` is
+        called (writable open) when the memtable passes write_buffer_size and
+        returns the memtable to continue with."""
+        fs = self._fs
+        salvage = self.options.wal_recovery_mode == "salvage"
+        mem = MemTable()
+        max_seq = self._versions.last_sequence
+        report = {"logs": [], "batches": 0, "torn_tail_bytes": 0, "dropped": []}
+        for number in self._logs_to_replay():
+            path = os.path.join(self.path, log_name(number))
+            reader = LogReader(fs.read_file(path), path, salvage=salvage)
+            for seq, ops in log_batches(reader):
+                if not ops:
+                    continue
+                mem.add_batch(seq, ops)
+                max_seq = max(max_seq, seq + len(ops) - 1)
+                report["batches"] += 1
+                if on_full is not None and mem.size >= self.options.write_buffer_size:
+                    mem = on_full(mem)
+            report["logs"].append(number)
+            report["torn_tail_bytes"] += reader.report.torn_tail_bytes
+            report["dropped"].extend((path, off, n, why) for off, n, why in reader.report.dropped)
+            if reader.report.torn_tail_bytes:
+                log.info("%s: dropped a torn tail of %d bytes (never acknowledged as synced)", path,
+                         reader.report.torn_tail_bytes)
+            for off, n, why in reader.report.dropped:
+                log.warning("%s: salvage skipped %d damaged bytes at offset %d (%s)", path, n, off, why)
+            self._versions.next_file_number = max(self._versions.next_file_number, number + 1)
+        self._recovery = report
+        return mem, max_seq
+
+    # ------------------------------------------------------------------
+    # Read-only handles: following the writer
+    # ------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Read-only handles: move the view forward to what the writer (in
+        another process) has written since the open or the last refresh:
+        its manifest's new edits, then what its logs gained (catch_up.py).
+        Returns True when writes this handle did not see before became
+        visible (``stats()["last_sequence"]`` moved), False otherwise.
+        Snapshots, scans and cursors taken before keep reading the view
+        they started on, whatever the writer has deleted since. Never
+        writes or removes a file; when it raises (CorruptionError naming
+        the file, or LsmkvError if the writer kept replacing files), the
+        view is unchanged. A writable handle's view is always current:
+        there it does nothing and returns False."""
+        self._check_open()
+        if not self._read_only:
+            return False
+        with self._refresh_lock:
+            self._check_open()
+            before = self._last_seq
+            self._install_caught_up()
+            return self._last_seq > before
+
+    def _install_caught_up(self) -> None:
+        """Run the catch-up and publish its view: the state first, then the
+        sequence (readers read them in the other order; the state's floor
+        covers a reader that read the old sequence). Then forget the tables
+        no Version in use references any more (their files close once the
+        last reader lets go)."""
+        caught = self._catch_up.run()
+        seq = max(self._last_seq, caught.last_sequence)
+        mems = caught.memtables
+        with self._state_lock:
+            self._state = _ReadState(mems[0], mems[1:], caught.version, floor=seq, meta=caught.meta)
+        self._last_seq = seq
+        self._recovery = self._catch_up.report.as_dict()
+        live = self._versions.live_table_numbers()
+        for number in self._tables.open_numbers():
+            if number not in live:
+                self._tables.evict(number)
+
+    def _recover_for_writing(self) -> None:
+        versions = self._versions
+        edit = VersionEdit()
+
+        def flush_recovered(mem: MemTable) -> MemTable:
+            meta = self._write_level0(mem, [])
+            if meta is not None:
+                edit.add_file(0, meta)
+            edit.meta.update(mem.meta)
+            return MemTable()
+
+        mem, max_seq = self._replay_logs(flush_recovered)
+        if len(mem) or mem.meta:
+            flush_recovered(mem)
+        new_log = versions.new_file_number()
+        edit.log_number = new_log
+        edit.last_sequence = max_seq
+        edit.next_file_number = versions.next_file_number
+        # The new manifest (holding this edit) is the commit point of recovery.
+        versions.write_new_manifest(edit)
+        self._pending_outputs.clear()
+        self._log = self._create_log(new_log)
+        self._fs.sync_dir(self.path)
+        self._last_seq = self._logged_seq = max_seq
+        self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=max_seq,
+                                 commit_delay=self.options.commit_delay, timer=self._get_timer,
+                                 on_failure=self._sync_failed, name=self.path)
+        self._state = _ReadState(MemTable(new_log), (), versions.current)
+        self._delete_obsolete_files(at_open=True)
+        self._update_write_pressure(versions.current)
+        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
+                                           daemon=True)
+        self._bg_thread.start()
+        self._compactor = Compactor(CompactionHost(
+            path=self.path, fs=self._fs, options=self.options, cond=self._bg_cond,
+            stopped=lambda: self._bg_error is not None, shutting_down=lambda: self._shutting_down,
+            current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
+            new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
+            install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
+            failed=self._background_failed, wall_clock=self._ttl_clock))
+        self._compactor.start()
+        with self._bg_cond:
+            self._compactor.changes += 1  # look at the scores once at open
+            self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(versions.current)
+
+    # ------------------------------------------------------------------
+    # Writes
+    # ------------------------------------------------------------------
+
+    def _create_log(self, number: int) -> LogWriter:
+        # A log holds somewhat less than its memtable's charged size (which
+        # counts per-entry overhead); it grows if a big batch needs it to.
+        capacity = self.options.write_buffer_size + (self.options.write_buffer_size >> 3)
+        return LogWriter(self._fs.create_log(os.path.join(self.path, log_name(number)), capacity))
+
+    def put(self, key: object, value: object, sync: bool = False, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value``. With sync=True, returns once the write is
+        durable (or raises SyncTimeoutError after ``sync_timeout``). With
+        ``ttl`` (seconds), the key expires that long after this call: from
+        then on it reads as absent (lsmkv/base/ttl.py)."""
+        k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
+        v = value if type(value) is bytes and len(value) <= MAX_VALUE_SIZE else as_value(value)
+        if ttl is None:
+            self._write_one(VALUE, k, v, sync)
+        else:
+            ttl = check_ttl(ttl)
+            self._write_one(VALUE_TTL, k, with_deadline(deadline_ms(self._ttl_clock(), ttl), v), sync,
+                            len(k) + len(v))
+
+    def delete(self, key: object, sync: bool = False) -> None:
+        """Remove ``key`` (not an error if it is absent)."""
+        k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
+        self._write_one(TOMBSTONE, k, b"", sync)
+
+    def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        if user_bytes < 0:
+            user_bytes = len(key) + len(value)
+        if self._l0_slowdown:
+            self._write_control.delay(user_bytes)
+        writes = self._writes
+        if sync and self._group_commit:
+            batch = WriteBatch()
+            batch.ops.append((kind, key, value))
+            batch.user_bytes = user_bytes
+            self._write_synced(batch)
+        elif writes.try_lead():
+            # Nobody else is writing: commit it here, a group of one (the
+            # uncontended put's path, kept free of queue entries).
+            try:
+                mem = self._memtable_for_writing()
+                seq = self._last_seq + 1
+                try:
+                    self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
+                    if sync and not self._group_commit:
+                        self._log.sync()
+                except BaseException as exc:
+                    raise self._fail_writes("writing the log", exc) from exc
+                self._logged_seq = seq
+                mem.add(seq, kind, key, value)
+                self._last_seq = seq
+                self._user_bytes_written += user_bytes
+            finally:
+                writes.release()
+        else:
+            batch = WriteBatch()
+            batch.ops.append((kind, key, value))
+            batch.user_bytes = user_bytes
+            self._write_queued(batch, sync)
+
+    def write_batch(self, sync: bool = False) -> WriteBatch:
+        """A batch to fill in a ``with`` block; written atomically when it exits."""
+        if type(sync) is not bool:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        return WriteBatch(self.write, sync, self._ttl_clock)
+
+    def write(self, batch: WriteBatch, sync: bool = False) -> None:
+        """Apply ``batch`` atomically. With sync=True, returns once it is
+        durable (or raises SyncTimeoutError after ``sync_timeout``)."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        if not batch.ops:
+            return
+        if self._l0_slowdown:
+            self._write_control.delay(batch.user_bytes)
+        if sync and self._group_commit:
+            self._write_synced(batch)
+        else:
+            self._write_queued(batch, sync)
+
+    def _write_queued(self, batch: WriteBatch, sync: bool) -> None:
+        """Hand ``batch`` to the write queue; return once it is in the log and
+        the memtable."""
+        writer = self._writes.write(Writer(batch, sync))
+        if writer.error is not None:
+            raise _raised_again(writer.error)
+
+    def _write_synced(self, batch: WriteBatch) -> None:
+        """Hand ``batch`` to the log syncer; return once it is in the log, the
+        memtable, and durable (or raise SyncTimeoutError after sync_timeout)."""
+        if self._syncer is None:
+            self._raise_not_writable()
+        try:
+            self._syncer.write(Writer(batch, True), self._sync_timeout)
+        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
+            raise _raised_again(exc)  # the group's error may be another thread's too
+
+    def _commit_group(self, group: list[Writer]) -> None:
+        """The log writer's work (lsmkv/base/write_queue.py): the group's batches go to
+        the log in one append, then into the memtable, in order. Without
+        group commit, each batch is appended (and fsynced if it asked) on
+        its own, as if it had come alone."""
+        if self._group_commit:
+            self._append_and_apply(group, False)
+        else:
+            for writer in group:
+                self._append_and_apply([writer], writer.sync)
+
+    def _memtable_for_writing(self) -> MemTable:
+        """The memtable the next write goes to (a full one is switched for a
+        new one first); raises while writes are stopped. The caller holds the
+        log writer's role."""
+        if self._log is None or self._bg_error is not None:
+            self._raise_not_writable()
+        mem = self._state.mem
+        if mem.size >= self.options.write_buffer_size:
+            self._switch_memtable()
+            mem = self._state.mem
+        return mem
+
+    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        mem = self._memtable_for_writing()
+        first = seq = self._last_seq + 1
+        records = []
+        user_bytes = 0
+        for writer in group:
+            batch = writer.batch
+            records.append(encode_batch(seq, batch.ops))
+            seq += len(batch.ops)
+            writer.position = seq - 1
+            user_bytes += batch.user_bytes
+        try:
+            self._wal_bytes_written += self._log.add_records(records)
+            if sync_now:
+                self._log.sync()
+        except BaseException as exc:
+            raise self._fail_writes("writing the log", exc) from exc
+        self._logged_seq = seq - 1
+        for writer in group:
+            ops = writer.batch.ops
+            mem.add_batch(first, ops)
+            first += len(ops)
+            writer.committed = True
+        self._last_seq = seq - 1
+        self._user_bytes_written += user_bytes
+
+    def _sync_log(self) -> int:
+        """The log syncer's work: fsync the log; returns the sequence that
+        everything up to is now durable."""
+        with self._log_sync_lock:
+            log_writer = self._log
+            if log_writer is None:
+                raise ClosedError(f"{self.path}: database is closed")
+            seq = self._logged_seq
+            log_writer.sync()
+            return seq
+
+    def _sync_failed(self, exc: BaseException) -> None:
+        """The log syncer could not sync: the log's tail is not known to be
+        durable, so writes stop as after a failed append."""
+        try:
+            self._fail_writes("syncing the log", exc)
+        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
+            pass
+
+    def _get_timer(self) -> Timer:
+        """The timing wheel of this database (sync timeouts), made on first use."""
+        with self._timer_lock:
+            if self._timer is None:
+                self._timer = Timer(executor_threads=1, name=f"lsmkv-timer:{self.path}")
+            return self._timer
+
+    def _update_write_pressure(self, version: Version) -> None:
+        if self.options.disable_auto_compactions:
+            return
+        control = self._write_control
+        control.update(len(version.levels[0]), self._user_bytes_written, time.monotonic())
+        self._l0_slowdown = control.slowdown
+        self._l0_stop = control.stop
+
+    def _raise_not_writable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        raise BackgroundError(f"{self.path}: writes are stopped after an earlier failure ({self._bg_error}); "
+                              "call db.resume() once the cause is fixed, or reopen (reads keep working)") \
+            from self._bg_error
+
+    def _fail_writes(self, what: str, exc: BaseException) -> BaseException:
+        """Writing the log failed: its tail is unknown (the failed record may
+        be partly or wholly in it), so refuse further writes (reads go on)
+        until resume() replaces the log, or a reopen. Returns the error the
+        failing call raises: a BackgroundError naming the cause (a
+        KeyboardInterrupt or the like propagates as it is)."""
+        log.error("%s: %s failed, writes stopped: %r", self.path, what, exc)
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = exc
+            self._bg_cond.notify_all()
+        if not isinstance(exc, Exception):
+            raise exc
+        return BackgroundError(f"{self.path}: {what} failed ({exc}); the write was not applied and writes are "
+                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
+
+    def _switch_memtable(self) -> None:
+        """Make the memtable immutable and start a new one with a new log.
+        Called with the write lock held; stalls while too many immutable
+        memtables wait for flushing."""
+        limit = self.options.max_immutable_memtables
+        with self._bg_cond:
+            if len(self._state.imms) >= limit or self._l0_stop:
+                self._stall_count += 1
+                started = time.perf_counter()
+                while (len(self._state.imms) >= limit or self._l0_stop) and self._bg_error is None:
+                    self._bg_cond.wait()
+                self._stall_seconds += time.perf_counter() - started
+            if self._bg_error is not None:
+                self._raise_not_writable()
+        number = self._versions.new_file_number()
+        new_log = None
+        try:
+            new_log = self._create_log(number)
+            # The new log's name is made durable before a synced write relies
+            # on it, and the old log is synced so that a later synced write in
+            # the new log can never survive a crash that loses earlier writes.
+            self._fs.sync_dir(self.path)
+            with self._log_sync_lock:
+                self._log.sync()
+                old_log, self._log = self._log, new_log
+        except BaseException as exc:
+            if new_log is not None:
+                new_log.abandon()
+            raise self._fail_writes("starting a new log", exc) from exc
+        old_log.close()
+        # Everything written so far was in the old log: durable now.
+        self._syncer.mark_durable(self._logged_seq)
+        with self._bg_cond:
+            st = self._state
+            self._state = _ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
+            self._bg_cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # Reads
+    # ------------------------------------------------------------------
+
+    def get(self, key: object, default: bytes | None = None) -> bytes | None:
+        """The value of ``key``, or ``default`` if it is absent."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        seq = self._last_seq
+        st = self._state
+        if seq < st.floor:
+            seq = st.floor
+        k = key if type(key) is bytes else as_key(key)
+        # The read path is written out here rather than shared with
+        # _get_at() through calls: each call is a measurable share of a get.
+        version = st.mem._latest.get(k)
+        if version is not None:
+            while version is not None and version[0] > seq:
+                version = version[3]
+            if version is not None:
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
+        for imm in st.imms:
+            version = imm._latest.get(k)
+            while version is not None and version[0] > seq:
+                version = version[3]
+            if version is not None:
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
+        self._gets += 1
+        h = None  # the bloom hash: computed by a table only when its key index misses
+        found = None
+        for meta in st.version.levels[0]:
+            if meta.smallest <= k <= meta.largest:
+                found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                if found is not None:
+                    break
+        else:
+            version = st.version
+            levels = version.levels
+            largest_keys = version.largest_keys
+            for level in version.deep_levels:  # (the levels >= 1 that hold tables)
+                files = levels[level]
+                i = bisect_left(largest_keys[level], k)
+                if i < len(files):
+                    meta = files[i]
+                    if meta.smallest <= k:
+                        found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                        if found is not None:
+                            break
+        if found is None or found[0] == TOMBSTONE:
+            return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
+        return found[1]
+
+    def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
+        """The value of a stored expiring value (kind VALUE_TTL), or
+        ``default`` once its deadline has passed."""
+        value = live_value(stored, now_ms(self._ttl_clock()))
+        return default if value is None else value
+
+    def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
+        """get() at an explicit read sequence (snapshots)."""
+        return self._get_in(self._state, key, seq, default)
+
+    def _get_in(self, st: _ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
+        """get() on the read state ``st`` at the read sequence ``seq`` (at
+        least the state's floor)."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if seq < st.floor:
+            seq = st.floor
+        k = key if type(key) is bytes else as_key(key)
+        for mem in (st.mem, *st.imms):
+            version = mem.get(k, seq)
+            if version is not None:
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
+        found = self._get_from_tables(st.version, k, seq)
+        if found is None or found[0] == TOMBSTONE:
+            return default
+        if found[0] == VALUE_TTL:
+            return self._unexpired(found[1], default)
+        return found[1]
+
+    def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
+        """(kind, value) of the newest version <= seq in the tables, or None.
+
+        Level 0 newest first, then the one table per deeper level whose key
+        range holds the key; each table checks its bloom filter first."""
+        self._gets += 1
+        h = bloom_hash(key)
+        open_table = self._tables.reader
+        for meta in version.levels[0]:
+            if meta.smallest <= key <= meta.largest:
+                found = (meta.reader or open_table(meta)).get(key, h, seq)
+                if found is not None:
+                    return found
+        levels = version.levels
+        largest_keys = version.largest_keys
+        for level in version.deep_levels:
+            files = levels[level]
+            i = bisect_left(largest_keys[level], key)
+            if i < len(files):
+                meta = files[i]
+                if meta.smallest <= key:
+                    found = (meta.reader or open_table(meta)).get(key, h, seq)
+                    if found is not None:
+                        return found
+        return None
+
+    def _live_count(self) -> int:
+        """len(db): the live keys, counted by a scan (an LSM-tree cannot know
+        without reading which writes overwrite or delete existing keys)."""
+        n = 0
+        for _ in self.scan():
+            n += 1
+        return n
+
+    def scan(self, start: object = None, end: object = None, reverse: bool = False,
+             prefix: object = None) -> TypingIterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with start <= key < end (and key starting with
+        ``prefix``), ascending or, with reverse=True, descending.
+
+        The iterator reads the database as it was when scan() was called;
+        writes, flushes and file deletions that happen meanwhile do not
+        disturb it."""
+        return self._scan(start, end, reverse, prefix, None)
+
+    def _scan(self, start: object, end: object, reverse: bool, prefix: object,
+              seq: int | None) -> TypingIterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if seq is None:
+            seq = self._last_seq
+        return self._scan_in(self._state, start, end, reverse, prefix, seq)
+
+    def _scan_in(self, st: _ReadState, start: object, end: object, reverse: bool, prefix: object,
+                 seq: int) -> TypingIterator[tuple[bytes, bytes]]:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        lo, hi = scan_bounds(start, end, prefix)
+        return self._scan_iter(st, max(seq, st.floor), lo, hi, bool(reverse))
+
+    def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
+                   reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
+        if lo is not None and hi is not None and lo >= hi:
+            return iter(())
+        return stream_view(self._view_finders(st, seq, lo, hi), lo, hi, None, reverse, self._check_scan,
+                           self._alive, st)
+
+    def _check_scan(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database closed while a scan was open")
+
+    def get_meta(self, name: str) -> bytes | None:
+        """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
+        if not isinstance(name, str):
+            raise TypeError(f"metadata name must be str, not {type(name).__name__}")
+        self._check_open()
+        key = name.encode("utf-8")
+        st = self._state
+        for mem in (st.mem, *st.imms):
+            value = mem.meta.get(key)
+            if value is not None:
+                return value
+        return (self._versions.meta if st.meta is None else st.meta).get(key)
+
+    def meta(self) -> dict[str, bytes]:
+        """Every metadata entry, name -> value."""
+        self._check_open()
+        st = self._state
+        merged = dict(self._versions.meta if st.meta is None else st.meta)
+        for mem in (*reversed(st.imms), st.mem):  # oldest first: newer values win
+            merged.update(mem.meta)
+        return {name.decode("utf-8", "replace"): value for name, value in sorted(merged.items())}
+
+    def approximate_size(self, start: object = None, end: object = None) -> int:
+        """Bytes of table files that keys in [start, end) take (None: an open
+        end), from the tables' key ranges and index blocks: a table inside
+        the range counts whole, one it cuts counts from the block holding
+        ``start`` to the block holding ``end``. No data block is read; the
+        memtables (not on disk yet) are not counted; estimates of adjacent
+        ranges add up exactly (RocksDB's GetApproximateSizes)."""
+        self._check_open()
+        lo, hi = scan_bounds(start, end, None)
+        if lo is not None and hi is not None and lo >= hi:
+            return 0
+        version = self._state.version
+        reader = self._tables.reader
+        total = 0
+        for level in range(NUM_LEVELS):
+            for meta in version.overlapping(level, lo, hi):
+                a = 0 if lo is None or lo <= meta.smallest else reader(meta).approximate_offset(lo)
+                b = meta.size if hi is None or hi > meta.largest else reader(meta).approximate_offset(hi)
+                total += max(0, b - a)
+        return total
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Cursor:
+        """A cursor over the database as it is now (lsmkv/base/cursor.py):
+        seek, seek_for_prev, seek_to_first, seek_to_last, next, prev, key,
+        value, valid; keys in [lower_bound, upper_bound). Writes made after
+        it was created are not seen."""
+        self._check_open()
+        return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
+
+    def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Cursor:
+        return self._iterator_in(self._state, seq, lower_bound, upper_bound, check)
+
+    def _iterator_in(self, st: _ReadState, seq: int, lower_bound: object, upper_bound: object,
+                     check) -> Cursor:
+        lo = as_optional_key(lower_bound, "lower_bound")
+        hi = as_optional_key(upper_bound, "upper_bound")
+        return self._view(st, max(seq, st.floor), lo, hi, check)
+
+    def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Cursor:
+        """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
+        return Cursor([SourceCursor(after, before) for after, before in self._view_finders(st, seq, lo, hi)],
+                      lo, hi, check=check, pinned=st, alive=self._alive)
+
+    def _view_finders(self, st: _ReadState, seq: int, lo: bytes | None,
+                      hi: bytes | None) -> list[tuple[Finder, Finder]]:
+        """The (after, before) finders of the sources of ``st`` at ``seq``
+        that hold keys in [lo, hi), newest first: one per memtable, per
+        level-0 table and per deeper level. A level is handed whole, with
+        the bounds, and opens only the tables a seek lands in. Each table
+        source's first read after a seek is sized by how dense it is beside
+        the view's densest source (cursor.seek_chunk)."""
+        open_table = self._tables.reader
+        # Values with a ttl are judged once, as of the view's making (as
+        # the data is): live ones read as values, expired ones as deletes.
+        now = now_ms(self._ttl_clock())
+        finders = [memtable_finders(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        tables = version.overlapping(0, lo, hi)
+        levels = []
+        for level in version.deep_levels:
+            files = version.levels[level]
+            i = 0 if lo is None else bisect_left(version.largest_keys[level], lo)
+            if i < len(files) and (hi is None or files[i].smallest < hi):
+                levels.append(level)
+        entries = version.level_entries
+        densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+        for meta in tables:
+            finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest)))
+        for level in levels:
+            finders.append(level_finders(version.levels[level], open_table, seq, now,
+                                         largest=version.largest_keys[level], lo=lo, hi=hi,
+                                         seek_chunk=seek_chunk(entries[level], densest)))
+        return finders
+
+    def snapshot(self) -> Snapshot:
+        """A point-in-time view (use in a ``with`` block or close() it)."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if self._read_only:
+            return self._pinned_snapshot()
+        with self._snapshot_lock:
+            seq = self._last_seq
+            self._snapshots.add(seq)
+        return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot)
+
+    def _pinned_snapshot(self) -> Snapshot:
+        """A read-only handle's snapshot reads the read state it was taken
+        on, not the newest one: the writer's compactions know nothing of
+        it, so a state refresh() publishes later may lack versions it sees.
+        The state (with its Version, whose tables stay open) is held until
+        the snapshot is closed."""
+        with self._snapshot_lock:
+            seq = self._last_seq
+            pin = [self._state]
+            seq = max(seq, pin[0].floor)
+            self._snapshots.add(seq)
+
+        def pinned() -> _ReadState:
+            if not pin:
+                raise ClosedError("snapshot used after close()")
+            return pin[0]
+
+        def release(sequence: int) -> None:
+            pin.clear()
+            self._release_snapshot(sequence)
+
+        return Snapshot(seq, lambda key, s, default: self._get_in(pinned(), key, s, default),
+                        lambda start, end, reverse, prefix, s: self._scan_in(pinned(), start, end, reverse, prefix, s),
+                        lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
+                        release)
+
+    def _release_snapshot(self, seq: int) -> None:
+        with self._snapshot_lock:
+            self._snapshots.discard(seq)
+
+    def _live_snapshots(self) -> list[int]:
+        with self._snapshot_lock:
+            return list(self._snapshots)
+
+    # ------------------------------------------------------------------
+    # Flushing (background)
+    # ------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the memtable to a table now and wait until it is recorded."""
+        with self._writes.exclusive():
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            if len(self._state.mem):
+                self._switch_memtable()
+        with self._bg_cond:
+            while (self._state.imms or self._bg_busy) and self._bg_error is None:
+                self._bg_cond.wait()
+            if self._bg_error is not None:
+                raise BackgroundError(f"{self.path}: flush failed ({self._bg_error}); writes are stopped: call "
+                                      "db.resume() once the cause is fixed (reads keep working)") \
+                    from self._bg_error
+
+    def _background_loop(self) -> None:
+        """The flush thread: writes immutable memtables to tables, oldest
+        first. It idles while writes are stopped (resume() wakes it) and
+        exits at close, after the queued flushes unless writes are stopped."""
+        while True:
+            with self._bg_cond:
+                while (not self._state.imms or self._bg_error is not None) and not self._shutting_down:
+                    self._bg_cond.wait()
+                if not self._state.imms or self._bg_error is not None:
+                    return
+                imm = self._state.imms[-1]
+                self._bg_busy = True
+            try:
+                self._flush_immutable(imm)
+            except BaseException as exc:  # noqa: BLE001 - any failure stops writes
+                self._background_failed("flush", exc)
+            finally:
+                with self._bg_cond:
+                    self._bg_busy = False
+                    self._bg_cond.notify_all()
+
+    def _write_level0(self, mem: MemTable, snapshots: list[int]):
+        """Write ``mem`` as a new table; the caller records it in the manifest
+        and then discards its number from ``_pending_outputs``."""
+        number = self._versions.new_file_number()
+        self._pending_outputs.add(number)
+        try:
+            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options)
+        except BaseException:
+            self._pending_outputs.discard(number)
+            raise
+        if meta is None:
+            self._pending_outputs.discard(number)
+        else:
+            self._flush_bytes_written += meta.size
+            self._flush_count += 1
+        return meta
+
+    def _flush_immutable(self, imm: MemTable) -> None:
+        meta = self._write_level0(imm, self._live_snapshots())
+        edit = VersionEdit()
+        edit.meta = dict(imm.meta)
+        if meta is not None:
+            edit.add_file(0, meta)
+        with self._state_lock:
+            st = self._state
+            remaining = st.imms[:-1]
+            edit.log_number = remaining[-1].log_number if remaining else st.mem.log_number
+        self._apply_edit(edit, flushed=imm)
+        if meta is not None:
+            self._pending_outputs.discard(meta.number)
+        self._delete_obsolete_files()
+
+    def _apply_edit(self, edit: VersionEdit, flushed: MemTable | None = None) -> Version:
+        """Record ``edit`` in the manifest and make the resulting Version the
+        one readers see (dropping ``flushed``, the immutable memtable the edit
+        put in a table, in the same step)."""
+        with self._manifest_lock:
+            version = self._versions.log_and_apply(edit, last_sequence=self._last_seq)
+            with self._bg_cond:
+                st = self._state
+                imms = st.imms
+                if flushed is not None:
+                    assert imms and imms[-1] is flushed
+                    imms = imms[:-1]
+                self._state = _ReadState(st.mem, imms, version)
+                self._update_write_pressure(version)
+                if self._compactor is not None:
+                    self._compactor.changes += 1
+                self._bg_cond.notify_all()
+        self._schedule_ttl_compaction(version)
+        return version
+
+    def _schedule_ttl_compaction(self, version: Version) -> None:
+        """Wake the compaction thread, on the timing wheel, when the earliest
+        ttl deadline in ``version``'s tables passes (pick_expired then finds
+        the table), so expired values' space comes back without writes."""
+        if self.options.disable_auto_compactions or self._read_only or self._closed:
+            return
+        deadline = earliest_deadline(version)
+        with self._timer_lock:
+            if deadline == self._ttl_wakeup_deadline:
+                return
+            if self._ttl_wakeup is not None:
+                self._ttl_wakeup.cancel()
+                self._ttl_wakeup = None
+            self._ttl_wakeup_deadline = deadline
+        if deadline:
+            delay = max(0.0, deadline / 1000.0 - self._ttl_clock()) + 0.001
+            handle = self._get_timer().schedule(delay, self._ttl_deadline_passed)
+            with self._timer_lock:
+                self._ttl_wakeup = handle
+
+    def _ttl_deadline_passed(self) -> None:
+        with self._timer_lock:
+            self._ttl_wakeup_deadline = 0
+        with self._bg_cond:
+            if self._compactor is not None:
+                self._compactor.changes += 1
+            self._bg_cond.notify_all()
+
+    def _background_failed(self, what: str, exc: BaseException) -> None:
+        log.error("%s: %s failed; writes are stopped until resume(): %r", self.path, what, exc)
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = exc
+            self._bg_cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # Leaving the error state
+    # ------------------------------------------------------------------
+
+    def resume(self) -> None:
+        """Leave the error state once the cause of a failure is gone.
+
+        After a failed log write, flush or compaction, writes are stopped
+        (reads go on). resume() writes every memtable (which hold exactly the
+        acknowledged writes) to level-0 tables, starts a fresh log and
+        records both in a fresh manifest in one step, so the log whose tail
+        is unknown and a manifest that may end in a damaged record become
+        obsolete and are deleted: a write that failed never reappears. Then
+        flushes and compactions go on. If the cause persists, raises
+        BackgroundError naming it and writes stay stopped. Does nothing
+        when writes are not stopped."""
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; there is nothing to resume")
+        with self._writes.exclusive():
+            self._check_open()
+            if self._bg_error is None:
+                return
+            with self._compactor.paused():
+                with self._bg_cond:
+                    while self._bg_busy:
+                        self._bg_cond.wait()
+                try:
+                    self._restart_writes()
+                except BaseException as exc:
+                    log.error("%s: resume failed, writes stay stopped: %r", self.path, exc)
+                    with self._bg_cond:
+                        self._bg_error = exc
+                    if not isinstance(exc, Exception):
+                        raise
+                    raise BackgroundError(f"{self.path}: resume failed ({exc}); writes stay stopped: call "
+                                          "db.resume() again once the cause is fixed") from exc
+                with self._bg_cond:
+                    self._bg_error = None
+                    self._resumes += 1
+                    self._compactor.changes += 1
+                    self._bg_cond.notify_all()
+                # Every acknowledged write is in a table of the new manifest.
+                self._syncer.reset(self._last_seq)
+        log.info("%s: resumed writes", self.path)
+
+    def _restart_writes(self) -> None:
+        """resume()'s work, with writers, flushes and compactions held off."""
+        versions = self._versions
+        snapshots = self._live_snapshots()
+        st = self._state
+        edit = VersionEdit()
+        written = []
+        try:
+            for mem in (*reversed(st.imms), st.mem):  # oldest first
+                edit.meta.update(mem.meta)
+                if len(mem):
+                    meta = self._write_level0(mem, snapshots)
+                    if meta is not None:
+                        edit.add_file(0, meta)
+                        written.append(meta.number)
+            number = versions.new_file_number()
+            new_log = self._create_log(number)
+            try:
+                edit.log_number = number
+                edit.last_sequence = self._last_seq
+                with self._manifest_lock:
+                    # Also makes the new log's name durable (it syncs the directory).
+                    versions.write_new_manifest(edit)
+            except BaseException:
+                new_log.abandon()
+                raise
+        finally:
+            # Tables a failed attempt wrote stay on disk (the manifest CURRENT
+            # names may hold them); sweeps after the next success remove them.
+            self._pending_outputs.difference_update(written)
+        with self._log_sync_lock:
+            old_log, self._log = self._log, new_log
+        self._logged_seq = self._last_seq
+        with self._bg_cond:
+            self._state = _ReadState(MemTable(number), (), versions.current)
+            self._update_write_pressure(versions.current)
+        if old_log is not None:
+            old_log.abandon()  # obsolete; deleted just below
+        # No flush or compaction is under way: outputs of failed ones are garbage now.
+        self._pending_outputs.clear()
+        self._delete_obsolete_files(at_open=True)
+
+    def _simulate_crash(self) -> None:
+        """Tests: drop the handle as a killed process would, without
+        finishing queued flushes or writing anything more (cut the fault
+        file system's power first, so work in flight stops too; then its
+        power_loss() or power_on() decides what the disk keeps)."""
+        with self._writes.exclusive():
+            with self._bg_cond:
+                self._closed = True
+                self._alive[0] = False
+                self._shutting_down = True
+                if self._bg_error is None:
+                    self._bg_error = ClosedError(f"{self.path}: the process crashed")
+                self._bg_cond.notify_all()
+        if self._bg_thread is not None:
+            self._bg_thread.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+        self._stop_syncer()
+        if self._log is not None:
+            self._log.abandon()
+            self._log = None
+        self._versions.abandon()
+        self._tables.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
+
+    def compact_range(self, start: object = None, end: object = None) -> None:
+        """Compact the tables holding keys in [start, end] (None: unbounded)
+        down to the deepest level with data there, dropping overwritten
+        versions and (where no snapshot needs them) tombstones. Flushes the
+        memtable first. Returns when done."""
+        lo = as_optional_key(start, "start")
+        hi = as_optional_key(end, "end")
+        self.flush()
+        try:
+            self._compactor.compact_range(lo, hi)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, BackgroundError):
+                raise
+            self._background_failed("compaction", exc)
+            raise BackgroundError(f"{self.path}: compaction failed ({exc}); writes are stopped: call "
+                                  "db.resume() once the cause is fixed (reads keep working)") from exc
+
+    # ------------------------------------------------------------------
+    # Ingest, checkpoints, split keys
+    # ------------------------------------------------------------------
+
+    def ingest(self, paths, *, move: bool = False) -> None:
+        """Take table files written by :class:`lsmkv.TableWriter` into the
+        database whole (RocksDB's IngestExternalFile; lsmkv/lsm/ingest.py):
+        all of them or none, in one manifest edit. The ingested data is newer
+        than everything the database held when the call began (it replaces
+        those keys' values). The files must not overlap each other; each goes
+        to the deepest level it can without overlapping a table above it, so
+        a bulk load into empty key ranges is not rewritten by compaction.
+        Files are hard-linked in (copied where links are impossible); with
+        ``move=True`` the source files are removed once the ingest is durable.
+        Bad input (a missing or damaged file, overlapping files, a table with
+        several versions of a key) raises before anything changes."""
+        self._check_open()
+        if type(move) is not bool:
+            raise TypeError(f"move must be True or False, not {move!r}")
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path}: opened read-only; ingest needs a writable database")
+        tables = inspect_tables(self._fs, paths)
+        if not tables:
+            return
+        with self._writes.exclusive():
+            if self._log is None or self._bg_error is not None:
+                self._raise_not_writable()
+            st = self._state
+            if any(mem.has_key_in(t.smallest, t.largest) for mem in (st.mem, *st.imms) for t in tables):
+                # The memtables are read before the tables: a key of an
+                # ingested range there would hide the ingested value.
+                if len(st.mem):
+                    self._switch_memtable()
+                self._wait_for_flushes()
+            with self._compactor.paused():
+                self._install_ingested(tables)
+        if move:
+            for t in tables:
+                self._fs.remove(t.path)
+            for directory in sorted({os.path.dirname(t.path) for t in tables}):
+                self._fs.sync_dir(directory)
+
+    def _wait_for_flushes(self) -> None:
+        with self._bg_cond:
+            while (self._state.imms or self._bg_busy) and self._bg_error is None:
+                self._bg_cond.wait()
+            if self._bg_error is not None:
+                self._raise_not_writable()
+
+    def _install_ingested(self, tables: list) -> None:
+        """Link ``tables`` in under new numbers and record them in one edit,
+        all with one new sequence number. Writers are held off and
+        compactions paused by the caller."""
+        version = self._state.version
+        seq = self._last_seq + 1
+        edit = VersionEdit()
+        numbers = []
+        try:
+            for t in tables:
+                number = self._versions.new_file_number()
+                self._pending_outputs.add(number)
+                numbers.append(number)
+                self._fs.link_or_copy(t.path, os.path.join(self.path, table_name(number)))
+                edit.add_file(ingest_level(version, t.smallest, t.largest),
+                              FileMeta(number, t.size, t.smallest, t.largest, seq, seq, t.entries, t.tombstones,
+                                       t.ttl_entries, t.earliest_deadline, global_seq=seq))
+            self._fs.sync_dir(self.path)
+            self._last_seq = seq
+            self._apply_edit(edit)
+        except BaseException:
+            for number in numbers:
+                try:
+                    self._fs.remove(os.path.join(self.path, table_name(number)))
+                except OSError:
+                    pass
+            raise
+        finally:
+            self._pending_outputs.difference_update(numbers)
+        self._ingest_count += 1
+        self._ingest_bytes += sum(t.size for t in tables)
+
+    def checkpoint(self, dest: str | bytes | os.PathLike) -> None:
+        """Write a consistent, openable copy of the database as it is now
+        into the new directory ``dest`` (RocksDB's Checkpoint): the tables
+        hard-linked (copied across file systems), what only the memtables
+        hold written as one table, and a manifest of its own. The copy is
+        independent: later writes, compactions or a destroy of either do not
+        touch the other. On a writable database the memtable is flushed
+        first and writers wait only for that; on a read-only one (a store
+        another process writes to: :func:`lsmkv.checkpoint`), tables the
+        writer has deleted since the open are copied from the open files."""
+        self._check_open()
+        dest = os.path.abspath(os.fsdecode(dest))
+        if self._fs.exists(dest):
+            raise FileExistsError(f"{dest} already exists; a checkpoint goes to a new directory")
+        if self._read_only:
+            with self._refresh_lock:  # the memtables and the metadata stay as published
+                seq = self._last_seq
+                st = self._state
+                seq = max(seq, st.floor)
+                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
+                                 seq, dict(st.meta), self.options, self._tables.reader)
+            return
+        with self._writes.exclusive():
+            if self._log is not None and self._bg_error is None and len(self._state.mem):
+                self._switch_memtable()
+            self._wait_for_flushes()
+            st = self._state
+            last_seq = self._last_seq
+            meta = dict(self._versions.meta)
+        write_checkpoint(self._fs, dest, self.path, st.version, None, last_seq, meta, self.options,
+                         self._tables.reader)
+
+    def split_keys(self, parts: int) -> list[bytes]:
+        """At most ``parts - 1`` ascending keys that cut the database into
+        ranges of about equal size on disk, for reading it in parallel
+        (the Spark data source's partitions): cuts fall on block boundaries
+        of the deepest level that holds data, weighed by block size; what
+        the memtables and upper levels hold falls in whichever range owns
+        its keys. ``[]`` for a database with no tables or parts <= 1."""
+        self._check_open()
+        if type(parts) is not int or parts < 1:
+            raise ValueError(f"parts must be a positive int, not {parts!r}")
+        version = self._state.version
+        levels = [files for files in version.levels if files]
+        if parts == 1 or not levels:
+            return []
+        reader = self._tables.reader
+        bounds: list[tuple[bytes, int]] = []  # (last key of a block, its size), in key order
+        for meta in levels[-1]:
+            r = reader(meta)
+            ends = r.index_offsets[1:] + [meta.size]
+            bounds.extend(zip(r.index_keys, (e - o for o, e in zip(r.index_offsets, ends))))
+        bounds.sort()
+        return equal_size_cuts(bounds, parts)
+
+    def _delete_obsolete_files(self, at_open: bool = False) -> None:
+        """Remove tables no live Version references, logs already in tables,
+        old manifests, and (at open) temporary files left by a crash."""
+        fs = self._fs
+        versions = self._versions
+        names = fs.listdir(self.path)
+        # Read in this order: a table listed above is either still pending
+        # (its number added before it got its name) or already in a Version
+        # (installed before its number left the pending set).
+        pending = set(self._pending_outputs)
+        live = versions.live_table_numbers() | pending
+        removed = []
+        for name in names:
+            parsed = parse(name)
+            if parsed is None:
+                continue
+            kind, number = parsed
+            if ((kind == "table" and number not in live)
+                    or (kind == "log" and number < versions.log_number)
+                    or (kind == "manifest" and number != versions.manifest_number)
+                    or (kind == "temp" and at_open)):
+                if kind == "table":
+                    self._tables.evict(number)
+                try:
+                    fs.remove(os.path.join(self.path, name))
+                    removed.append(name)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:  # harmless: the next sweep (or open) removes it
+                    log.warning("%s: could not remove obsolete file %s: %s", self.path, name, exc)
+        if removed:
+            log.debug("%s: removed obsolete files %s", self.path, removed)
+
+    # ------------------------------------------------------------------
+    # Stats, close
+    # ------------------------------------------------------------------
+
+    def stats(self, space_amp: bool = False) -> dict:
+        """A plain dict of counters and shape; see docs/architecture.md for each key.
+
+        With ``space_amp=True`` it also scans the whole database to measure the
+        live data (key + value bytes of every live key) and reports
+        ``live_bytes`` and ``space_amp`` (bytes on disk / live bytes)."""
+        self._check_open()
+        st = self._state
+        version = st.version
+        compactor = self._compactor
+        limits = compactor.limits if compactor is not None else Compactor.limits_for(self.options)
+        scores = level_scores(version, limits)
+        compaction = compactor.stats.as_dict() if compactor is not None else Compactor.empty_stats()
+        levels = []
+        table_entries = 0
+        table_tombstones = 0
+        for level, files in enumerate(version.levels):
+            entries = sum(f.entries for f in files)
+            tombstones = sum(f.tombstones for f in files)
+            table_entries += entries
+            table_tombstones += tombstones
+            levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
+                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3),
+                           "compactions_into": compaction["compactions_into"][level],
+                           "compaction_bytes_read_into": compaction["bytes_read_into"][level],
+                           "compaction_bytes_written_into": compaction["bytes_written_into"][level],
+                           "bytes_moved_into": compaction["bytes_moved_into"][level]})
+        mem_entries = sum(len(m) for m in (st.mem, *st.imms))
+        user = self._user_bytes_written
+        written = (self._wal_bytes_written + self._flush_bytes_written + compaction["bytes_written"]
+                   + self._versions.manifest_bytes_written)
+        gets = self._gets
+        cache = self._block_cache
+        result = {
+            "engine": "lsm",
+            "path": self.path,
+            "entries": table_entries + mem_entries,
+            "table_entries": table_entries,
+            "table_tombstones": table_tombstones,
+            "memtable_keys": mem_entries,
+            "memtable_bytes": st.mem.size,
+            "immutable_memtables": len(st.imms),
+            "last_sequence": self._last_seq,
+            "files_per_level": [lv["files"] for lv in levels],
+            "bytes_per_level": [lv["bytes"] for lv in levels],
+            "levels": levels,
+            "user_bytes_written": user,
+            "wal_bytes_written": self._wal_bytes_written,
+            "flush_bytes_written": self._flush_bytes_written,
+            "compaction_bytes_written": compaction["bytes_written"],
+            "compaction_bytes_read": compaction["bytes_read"],
+            "compactions": compaction["compactions"],
+            "trivial_moves": compaction["trivial_moves"],
+            "compaction_seconds": compaction["seconds"],
+            "compaction_cpu_seconds": compaction["cpu_seconds"],
+            "compaction_entries_read": compaction["entries_read"],
+            "compaction_entries_written": compaction["entries_written"],
+            "entries_dropped": compaction["versions_dropped"],
+            "tombstones_dropped": compaction["tombstones_dropped"],
+            # Values with a ttl that compactions found expired and turned
+            # into tombstones (their space is then reclaimed as tombstones' is).
+            "ttl_expired": compaction["ttl_expired"],
+            "manifest_bytes_written": self._versions.manifest_bytes_written,
+            "bytes_written": written,
+            "write_amp": written / user if user else 0.0,
+            "flush_count": self._flush_count,
+            "ingest_count": self._ingest_count,
+            "ingest_bytes": self._ingest_bytes,
+            "bytes_read": self._io.bytes_read,
+            "block_reads": self._io.block_reads,
+            "gets": gets,
+            # Blocks read from table files per get (0 when the cache holds them).
+            "read_amp": self._io.get_block_reads / gets if gets else 0.0,
+            "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
+            **group_commit_stats(self._writes, self._syncer),
+            "stall_count": self._stall_count,
+            "stall_seconds": self._stall_seconds,
+            "slowdown_count": self._write_control.slowdowns,
+            "slowdown_seconds": self._write_control.slowdown_seconds,
+            "delayed_write_rate": round(self._write_control.rate),
+            "level0_max_tables": self._write_control.max_level0,
+            "block_cache": {
+                "capacity": cache.capacity if cache is not None else 0,
+                "usage": cache.usage if cache is not None else 0,
+                "blocks": len(cache) if cache is not None else 0,
+                "admitted": cache.admitted if cache is not None else 0,
+                "evicted": cache.evicted if cache is not None else 0,
+                "promoted": cache.promoted if cache is not None else 0,
+                "sizing": "block_cache_size option" if self.options.block_cache_size is not None else CACHE_RULE,
+            },
+            "open_tables": len(self._tables),
+            # Kept by the open tables whatever the cache holds: their index and filter blocks.
+            "table_memory": self._tables.resident_bytes(),
+            "snapshots": len(self._snapshots),
+            # Metadata entries (set_meta) and the bytes of each value.
+            "meta": describe_meta(self.meta()),
+            "disk_bytes": self._disk_bytes(),
+            "recovery": dict(self._recovery),
+            "background_error": None if self._bg_error is None else repr(self._bg_error),
+            "writes_stopped": self._bg_error is not None,
+            "resumes": self._resumes,
+        }
+        if space_amp:
+            live = sum(len(k) + len(v) for k, v in self._scan(None, None, False, None, None))
+            result["live_bytes"] = live
+            result["space_amp"] = result["disk_bytes"] / live if live else 0.0
+        return result
+
+    def _disk_bytes(self) -> int:
+        total = 0
+        for name in self._fs.listdir(self.path):
+            try:
+                total += self._fs.file_size(os.path.join(self.path, name))
+            except OSError:
+                pass
+        return total
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Finish queued flushes, sync the log and release the directory."""
+        if self._closed:
+            return
+        with self._writes.exclusive():
+            self._closed = True
+            self._alive[0] = False
+            with self._bg_cond:
+                self._shutting_down = True
+                self._bg_cond.notify_all()
+        if self._bg_thread is not None:
+            self._bg_thread.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+        with self._refresh_lock:
+            pass  # a refresh under way finishes before the files are closed
+        # A read-only handle removes nothing: another process may be writing,
+        # and tables newer than this handle's view look obsolete from here.
+        if self._bg_error is None and not self._read_only:
+            try:
+                self._delete_obsolete_files()
+            except OSError as exc:  # leftovers are removed at the next open
+                log.warning("%s: could not remove obsolete files at close: %s", self.path, exc)
+        self._release_resources()
+
+    def _release_resources(self) -> None:
+        self._closed = True
+        self._alive[0] = False
+        try:
+            if self._log is not None:
+                try:
+                    if self._bg_error is None:
+                        with self._log_sync_lock:
+                            try:
+                                self._log.sync()
+                            except Exception as exc:
+                                raise BackgroundError(
+                                    f"{self.path}: the last log sync at close() failed ({exc}); the database is "
+                                    "closed, and writes not synced before may be lost if the machine fails "
+                                    "before the file system writes them (they are in the log; the next open "
+                                    "replays what reached the disk)") from exc
+                        self._syncer.mark_durable(self._logged_seq)
+                finally:
+                    self._stop_syncer()
+                    self._log.close()
+                    self._log = None
+        finally:
+            self._stop_syncer()
+            self._versions.close()
+            self._tables.close()
+            if self._lock_file is not None:
+                self._lock_file.release()
+                self._lock_file = None
+
+    def _stop_syncer(self) -> None:
+        """Stop the log syncer (its waiters, if any are left, get ClosedError)
+        and the timer."""
+        if self._syncer is not None:
+            self._syncer.close()
+        with self._timer_lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
+
+    def __enter__(self) -> "DB":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("read-only" if self._read_only else "open")
+        return f"<lsmkv.DB {self.path!r} {state}>"

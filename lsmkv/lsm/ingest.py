@@ -1,0 +1,105 @@
+"""Taking finished table files into a database: ``db.ingest(paths)``.
+
+The way RocksDB's IngestExternalFile and HBase's bulk load do it: files
+written outside the database by :class:`lsmkv.TableWriter` (sorted, one
+version per key, every entry with sequence 0) join the tree whole, without
+being rewritten. This module owns the two decisions that make that correct;
+the DB (db.py) owns the locking and the manifest edit.
+
+* :func:`inspect_tables`: every file is opened and checked before anything
+  changes -- a table file of format 2 or later, at least one entry, one
+  version per key -- and the files must not overlap each other (two files
+  holding the same key would leave it ambiguous which one wins). Bad input
+  raises one error naming the file and changes nothing.
+* :func:`ingest_level`: where a file goes. All of the files of one ingest
+  get one new sequence number, newer than anything in the database, so the
+  ingested data replaces what it overlaps. A file goes to the deepest level
+  L such that no table of levels 0..L overlaps its key range: every older
+  version of its keys is then in a deeper level, where reads find it only
+  after the ingested one. A file that overlaps a level-0 table stays in
+  level 0 (level 0 is ordered by sequence, newest first). The memtable is
+  flushed first if it holds a key in an ingested range (db.py), and
+  compactions are held off meanwhile, so no table moves under the decision.
+
+A file placed at the deepest level needs no compaction at all: bulk loads
+into an empty store (or into empty key ranges) cost no write amplification.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import FileSystem
+
+from .table.block import CODEC_LENGTHS
+from .table.reader import TableReader
+from .version import NUM_LEVELS, Version
+
+
+@dataclass(frozen=True)
+class IngestTable:
+    """A table file checked for ingest, with what the manifest records of it."""
+
+    path: str
+    size: int
+    smallest: bytes
+    largest: bytes
+    entries: int
+    tombstones: int
+    ttl_entries: int
+    earliest_deadline: int
+
+
+def inspect_tables(fs: FileSystem, paths) -> list[IngestTable]:
+    """Check every file at ``paths`` and return them sorted by key range.
+    TypeError / ValueError / CorruptionError / FileNotFoundError naming the
+    file, before anything changes."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise TypeError("ingest takes a list of table file paths, not one path")
+    try:
+        paths = [os.path.abspath(os.fsdecode(p)) for p in paths]
+    except TypeError as exc:
+        raise TypeError(f"ingest paths must be str, bytes or os.PathLike ({exc})") from None
+    if len(set(paths)) != len(paths):
+        raise ValueError("ingest was given the same file twice")
+    tables = []
+    for path in paths:
+        if not fs.exists(path):
+            raise FileNotFoundError(f"{path}: no such table file to ingest")
+        try:
+            reader = TableReader(fs, path, 0, cache=None)
+        except CorruptionError as exc:
+            raise CorruptionError(f"{path} is not a valid table file: {exc}", path=path) from exc
+        try:
+            props = reader.properties
+            if reader.codec == CODEC_LENGTHS:
+                raise ValueError(f"{path}: a table of format 1 cannot be ingested (write it with lsmkv.TableWriter)")
+            if props.entries == 0:
+                raise ValueError(f"{path}: the table holds no entries")
+            if props.distinct_keys != props.entries:
+                raise ValueError(f"{path}: the table holds several versions of a key; only tables with one "
+                                 "version per key (as lsmkv.TableWriter writes) can be ingested")
+            tables.append(IngestTable(path, reader.file_size, props.smallest_key, props.largest_key, props.entries,
+                                      props.tombstones, props.ttl_entries, props.earliest_deadline))
+        finally:
+            reader.close()
+    tables.sort(key=lambda t: t.smallest)
+    for before, after in zip(tables, tables[1:]):
+        if after.smallest <= before.largest:
+            raise ValueError(f"ingested files overlap: {before.path} ({before.smallest!r}..{before.largest!r}) and "
+                             f"{after.path} ({after.smallest!r}..{after.largest!r}); ingest them in separate "
+                             "calls (the later call wins) or merge them first")
+    return tables
+
+
+def ingest_level(version: Version, smallest: bytes, largest: bytes) -> int:
+    """The deepest level L such that no table of levels 0..L overlaps
+    [smallest, largest]; 0 if a level-0 table does."""
+    level = 0
+    for candidate in range(NUM_LEVELS):
+        if version.overlapping(candidate, smallest, largest):
+            break
+        level = candidate
+    return level

@@ -1,0 +1,84 @@
+"""Snapshot: a point-in-time, read-only view of a DB.
+
+A snapshot is a sequence number the DB promises to keep readable: flushes
+(and compactions) keep every version a live snapshot can see. Release it with
+``close()`` or a ``with`` block; a forgotten snapshot is released when it is
+garbage-collected, but until then it pins old versions on disk.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Callable, Iterator
+
+from lsmkv.base.errors import ClosedError
+
+#: ``get_at(key, sequence, default)``: a point read at a sequence.
+GetAt = Callable[[object, int, "bytes | None"], "bytes | None"]
+#: ``scan_at(start, end, reverse, prefix, sequence)``: a scan at a sequence.
+ScanAt = Callable[[object, object, bool, object, int], Iterator[tuple[bytes, bytes]]]
+#: ``iterator_at(sequence, lower_bound, upper_bound, check)``: a cursor at a sequence.
+IteratorAt = Callable[[int, object, object, Callable[[], None]], object]
+
+
+class Snapshot:
+    """A pinned read sequence and the things it needs from its database,
+    passed in (it knows nothing else of it): reads, scans and cursors at a
+    sequence, and ``release(sequence)`` when it ends."""
+
+    __slots__ = ("_get_at", "_scan_at", "_iterator_at", "sequence", "_finalizer", "__weakref__")
+
+    def __init__(self, sequence: int, get_at: GetAt, scan_at: ScanAt, iterator_at: IteratorAt,
+                 release: Callable[[int], None]) -> None:
+        self._get_at = get_at
+        self._scan_at = scan_at
+        self._iterator_at = iterator_at
+        #: Reads through this snapshot see writes with sequence <= this.
+        self.sequence = sequence
+        self._finalizer = weakref.finalize(self, release, sequence)
+
+    def _check(self) -> None:
+        if not self._finalizer.alive:
+            raise ClosedError("snapshot used after close()")
+
+    def get(self, key: object, default: bytes | None = None) -> bytes | None:
+        self._check()
+        return self._get_at(key, self.sequence, default)
+
+    def __getitem__(self, key: object) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def scan(self, start: object = None, end: object = None, reverse: bool = False,
+             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+        """Like DB.scan, as of the snapshot; the iterator ends with an error
+        once the snapshot is closed."""
+        self._check()
+        return self._while_open(self._scan_at(start, end, reverse, prefix, self.sequence))
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None):
+        """A cursor (lsmkv/base/cursor.py) over the database as of the snapshot;
+        it raises ClosedError once the snapshot is closed."""
+        self._check()
+        return self._iterator_at(self.sequence, lower_bound, upper_bound, self._check)
+
+    def _while_open(self, items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+        finalizer = self._finalizer
+        for item in items:
+            if not finalizer.alive:
+                raise ClosedError("snapshot closed while a scan of it was open")
+            yield item
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "Snapshot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,175 @@
+"""The per-table bloom filter: skip a table that cannot hold a key.
+
+Hashing is double hashing (Kirsch-Mitzenmacher) over the first 64-bit word of
+MurmurHash3 x64-128 (``mmh3.hash64(key, seed=0, signed=False)[0]``) of the
+user key, split into two 32-bit halves: ``h1 = h & 0xffffffff``,
+``h2 = h >> 32``; probe ``i`` tests bit ``(h1 + i * h2) mod num_bits`` for i in
+0..k-1 (exact integer arithmetic, no wrap-around).
+``k = round(bits_per_key * ln 2)`` clamped to 1..30. The expected
+false-positive rate is ``(1 - e^(-k n / m))^k``; tests/lsmkv/test_table.py
+measures it against that formula.
+
+Payload of the filter block: ``num_bits (u32) | k (u8) | bits``, the bits in
+little-endian bit order (bit j is bit j % 8 of byte j // 8). A table written
+with bloom_bits_per_key=0 has an empty filter block: every key "may" be there.
+
+The hash of a key is computed once per lookup and tested against every table.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import mmh3
+import numpy as np
+from bitarray import bitarray
+
+from lsmkv.base.errors import CorruptionError
+
+from .columns import pieces
+
+_HEADER = struct.Struct("<IB")
+#: mmh3.hash64(key, seed=0, x64arch=True, signed=False) without keyword
+#: parsing (the same two words, unsigned).
+_hash64 = mmh3.mmh3_x64_128_utupledigest
+_MASK32 = 0xFFFFFFFF
+
+
+def bloom_hash(key: bytes) -> int:
+    """The 64-bit hash a filter is built from and probed with."""
+    return _hash64(key, 0)[0]
+
+
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _fmix(k: np.ndarray) -> np.ndarray:
+    k = k ^ (k >> np.uint64(33))
+    k = k * np.uint64(0xFF51AFD7ED558CCD)
+    k = k ^ (k >> np.uint64(33))
+    k = k * np.uint64(0xC4CEB9FE1A85EC53)
+    return k ^ (k >> np.uint64(33))
+
+
+def bloom_hashes(data: bytes, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """bloom_hash of many keys at once: the keys are data[offsets[i]:
+    offsets[i] + lengths[i]]. MurmurHash3 x64-128 (seed 0, first word)
+    computed with numpy, bit for bit what mmh3 computes, for every key of
+    the same length at once (tests check it against mmh3)."""
+    out = np.zeros(len(lengths), dtype=np.uint64)
+    if not len(lengths):
+        return out
+    uniform = int(lengths.min()) == int(lengths.max())
+    with np.errstate(over="ignore"):
+        for length in ([int(lengths[0])] if uniform else np.unique(lengths).tolist()):
+            picked = slice(None) if uniform else np.flatnonzero(lengths == length)
+            count = len(lengths) if uniform else len(picked)
+            blocks, tail = divmod(length, 16)
+            if tail:
+                # The tail zero-padded to a whole 16 bytes; a zero word mixes
+                # in as nothing, exactly like the switch in the C code.
+                keys = np.zeros(count, dtype=f"V{16 * blocks + 16}")
+                pieces(keys.view(np.uint8), length)[::16 * blocks + 16] = pieces(data, length)[offsets[picked]]
+            else:
+                keys = pieces(data, length)[offsets[picked]] if length else np.zeros(count, dtype="V16")
+            words = keys.view("<u8").reshape(count, -1)  # 2 words per 16-byte block, 2 for the tail
+            count = len(words)
+            h1 = np.zeros(count, dtype=np.uint64)
+            h2 = np.zeros(count, dtype=np.uint64)
+            for b in range(blocks):
+                k1 = _rotl(words[:, 2 * b] * _C1, 31) * _C2
+                h1 = h1 ^ k1
+                h1 = (_rotl(h1, 27) + h2) * np.uint64(5) + np.uint64(0x52DCE729)
+                k2 = _rotl(words[:, 2 * b + 1] * _C2, 33) * _C1
+                h2 = h2 ^ k2
+                h2 = (_rotl(h2, 31) + h1) * np.uint64(5) + np.uint64(0x38495AB5)
+            if tail:
+                h2 = h2 ^ (_rotl(words[:, 2 * blocks + 1] * _C2, 33) * _C1)
+                h1 = h1 ^ (_rotl(words[:, 2 * blocks] * _C1, 31) * _C2)
+            n = np.uint64(length)
+            h1 = h1 ^ n
+            h2 = h2 ^ n
+            h1 = h1 + h2
+            h2 = h2 + h1
+            h1 = _fmix(h1)
+            h2 = _fmix(h2)
+            out[picked] = h1 + h2
+    return out
+
+
+def hash_count(bits_per_key: int) -> int:
+    return max(1, min(30, round(bits_per_key * math.log(2))))
+
+
+def expected_false_positive_rate(bits_per_key: float, k: int | None = None) -> float:
+    if k is None:
+        k = hash_count(round(bits_per_key))
+    return (1.0 - math.exp(-k / bits_per_key)) ** k
+
+
+def build_filter(hashes: "list[int] | np.ndarray", bits_per_key: int) -> bytes:
+    """The filter block payload for keys with these bloom_hash values.
+
+    The bit positions are computed for all keys at once with numpy (a loop
+    over keys and probes in Python would cost about a microsecond per key).
+    """
+    if bits_per_key <= 0 or not len(hashes):
+        return b""
+    k = hash_count(bits_per_key)
+    m = max(64, len(hashes) * bits_per_key)
+    h = hashes if isinstance(hashes, np.ndarray) else np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+    h1 = h & np.uint64(_MASK32)
+    h2 = h >> np.uint64(32)
+    # h1 + i*h2 < 2**32 * 31 for i < 30: no overflow in 64 bits.
+    positions = np.concatenate([(h1 + np.uint64(i) * h2) % np.uint64(m) for i in range(k)])
+    flags = np.zeros(m, dtype=bool)
+    flags[positions] = True
+    return _HEADER.pack(m, k) + np.packbits(flags, bitorder="little").tobytes()
+
+
+class BloomFilter:
+    """A decoded filter. ``may_contain(h)`` is False only if the key is absent."""
+
+    __slots__ = ("bits", "num_bits", "k", "_range")
+
+    def __init__(self, payload: bytes, path: str = "", offset: int = 0) -> None:
+        if not payload:
+            self.bits = None
+            self.num_bits = 0
+            self.k = 0
+            self._range = range(0)
+            return
+        if len(payload) < _HEADER.size:
+            raise CorruptionError("filter block too short", path=path, offset=offset)
+        m, k = _HEADER.unpack_from(payload, 0)
+        if not 1 <= k <= 30 or m < 64 or (m + 7) // 8 != len(payload) - _HEADER.size:
+            raise CorruptionError(f"filter block malformed (bits={m}, k={k})", path=path, offset=offset)
+        bits = bitarray(endian="little")
+        bits.frombytes(payload[_HEADER.size:])
+        self.bits = bits
+        self.num_bits = m
+        self.k = k
+        self._range = range(k)
+
+    def may_contain(self, h: int) -> bool:
+        bits = self.bits
+        if bits is None:
+            return True
+        m = self.num_bits
+        h1 = h & _MASK32
+        h2 = h >> 32
+        for _ in self._range:
+            if not bits[h1 % m]:
+                return False
+            h1 += h2
+        return True
+
+    @property
+    def size_bytes(self) -> int:
+        return 0 if self.bits is None else len(self.bits) // 8

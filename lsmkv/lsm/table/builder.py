@@ -1,0 +1,312 @@
+"""TableBuilder: writes one table file from entries given in internal order.
+
+Internal order is user key ascending, then sequence descending. The builder
+cuts a data block when its encoded size reaches ``block_size``, then appends
+the filter, properties and index blocks and the footer (format.py). It never
+syncs or renames: the caller writes to a temporary name, calls ``finish``,
+fsyncs, renames, and only then records the table in the manifest.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from itertools import accumulate, compress, repeat
+from operator import add, and_, rshift
+
+import numpy as np
+import zstandard
+
+from lsmkv.base.fs import WritableFile
+
+from .block import BlockBuilder, encode_block
+from .columns import Columns
+from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
+from .format import FORMAT_VERSION, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
+from .properties import TableProperties
+from ..ttl_value import DEADLINE_SIZE, deadline_of
+
+HANDLE_VALUE = struct.Struct("<QQ")
+_WRITE_BUFFER = 64 * 1024
+
+
+class TableBuilder:
+    def __init__(self, file: WritableFile, *, block_size: int = 4096, compression: str | None = "zstd",
+                 compression_level: int = 3, bloom_bits_per_key: int = 10) -> None:
+        self.file = file
+        self.block_size = block_size
+        self.bloom_bits_per_key = bloom_bits_per_key
+        self._compressor = zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
+        self._block = BlockBuilder()
+        self._index_keys: list[bytes] = []
+        self._index_seq_kinds: list[int] = []
+        self._index_values: list[bytes] = []
+        self._hashes: list[int] = []
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._offset = 0
+        self._last_key: bytes | None = None
+        self._last_seq = 0
+        #: Entries given as columns that do not fill a block yet (add_columns).
+        self._pending_cols: Columns | None = None
+        #: Raw block size of the pending columns (4 bytes of count included).
+        self._pending_raw = 0
+        #: Bloom hashes computed in bulk (add_columns), beside _hashes.
+        self._hash_arrays: list[np.ndarray] = []
+        self.props = TableProperties(compression=compression.encode() if compression else b"none")
+        self.props.smallest_seq = (1 << 56) - 1
+
+    @property
+    def file_size(self) -> int:
+        """Bytes written so far plus the data block under construction."""
+        return self._offset + self._pending_bytes + self._block.size + self._pending_raw
+
+    @property
+    def entries(self) -> int:
+        return self.props.entries
+
+    def add(self, key: bytes, seq: int, kind: int, value: bytes) -> None:
+        last = self._last_key
+        props = self.props
+        if last is None or key != last:
+            if last is not None and key < last:
+                raise ValueError(f"table entries out of order: {key!r} after {last!r}")
+            self._hashes.append(bloom_hash(key))
+            if last is None:
+                props.smallest_key = key
+            self._last_key = key
+        elif seq >= self._last_seq:
+            raise ValueError(f"table entries out of order: {key!r} seq {seq} after seq {self._last_seq}")
+        self._last_seq = seq
+        block = self._block
+        block.add(key, seq << 8 | kind, value)
+        props.entries += 1
+        if kind == 0:
+            props.tombstones += 1
+        elif kind == 2:
+            props.ttl_entries += 1
+            self._note_deadline(deadline_of(value))
+        props.raw_key_bytes += len(key)
+        props.raw_value_bytes += len(value)
+        if seq < props.smallest_seq:
+            props.smallest_seq = seq
+        if seq > props.largest_seq:
+            props.largest_seq = seq
+        if block.size >= self.block_size:
+            self._finish_data_block()
+
+    def add_sorted(self, keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> None:
+        """Append many entries at once, already in internal order.
+
+        The same result as calling add() for each, computed with C-level
+        list operations (compaction writes millions of entries this way).
+        User-key order is checked; sequence order within a key is trusted.
+        """
+        n = len(keys)
+        if not n:
+            return
+        last = self._last_key
+        if (last is not None and keys[0] < last) or any(map(bytes.__lt__, keys[1:], keys[:-1])):
+            raise ValueError("table entries out of order in a sorted run")
+        props = self.props
+        new_key = list(map(bytes.__ne__, keys, [last if last is not None else b"", *keys[:-1]]))
+        if last is None:
+            new_key[0] = True
+            props.smallest_key = keys[0]
+        hash64 = _hash64
+        self._hashes.extend([hash64(k, 0)[0] for k in compress(keys, new_key)])
+        kinds = list(map(and_, seq_kinds, repeat(0xFF)))
+        seqs = list(map(rshift, seq_kinds, repeat(8)))
+        props.entries += n
+        props.tombstones += kinds.count(0)
+        ttl = kinds.count(2)
+        if ttl:
+            props.ttl_entries += ttl
+            self._note_deadline(min(deadline_of(v) for k, v in zip(kinds, values) if k == 2))
+        key_bytes = list(map(len, keys))
+        value_bytes = list(map(len, values))
+        props.raw_key_bytes += sum(key_bytes)
+        props.raw_value_bytes += sum(value_bytes)
+        props.smallest_seq = min(props.smallest_seq, min(seqs))
+        props.largest_seq = max(props.largest_seq, max(seqs))
+        self._last_key = keys[-1]
+        self._last_seq = seqs[-1]
+        # Cut blocks where the encoded size reaches block_size, as add() does.
+        # cum[i] = encoded bytes of entries [0, i): key, value, and 16 bytes
+        # of offsets and seq_kind each.
+        cum = list(map(add, accumulate(map(add, key_bytes, value_bytes), initial=0), range(0, 16 * n + 1, 16)))
+        start = 0
+        block = self._block
+        while start < n:
+            room = self.block_size - block.size
+            # First j with cum[j + 1] - cum[start] >= room: entry j fills the block.
+            j = bisect_left(cum, cum[start] + room, lo=start + 1) - 1
+            end = min(j + 1, n)
+            block.keys.extend(keys[start:end])
+            block.values.extend(values[start:end])
+            block.seq_kinds.extend(seq_kinds[start:end])
+            block.size += cum[end] - cum[start]
+            start = end
+            if block.size >= self.block_size:
+                self._finish_data_block()
+
+    def add_columns(self, cols: "Columns") -> None:
+        """Append a run of entries held as columns (table/columns.py), already
+        in internal order: the same table as adding them one by one, built
+        with vectorized steps. Used by compaction; not to be mixed with
+        add()/add_sorted() in one table."""
+        if not len(cols):
+            return
+        if len(self._block):
+            raise ValueError("add_columns() cannot follow add() or add_sorted() in one table")
+        if not cols.is_sorted() or (self._last_key is not None and cols.key(0) < self._last_key):
+            raise ValueError("table entries out of order in a column run")
+        self._count_columns(cols)
+        sizes = (cols.klen + cols.vlen + 16).tolist()
+        start = 0
+        pending = self._pending_cols
+        if pending is not None:
+            # Complete the pending block with the head of this run; copy only
+            # those bytes, not the run's whole buffer.
+            room = self.block_size - self._pending_raw
+            used = 0
+            while start < len(sizes) and used < room:
+                used += sizes[start]
+                start += 1
+            head = Columns.concat([pending, cols.slice(0, start).compacted()])
+            self._pending_cols = None
+            self._pending_raw = 0
+            if used < room:
+                self._pending_cols = head
+                self._pending_raw = self.block_size - room + used
+                return
+            self._write_blocks(head, [0, len(head)])
+        cum = list(accumulate(sizes, initial=0))
+        room = self.block_size - 4
+        cuts = [start]
+        n = len(sizes)
+        while start < n:
+            end = bisect_left(cum, cum[start] + room, lo=start + 1)
+            if end > n:
+                break
+            cuts.append(end)
+            start = end
+        if len(cuts) > 1:
+            self._write_blocks(cols, cuts)
+        if start < n:
+            # The rest does not fill a block yet: keep it (with its own small buffer).
+            self._pending_cols = cols.slice(start, n).compacted()
+            self._pending_raw = cum[n] - cum[start] + 4
+
+    def _write_blocks(self, cols: "Columns", cuts: list[int]) -> None:
+        """Encode, compress and queue the blocks [cuts[i], cuts[i+1]) of ``cols``."""
+        if cuts[0]:
+            cols = cols.slice(cuts[0], len(cols))
+            cuts = [c - cuts[0] for c in cuts]
+        raws = cols.encode_blocks(cuts)
+        last = np.array(cuts[1:], dtype=np.int64) - 1
+        self._index_keys.extend(cols.keys_at(last))
+        self._index_seq_kinds.extend(cols.seq_kinds[last].tolist())
+        compressor = self._compressor
+        append = self._append
+        pack = HANDLE_VALUE.pack
+        stored_bytes = 0
+        handles = []
+        for raw in raws:
+            stored = compress_block(raw, compressor)
+            stored_bytes += len(stored)
+            handles.append(pack(*append(stored)))
+        self._index_values.extend(handles)
+        self.props.data_blocks += len(raws)
+        self.props.data_bytes += stored_bytes
+
+    def _count_columns(self, cols: "Columns") -> None:
+        """Properties and bloom hashes of entries added as columns."""
+        props = self.props
+        n = len(cols)
+        last = self._last_key
+        new_key = ~cols.same_as_previous()
+        if last is None:
+            props.smallest_key = cols.key(0)
+        elif cols.key(0) == last:
+            new_key[0] = False
+        self._hash_arrays.append(bloom_hashes(cols.data, cols.koff[new_key], cols.klen[new_key]))
+        kinds = cols.seq_kinds & np.uint64(0xFF)
+        seqs = cols.seq_kinds >> np.uint64(8)
+        props.entries += n
+        props.tombstones += int(np.count_nonzero(kinds == 0))
+        ttl = np.flatnonzero(kinds == 2)
+        if len(ttl):
+            props.ttl_entries += len(ttl)
+            buf = np.frombuffer(cols.data, dtype=np.uint8)
+            deadlines = buf[cols.voff[ttl][:, None] + np.arange(DEADLINE_SIZE)].copy().view("<u8")
+            self._note_deadline(int(deadlines.min()))
+        props.raw_key_bytes += int(cols.klen.sum())
+        props.raw_value_bytes += int(cols.vlen.sum())
+        props.smallest_seq = min(props.smallest_seq, int(seqs.min()))
+        props.largest_seq = max(props.largest_seq, int(seqs.max()))
+        self._last_key = cols.key(n - 1)
+        self._last_seq = int(seqs[-1])
+
+    def _note_deadline(self, deadline: int) -> None:
+        props = self.props
+        if not props.earliest_deadline or deadline < props.earliest_deadline:
+            props.earliest_deadline = deadline
+
+    def _finish_data_block(self) -> None:
+        block = self._block
+        if not len(block):
+            return
+        stored = compress_block(block.finish(), self._compressor)
+        handle = self._append(stored)
+        self._index_keys.append(block.keys[-1])
+        self._index_seq_kinds.append(block.seq_kinds[-1])
+        self._index_values.append(HANDLE_VALUE.pack(*handle))
+        self.props.data_blocks += 1
+        self.props.data_bytes += len(stored)
+        block.reset()
+
+    def _append(self, stored: bytes) -> tuple[int, int]:
+        """Queue a stored block (payload + trailer); returns its handle."""
+        handle = (self._offset + self._pending_bytes, len(stored) - 5)
+        self._pending.append(stored)
+        self._pending_bytes += len(stored)
+        if self._pending_bytes >= _WRITE_BUFFER:
+            self._flush_pending()
+        return handle
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self.file.append(b"".join(self._pending))
+            self._offset += self._pending_bytes
+            self._pending = []
+            self._pending_bytes = 0
+
+    def finish(self) -> TableProperties:
+        """Write the remaining blocks and the footer; returns the properties."""
+        if self._pending_cols is not None:
+            cols, self._pending_cols = self._pending_cols, None
+            self._write_blocks(cols, [0, len(cols)])
+            self._pending_raw = 0
+        self._finish_data_block()
+        props = self.props
+        if props.entries == 0:
+            props.smallest_seq = 0
+        props.largest_key = self._last_key or b""
+        hashes = self._hashes
+        if self._hash_arrays:
+            hashes = np.concatenate(self._hash_arrays + [np.array(self._hashes, dtype=np.uint64)])
+        props.distinct_keys = len(hashes)
+        filter_payload = build_filter(hashes, self.bloom_bits_per_key)
+        filter_handle = self._append(compress_block(filter_payload, None))
+        props.filter_bytes = len(filter_payload)
+        index_raw = encode_block(self._index_keys, self._index_seq_kinds, self._index_values)
+        props.index_bytes = len(index_raw)
+        props_handle = self._append(compress_block(props.encode(), None))
+        index_handle = self._append(compress_block(index_raw, self._compressor))
+        version = FORMAT_VERSION if props.ttl_entries else FORMAT_VERSION_WITHOUT_TTL
+        footer = Footer(index_handle, filter_handle, props_handle, version).encode()
+        self._pending.append(footer)
+        self._pending_bytes += len(footer)
+        self._flush_pending()
+        return props

@@ -1,0 +1,208 @@
+"""TableWriter: build table files outside a database, for ``db.ingest()``.
+
+The public face of the table builder (table/builder.py), as RocksDB's
+SstFileWriter is of its own: a program (a Spark task, a batch job) writes
+sorted key/value pairs into a file of exactly the format a flush writes --
+data blocks, bloom filter, index, properties, footer -- and a database takes
+the finished file in whole with ``db.ingest([path])`` (lsmkv: one manifest
+edit, no rewrite; btree: a bottom-up build). Keys must be strictly
+ascending: a table written here holds one version per key, and every entry
+carries sequence number 0; the database that ingests it gives the whole
+file one sequence number newer than anything it holds (docs/formats.md,
+"Ingested tables").
+
+The file appears at its path only when ``finish()`` returns: it is written
+under ``path + ".tmp"``, fsynced, renamed and its directory fsynced, so a
+crash never leaves a half-written file under the final name.
+``read_table`` reads any table file back in key order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from lsmkv.base.errors import SizeLimitError
+from lsmkv.base.fs import DEFAULT_FS, FileSystem
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value
+
+from .table.builder import TableBuilder
+from .table.reader import TableReader
+from .ttl_value import DEADLINE_SIZE
+
+_PUT = 1  # seq 0, kind 1 (a value)
+_DELETE = 0  # seq 0, kind 0 (a tombstone)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A finished table file: where it is, how many entries, its size in
+    bytes and its smallest and largest key."""
+
+    path: str
+    entries: int
+    size: int
+    smallest: bytes
+    largest: bytes
+
+
+class TableWriter:
+    """Write one table file of strictly ascending keys.
+
+    ``put(key, value)`` and ``delete(key)`` (a tombstone, which hides the
+    key's older value when ingested) add one entry; ``put_sorted(keys,
+    values)`` adds many at once. ``finish()`` makes the file durable at
+    ``path`` and returns its :class:`TableInfo` (again on every later call;
+    ``info`` holds it too); ``abort()`` removes what was written. As a
+    context manager it finishes on success and aborts on an exception, so
+    after a ``with`` block ``w.info`` (or ``w.finish()``) gives the
+    finished file's TableInfo. ``path`` must not exist.
+    """
+
+    def __init__(self, path: str | bytes | os.PathLike, *, block_size: int = 4096, compression: str | None = "zstd",
+                 compression_level: int = 3, bloom_bits_per_key: int = 10, fs: FileSystem | None = None) -> None:
+        if compression not in ("zstd", None):
+            raise ValueError(f"compression must be 'zstd' or None, not {compression!r}")
+        if type(block_size) is not int or not 64 <= block_size <= 64 * 1024 * 1024:
+            raise ValueError(f"block_size must be an int from 64 to 64 MiB, not {block_size!r}")
+        if type(bloom_bits_per_key) is not int or not 0 <= bloom_bits_per_key <= 64:
+            raise ValueError(f"bloom_bits_per_key must be an int from 0 to 64, not {bloom_bits_per_key!r}")
+        self.path = os.fsdecode(path)
+        self._fs = fs or DEFAULT_FS
+        if self._fs.exists(self.path):
+            raise FileExistsError(f"{self.path} already exists; a TableWriter writes a new file")
+        self._tmp = self.path + ".tmp"
+        self._file = self._fs.create(self._tmp)
+        self._builder = TableBuilder(self._file, block_size=block_size, compression=compression,
+                                     compression_level=compression_level, bloom_bits_per_key=bloom_bits_per_key)
+        self._last: bytes | None = None
+        self._done = False
+        self._info: TableInfo | None = None
+
+    # -- adding entries -------------------------------------------------------
+
+    @property
+    def info(self) -> TableInfo | None:
+        """The finished file's :class:`TableInfo`; None until ``finish()``
+        has returned (and after an abort)."""
+        return self._info
+
+    @property
+    def entries(self) -> int:
+        return self._builder.entries
+
+    @property
+    def file_size(self) -> int:
+        """Bytes written so far (an estimate of the finished file's size)."""
+        return self._builder.file_size
+
+    def put(self, key: object, value: object) -> None:
+        self._add(as_key(key), _PUT, as_value(value))
+
+    def delete(self, key: object) -> None:
+        self._add(as_key(key), _DELETE, b"")
+
+    def _add(self, key: bytes, seq_kind: int, value: bytes) -> None:
+        self._check_open()
+        if self._last is not None and key <= self._last:
+            raise ValueError(f"keys must be strictly ascending: {key!r} after {self._last!r}")
+        self._builder.add(key, 0, seq_kind, value)
+        self._last = key
+
+    def put_sorted(self, keys: list[bytes], values: list[bytes]) -> None:
+        """Add many values at once: ``keys`` strictly ascending (and above
+        every key added before), ``values`` of the same length; both lists
+        of bytes. The fast path for bulk writers."""
+        self._check_open()
+        n = len(keys)
+        if len(values) != n:
+            raise ValueError(f"put_sorted got {n} keys and {len(values)} values")
+        if not n:
+            return
+        if set(map(type, keys)) != {bytes} or set(map(type, values)) != {bytes}:  # C speed for bulk loads
+            keys = [as_key(k) for k in keys]
+            values = [as_value(v) for v in values]
+        if max(map(len, keys)) > MAX_KEY_SIZE:
+            raise SizeLimitError(f"a key is {max(map(len, keys))} bytes; the limit is {MAX_KEY_SIZE}")
+        if max(map(len, values)) > MAX_VALUE_SIZE:
+            raise SizeLimitError(f"a value is {max(map(len, values))} bytes; the limit is {MAX_VALUE_SIZE}")
+        if (self._last is not None and keys[0] <= self._last) or any(map(bytes.__le__, keys[1:], keys[:-1])):
+            raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)")
+        self._builder.add_sorted(keys, [_PUT] * n, values)
+        self._last = keys[-1]
+
+    # -- ending ---------------------------------------------------------------
+
+    def finish(self) -> TableInfo:
+        """Write the index, filter and footer, fsync, and move the file to
+        its path. A writer with no entries cannot finish (ValueError; the
+        temporary file is removed): a table holds at least one key. Once
+        finished, every call returns the same TableInfo and writes nothing;
+        after an abort it raises ValueError."""
+        if self._info is not None:
+            return self._info
+        self._check_open()
+        if not self._builder.entries:
+            self.abort()
+            raise ValueError(f"{self.path}: a table needs at least one entry; nothing was added")
+        try:
+            props = self._builder.finish()
+            self._file.sync()
+            size = self._file.size
+            self._file.close()
+            self._fs.rename(self._tmp, self.path)
+            self._fs.sync_dir(os.path.dirname(self.path) or ".")
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        self._info = TableInfo(self.path, props.entries, size, props.smallest_key, props.largest_key)
+        return self._info
+
+    def abort(self) -> None:
+        """Stop and remove the partial file. Safe to call more than once."""
+        if self._done:
+            return
+        self._done = True
+        self._file.close()
+        try:
+            self._fs.remove(self._tmp)
+        except OSError:
+            pass
+
+    def _check_open(self) -> None:
+        if self._info is not None:
+            raise ValueError(f"{self.path}: this TableWriter has finished; it takes no more entries")
+        if self._done:
+            raise ValueError(f"{self.path}: this TableWriter was aborted; nothing was written")
+
+    def __enter__(self) -> "TableWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            if not self._done:
+                self.finish()
+        else:
+            self.abort()
+
+
+def read_table(path: str | bytes | os.PathLike, *, fs: FileSystem | None = None) -> Iterator[tuple[bytes, bytes | None]]:
+    """The entries of the table file at ``path`` in key order: ``(key,
+    value)``, value None for a tombstone. For a table with several versions
+    of a key (one written by a database), each version, newest first; a
+    value with a time to live is given without its deadline."""
+    fs = fs or DEFAULT_FS
+    reader = TableReader(fs, os.fsdecode(path), 0, cache=None)
+    try:
+        for key, seq_kind, value in reader.entries():
+            kind = seq_kind & 0xFF
+            if kind == 0:
+                yield key, None
+            elif kind == 2:
+                yield key, value[DEADLINE_SIZE:]
+            else:
+                yield key, value
+    finally:
+        reader.close()
