@@ -56,6 +56,9 @@ from lsmkv.wal import LogReader, LogWriter
 from lsmkv.write_batch import decode_batch, encode_batch
 from lsmkv.ttl import with_deadline
 
+#: Many cases per decoder: seconds each, out of the fast tier.
+pytestmark = pytest.mark.slow
+
 #: Seconds one case may take (generous: the machine may be busy).
 TIME_LIMIT = 20.0
 _U32 = struct.Struct("<I")
