@@ -23,12 +23,11 @@ Keys and values are typed and printed in one lossless encoding
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from lsmkv.base.errors import LsmkvError
 from lsmkv.terminal.cli_entries import bytes_from_arg
-from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout
+from lsmkv.terminal.command_errors import run_command
 from lsmkv.terminal.textcodec import TextDecodeError
 
 from .commands import (EXIT_DATA_LOST, cmd_check, cmd_delete, cmd_demo, cmd_get, cmd_put, cmd_repair, cmd_scan,
@@ -177,14 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _describe(exc: BaseException) -> str:
-    """One line for a failure (an OSError names its file, which str() may not)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        names = [os.fsdecode(n) for n in (exc.filename, exc.filename2) if n is not None]
-        return ": ".join([*names, exc.strerror]) if names else exc.strerror
-    return str(exc)
-
-
 def spark_main(argv: list[str]) -> int:
     """``lsmkv spark ARGS``: ``lsmkv spark bench ARGS`` is ``lsmkv bench
     --suite spark ARGS`` (bench/suites/spark.py); everything else is the
@@ -214,12 +205,4 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if getattr(args, "parser", None) is not None:
         _decode_arguments(args)
-    try:
-        return args.func(args)
-    except (LsmkvError, OSError) as exc:
-        if is_closed_stdout(exc):
-            raise
-        print(f"lsmkv: error: {_describe(exc)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command("lsmkv", lambda: args.func(args))

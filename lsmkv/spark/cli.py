@@ -19,7 +19,8 @@ import os
 import sys
 import time
 
-from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout
+from lsmkv.terminal.command_errors import run_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,16 +98,4 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from lsmkv.base.errors import LsmkvError
-    try:
-        return args.func(args)
-    except ImportError as exc:
-        print(f"lsmkv spark: error: {exc} (install the spark extra: pip install 'lsmkv[spark]')", file=sys.stderr)
-        return 1
-    except (LsmkvError, OSError, ValueError) as exc:
-        if is_closed_stdout(exc):
-            raise
-        print(f"lsmkv spark: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command("lsmkv spark", lambda: args.func(args), extra="spark", also=(ValueError,))
