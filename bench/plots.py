@@ -32,6 +32,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter  # noqa: E402
 
+from .report import engines_and_workloads  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 __all__ = ["write_plots", "save_figure", "timeline_figure", "ENGINE_COLORS"]
@@ -55,17 +57,6 @@ def _si(value: float, _pos: Any = None) -> str:
         if abs(value) >= div:
             return f"{value / div:.3g}{suffix}"
     return f"{value:.3g}"
-
-
-def _order(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
-    engines: list[str] = []
-    workloads: list[str] = []
-    for run in doc["runs"]:
-        if run["engine"] not in engines:
-            engines.append(run["engine"])
-        if run["workload"] not in workloads:
-            workloads.append(run["workload"])
-    return engines, workloads
 
 
 def _index(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -104,7 +95,7 @@ def _grouped_bars(ax, categories: list[str], engines: list[str], value, label_fm
 
 
 def plot_throughput(doc: dict[str, Any], out_dir: str) -> str | None:
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     if not workloads:
         return None
     idx = _index(doc)
@@ -136,7 +127,7 @@ def _cdf_points(run: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def plot_latency_cdf(doc: dict[str, Any], out_dir: str) -> str | None:
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     idx = _index(doc)
     workloads = [w for w in workloads if any(idx.get((e, w), {}).get("latency_cdf") for e in engines)]
     if not workloads:
@@ -180,7 +171,7 @@ def plot_latency_cdf(doc: dict[str, Any], out_dir: str) -> str | None:
 
 
 def plot_amplification(doc: dict[str, Any], out_dir: str) -> str | None:
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     idx = _index(doc)
     if not workloads:
         return None
@@ -265,7 +256,7 @@ def timeline_figure(doc: dict[str, Any]):
     own: the x axis spans that engine's own phase and the y axis its own
     rates, so a fast engine's dips are as readable as a slow one's
     (throughput.png compares the engines' levels)."""
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     idx = _index(doc)
     heavy = [w for w in workloads if any((idx.get((e, w)) or {}).get("write_heavy") for e in engines)]
     if not heavy:

@@ -52,7 +52,8 @@ def fmt_amp(v: float | None) -> str:
     return f"{v:.3g}" if v < 100 else f"{v:,.0f}"
 
 
-def _order(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
+def engines_and_workloads(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The engines and the workloads of a results document, each in the order first run."""
     engines: list[str] = []
     workloads: list[str] = []
     for run in doc["runs"]:
@@ -83,7 +84,7 @@ def summary_table(doc: dict[str, Any]) -> Table:
     throughput marked. A cell without figures is ``-``, with a footnote
     number ``[n]`` when the run knows why (a skip's reason, an engine's
     failure), the reasons listed in the caption."""
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     idx = {(r["engine"], r["workload"]): r for r in doc["runs"]}
     why = _why_not_run(doc)
     footnotes: dict[str, int] = {}  # reason -> its number
@@ -140,7 +141,7 @@ def amplification_table(doc: dict[str, Any]) -> Table:
     """Per engine: write and space amplification after the first write-heavy phase, space
     amplification at the end, read amplification of the first phase that has it, stalls,
     compaction bytes, and CPU per operation over the whole run."""
-    engines, workloads = _order(doc)
+    engines, workloads = engines_and_workloads(doc)
     idx = {(r["engine"], r["workload"]): r for r in doc["runs"]}
     heavy = next((w for w in workloads if any((idx.get((e, w)) or {}).get("write_heavy") for e in engines)), None)
     reading = next((w for w in workloads
