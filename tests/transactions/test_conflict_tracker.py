@@ -126,15 +126,21 @@ def test_batches_ahead_in_the_same_group_conflict_though_not_recorded_yet():
 
 # -- validation against a brute-force model ----------------------------------------------------------
 
-key_strategy = st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"])
+KEYS = [b"%c" % c for c in b"abcdefghijkl"]
+key_strategy = st.sampled_from(KEYS)
 range_strategy = st.tuples(st.none() | key_strategy, st.none() | key_strategy)
+# Small commits, and long ones of a few keys repeated: the log since a
+# ticket is at times longer than what the transaction touched (its keys
+# are looked up), at times shorter (the log is walked).
 history = st.lists(st.one_of(
     st.tuples(st.just("begin")),
+    st.tuples(st.just("begin")),
     st.tuples(st.just("end"), st.integers(0, 20)),
-    st.tuples(st.just("record"), st.lists(key_strategy, max_size=6), st.lists(range_strategy, max_size=1)),
-), max_size=40)
-footprint = st.tuples(st.sets(key_strategy, max_size=8), st.sets(key_strategy, max_size=8),
-                      st.lists(range_strategy, max_size=3), st.lists(range_strategy, max_size=2))
+    st.tuples(st.just("record"), st.lists(key_strategy, max_size=2), st.lists(range_strategy, max_size=1)),
+    st.tuples(st.just("record"), st.lists(st.sampled_from(KEYS[:3]), min_size=4, max_size=16), st.just([])),
+), max_size=30)
+footprint = st.tuples(st.sets(key_strategy, max_size=4), st.sets(key_strategy, max_size=2),
+                      st.lists(range_strategy, max_size=2), st.lists(range_strategy, max_size=1))
 
 
 def _inside(key, rng):
@@ -168,12 +174,15 @@ def genuine(conflict, commits) -> bool:
     return any(conflict.key in keys for keys, _ in commits)
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None)
 @given(steps=history, final=footprint)
 def test_validation_agrees_with_a_brute_force_model(steps, final):
+    """After each step, every open ticket is validated against the model."""
     tracker = ConflictTracker()
     tickets = []   # [ticket, index into `recorded` when it began]
     recorded = []  # every commit recorded while a transaction was open
+    reads, writes, scanned, deleted = final
     for step in steps:
         if step[0] == "begin":
             tickets.append([tracker.begin(), len(recorded)])
@@ -183,13 +192,12 @@ def test_validation_agrees_with_a_brute_force_model(steps, final):
             if tracker.active:
                 tracker.record(step[1], step[2])
                 recorded.append((step[1], step[2]))
-    reads, writes, scanned, deleted = final
-    for ticket, since in tickets:
-        commits = recorded[since:]
-        conflict = tracker.validate(ticket, reads, writes, scanned, written_ranges=deleted)
-        assert (conflict is not None) == model_conflicts(commits, reads, writes, scanned, deleted)
-        if conflict is not None:
-            assert genuine(conflict, commits), conflict
+        for ticket, since in tickets:
+            commits = recorded[since:]
+            conflict = tracker.validate(ticket, reads, writes, scanned, written_ranges=deleted)
+            assert (conflict is not None) == model_conflicts(commits, reads, writes, scanned, deleted)
+            if conflict is not None:
+                assert genuine(conflict, commits), conflict
 
 
 def test_both_ways_of_validating_find_the_conflict():
@@ -208,6 +216,25 @@ def test_both_ways_of_validating_find_the_conflict():
     tracker.record([b"r00042"])
     assert tracker.validate(late, reads, set()).key == b"r00042"
     assert tracker.validate(late, set(), set(), [(b"r", b"s")]).key == b"r00042"
+
+
+def test_the_commit_just_before_a_ticket_is_not_after_it_either_way():
+    """Kept for an older open transaction, the commit numbered as the
+    ticket's start came before it; the ends of a range hold in both ways."""
+    tracker = ConflictTracker()
+    tracker.begin()  # older: keeps the commit below in the tracker
+    tracker.record([b"a", b"m"])
+    ticket = tracker.begin()
+    tracker.record([b"b"])  # short log since: walked
+    assert tracker.validate(ticket, {b"a", b"x"}, {b"m"}, [(b"a", b"b"), (b"l", b"n")]) is None
+    tracker.record([b"c"] * 50)  # long log since: each key and range looked up
+    assert tracker.validate(ticket, {b"a", b"x"}, {b"m"}, [(b"a", b"b"), (b"l", b"n")]) is None
+    assert tracker.validate(ticket, set(), set(), [(b"b", b"c")]).key == b"b"  # the low end, looked up
+    assert tracker.validate(ticket, set(), set(), [(b"a", b"b")]) is None      # the high end
+    late = tracker.begin()
+    tracker.record([b"k"])
+    assert tracker.validate(late, set(), set(), [(b"k", b"l")]).key == b"k"   # the low end, walked
+    assert tracker.validate(late, set(), set(), [(b"j", b"k")]) is None
 
 
 # -- what it holds ---------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ moves = st.lists(st.tuples(st.sampled_from(["seek", "seek_for_prev", "first", "l
 bounds = st.tuples(st.none() | keys, st.none() | keys)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(older=contents, newer=tombstoned, ops=write_ops, later_ops=write_ops, move_list=moves, bound=bounds)
 def test_cursor_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops, later_ops, move_list, bound):
     lower, upper = bound
@@ -137,7 +137,7 @@ def test_cursor_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops
         assert list(cursor) == model.iterated(), (op, key)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(older=contents, newer=tombstoned, ops=write_ops, later_ops=write_ops, bound=bounds,
        start=st.none() | keys, reverse=st.booleans())
 def test_scan_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops, later_ops, bound, start, reverse):
