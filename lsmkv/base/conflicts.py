@@ -242,7 +242,8 @@ class ConflictTracker:
         that found the lock busy (so none is left waiting for a next call)."""
         while True:
             try:
-                self._end_queued()
+                if self._ending:
+                    self._end_queued()
             finally:
                 self._lock.release()
             if not self._ending or not self._lock.acquire(False):
@@ -269,7 +270,8 @@ class ConflictTracker:
     def _locked(self) -> Iterator[None]:
         self._lock.acquire()
         try:
-            self._end_queued()
+            if self._ending:
+                self._end_queued()
             yield
         finally:
             self._end_queued_and_release()
@@ -300,7 +302,12 @@ class ConflictTracker:
         """A commit just applied wrote ``keys`` and deleted ``ranges`` (low
         inclusive, high exclusive, None open). Called by the log writer
         after the apply, while ``active``; a no-op if no transaction is open."""
-        with self._locked():
+        # The lock taken by hand, not with _locked(): this runs on every
+        # write while a transaction is open.
+        self._lock.acquire()
+        try:
+            if self._ending:
+                self._end_queued()
             if not self._open:
                 return
             self._commits += 1
@@ -314,6 +321,8 @@ class ConflictTracker:
                 self._keys_recorded += len(keys)
             for low, high in ranges:
                 self._range_log.append((commit, low, high))
+        finally:
+            self._end_queued_and_release()
 
     def validate(self, ticket: Ticket, reads: Collection[bytes], writes: Collection[bytes],
                  scanned_ranges: Iterable[Range] = (), *, written_ranges: Iterable[Range] = (),

@@ -7,8 +7,8 @@ smallest key greater than ``k`` is ``k + b"\\x00"`` (:func:`successor`), so a
 range that ends at a key inclusively is ``(low, successor(key))``.
 
 :class:`KeyRanges` is the union of some ranges as disjoint, sorted ranges,
-answering "which range holds this key" and "does this range overlap one of
-yours" with a binary search. It owns no other state and does no I/O.
+answering "which range holds this key" with a binary search and "do two
+sets overlap" with a merge. It owns no other state and does no I/O.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def show_range(low: bytes | None, high: bytes | None) -> str:
 class KeyRanges:
     """The union of some ranges, as disjoint ranges in ascending order.
 
-    Building it sorts the ranges once (O(r log r)); :meth:`containing` and
-    :meth:`overlapping` are binary searches (O(log r)), :meth:`first_overlap`
-    a merge of two sets (O(r + s)). Empty ranges are dropped; ranges that
+    Building it sorts the ranges once (O(r log r)); :meth:`containing` is a
+    binary search (O(log r)), :meth:`first_overlap` a merge of two sets
+    (O(r + s)). Empty ranges are dropped; ranges that
     touch or overlap are merged."""
 
     __slots__ = ("lows", "highs")
@@ -93,19 +93,6 @@ class KeyRanges:
             if hi is None or key < hi:
                 lo = self.lows[i]
                 return (None if lo == b"" else lo), hi
-        return None
-
-    def overlapping(self, low: bytes | None, high: bytes | None) -> Range | None:
-        """A range of the set that shares a key with [low, high), or None."""
-        if is_empty(low, high):
-            return None
-        lo = b"" if low is None else low
-        lows, highs = self.lows, self.highs
-        i = bisect_right(lows, lo) - 1
-        if i < 0 or (highs[i] is not None and highs[i] <= lo):
-            i += 1  # the range holding ``lo`` is none: the first one above it
-        if i < len(lows) and (high is None or lows[i] < high):
-            return (None if lows[i] == b"" else lows[i]), highs[i]
         return None
 
     def first_overlap(self, other: "KeyRanges") -> tuple[Range, Range] | None:

@@ -17,7 +17,6 @@ from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.conflicts import ConflictTracker, PendingWrites
 from lsmkv.base.errors import ConflictError, LsmkvError
-from lsmkv.base.key_ranges import KeyRanges
 
 
 def begun_then_written(*keys: bytes, ranges=()):
@@ -168,9 +167,9 @@ def model_conflicts(commits, reads, writes, scanned, deleted) -> bool:
 
 
 def genuine(conflict, commits) -> bool:
-    """The conflict names a key some commit wrote, or a range some commit deleted."""
+    """The conflict names a key some commit wrote, or a range overlapping one some commit deleted."""
     if conflict.by_range is not None:
-        return any(KeyRanges(ranges).overlapping(*conflict.by_range) for _, ranges in commits)
+        return any(_overlap(conflict.by_range, rng) for _, ranges in commits for rng in ranges)
     return any(conflict.key in keys for keys, _ in commits)
 
 
