@@ -103,7 +103,8 @@ class SnapshotReader(Protocol):
         longer be read. Called before every cursor move and scan chunk."""
 
     def close(self) -> None:
-        """Release the snapshot. Called once."""
+        """Release the snapshot. Called once, when the transaction ends
+        (also after its commit succeeded): it must not raise."""
 
 
 class TransactionHost(Protocol):

@@ -39,6 +39,14 @@ def test_a_key_read_and_written_since_the_ticket_conflicts():
     assert "b'acct:1'" in str(error) and "read" in str(error) and "nothing of the transaction was written" in str(error)
 
 
+def test_conflict_error_is_one_class_for_both_engines():
+    import btree
+    import lsmkv
+
+    assert lsmkv.ConflictError is btree.ConflictError is ConflictError
+    assert "ConflictError" in lsmkv.__all__ and "ConflictError" in btree.__all__
+
+
 def test_a_blind_write_to_a_key_another_commit_wrote_conflicts():
     tracker, ticket = begun_then_written(b"k")
     conflict = tracker.validate(ticket, set(), {b"k"})
