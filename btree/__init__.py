@@ -30,7 +30,7 @@ docs/btree.md describes the design, docs/formats.md the bytes on disk.
 import os
 
 from lsmkv.base.destroy import destroy as _destroy_db
-from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
                                InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
                                SnapshotEndedError, SyncTimeoutError)
 
@@ -67,4 +67,5 @@ __all__ = [
     "open", "check", "checkpoint", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
+    "ConflictError",
 ]

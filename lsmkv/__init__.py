@@ -23,7 +23,7 @@ imports ``lsmkv.base``, loads nothing of the LSM engine.
 
 from __future__ import annotations
 
-from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
                                InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
                                SnapshotEndedError, SyncTimeoutError)
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
@@ -55,4 +55,5 @@ __all__ = [
     "Snapshot", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
+    "ConflictError",
 ]

@@ -8,8 +8,10 @@ log_syncer.py), deadlines of values with a ttl (ttl.py), the default cache
 size (cache_size.py), metadata entries (meta.py), the mapping protocol
 (mapping.py), the cursor machinery (cursor.py), the standard library's dbm
 interface (dbm.py), engine detection of a directory (dbdir.py, with the
-LSM's file names, filenames.py), destroy (destroy.py) and what check and
-repair report (check_report.py, repair_report.py, set_aside.py).
+LSM's file names, filenames.py), destroy (destroy.py), what check and
+repair report (check_report.py, repair_report.py, set_aside.py) and
+optimistic transactions (transaction.py over write_set.py, read_set.py
+and key_ranges.py; their validation, conflicts.py; retrying, retry.py).
 
 Nothing here imports ``lsmkv.lsm``, ``btree`` or anything above the
 engines (tests/test_layers.py checks it).

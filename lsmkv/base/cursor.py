@@ -374,8 +374,10 @@ def stream_view(finders: list[tuple[Finder, Finder]], lower: bytes | None, upper
     stream so that it outlives anything dropped early; ``check`` raises
     if the database was closed, looked at once ``alive[0]`` is False."""
     if reverse:
-        end = start if start is not None else upper
-        inclusive = start is not None or upper is None
+        if start is None or (upper is not None and start >= upper):
+            end, inclusive = upper, upper is None
+        else:
+            end, inclusive = start, True
         streams = [_chunks_backward(before, end, inclusive) for _, before in finders]
     else:
         if start is None or (lower is not None and start < lower):

@@ -119,3 +119,26 @@ class OptionError(LsmkvError, ValueError):
 class InvalidArgumentError(LsmkvError, ValueError):
     """An argument of the right type has a value the call does not accept
     (a ``ttl`` that is not a positive number of seconds, say)."""
+
+
+class ConflictError(LsmkvError):
+    """A transaction could not commit: since its snapshot was taken, another
+    commit changed a key it read or wrote, or wrote a key inside a range it
+    scanned (lsmkv/base/conflicts.py). Nothing of the transaction was
+    written; run it again from the start (``run_in_transaction`` in
+    lsmkv/base/retry.py does, with backoff).
+
+    ``key`` is the key that conflicted (None for a conflict over a range
+    alone), ``range`` the ``(low, high)`` range (low inclusive, high
+    exclusive, None for an open end) when a scanned range or a deleted range
+    was involved, and ``access`` what the transaction did with it:
+    ``"read"``, ``"written"``, ``"scanned"`` or ``"deleted"``.
+    """
+
+    def __init__(self, message: str, *, key: bytes | None = None,
+                 range: tuple[bytes | None, bytes | None] | None = None,  # noqa: A002 - the attribute's name
+                 access: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.range = range
+        self.access = access

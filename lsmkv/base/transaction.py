@@ -1,0 +1,348 @@
+"""Transaction: optimistic, serializable transactions, engine-agnostic.
+
+What users see (both engines)::
+
+    with db.transaction() as txn:          # sync=True: durable at commit
+        balance = int(txn.get(b"acct:1", b"0"))
+        txn.put(b"acct:1", b"%d" % (balance - 10))
+    # committed here; an exception in the block discards it
+
+A transaction reads from a snapshot taken when it begins and sees its own
+writes: ``get``/``[]``/``in``/``multi_get`` look in its writes first, and
+``scan`` and ``iterator`` merge its writes (the newest source) with the
+snapshot's sources, as RocksDB's WriteBatchWithIndex does. Nothing is
+written until it commits, at the end of the ``with`` block or at
+``commit()``. The commit is validated (lsmkv/base/conflicts.py): if another
+commit since the snapshot changed a key it read or wrote, or wrote a key
+inside a range it scanned or walked with a cursor (phantoms included), it
+raises :class:`~lsmkv.base.errors.ConflictError` and writes nothing; run
+it again (:func:`lsmkv.base.retry.run_in_transaction` does, with backoff).
+So committed transactions are SERIALIZABLE, in commit order. A transaction
+that wrote nothing commits without validation (it is equivalent to running
+alone at its snapshot) and never conflicts.
+
+How reads are recorded (lsmkv/base/read_set.py): every key looked up, and
+of scans and cursors the range they walked -- a scan stopped after its
+first entries has read only those. ``put(key, value, ttl=...)``: the ttl
+counts from the commit (the engine dates the value when it writes the
+batch); inside the transaction the value reads as live.
+
+A transaction is used by one thread at a time. After ``commit()`` (whatever
+its outcome) or ``rollback()``, it is ended: reads, writes and
+``commit()`` raise ClosedError, scans and cursors still open raise it at
+their next entry, and ``rollback()`` does nothing (so an ``except
+ConflictError: txn.rollback()`` is harmless). A transaction dropped without
+either is rolled back by the garbage collector. Bad input (a key that is
+not bytes, a value over the limit, a bad ttl) raises one clear error and
+changes nothing.
+
+The engine's side is small (the protocols below):
+
+* the engine's ``db.transaction(sync=False)`` returns
+  ``Transaction.begin(host, tracker, snapshot, sync=sync)``, which
+  registers with the engine's ConflictTracker, then calls ``snapshot()``
+  for a :class:`SnapshotReader` over a snapshot taken now;
+* the :class:`TransactionHost` (the DB or a small adapter) commits: its
+  ``commit_transaction`` turns the write set into the engine's batch and
+  sends it to the log writer, which validates it with the tracker, then
+  appends, applies and records it, or raises ``conflict.error()``; and
+  ``release_transaction(ticket)`` calls ``tracker.end(ticket)``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Collection, Iterable, Iterator, Protocol
+
+from .conflicts import ConflictTracker, Ticket
+from .cursor import VALUE, Cursor, Finder, SourceCursor, stream_view
+from .errors import ClosedError, SizeLimitError
+from .key_ranges import Range, is_empty
+from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from .read_set import ReadSet, RecordingCursor, recorded_stream
+from .ttl import check_ttl
+from .write_set import WriteSet
+
+
+@dataclass(frozen=True)
+class TransactionLimits:
+    """The engine's limits, checked as each write is made: the longest key
+    (``max_ttl_key_size`` for a put with a ttl: the B+tree stores the
+    deadline beside the key), the longest value, and the most bytes a
+    transaction may write (keys and values, plus ``entry_overhead`` per key;
+    None: no limit but the engine's batch limit at commit)."""
+
+    max_key_size: int = MAX_KEY_SIZE
+    max_ttl_key_size: int = MAX_KEY_SIZE
+    max_value_size: int = MAX_VALUE_SIZE
+    max_write_bytes: int | None = None
+    entry_overhead: int = 0
+
+
+class SnapshotReader(Protocol):
+    """The transaction's snapshot, as the engine reads it. Made by the
+    engine AFTER ``tracker.begin()``; closed by the transaction when it
+    ends (commit, rollback); if the transaction is dropped, the engine's
+    own snapshot clean-up releases it when it is garbage-collected."""
+
+    #: A one-item list the engine sets to [False] when the database closes
+    #: (the engine's own, shared by all its streams): a scan looks at it
+    #: before each entry and then calls check().
+    alive: list[bool]
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` (checked bytes) in the snapshot, or None."""
+
+    def finders(self, lower: bytes | None, upper: bytes | None) -> list[tuple[Finder, Finder]]:
+        """The (after, before) finders of the snapshot's sources holding keys
+        in [lower, upper), newest first (lsmkv/base/cursor.py)."""
+
+    def check(self) -> None:
+        """Raise (ClosedError, SnapshotEndedError) if the snapshot can no
+        longer be read. Called before every cursor move and scan chunk."""
+
+    def close(self) -> None:
+        """Release the snapshot. Called once, when the transaction ends
+        (also after its commit succeeded): it must not raise."""
+
+
+class TransactionHost(Protocol):
+    """What a transaction asks of its engine."""
+
+    #: Checked as each write is made.
+    limits: TransactionLimits
+
+    def commit_transaction(self, ticket: Ticket, writes: WriteSet, reads: Collection[bytes],
+                           scanned_ranges: list[Range], sync: bool) -> None:
+        """Commit a transaction that wrote something, or raise. The engine
+        builds its batch from ``writes.entries()`` (ttl: seconds from now),
+        and its log writer, serialized with every other commit, calls
+        ``tracker.validate(ticket, reads, writes.keys(), scanned_ranges,
+        written_ranges=writes.range_deletes, pending=...)``: on a conflict
+        it writes nothing and raises ``conflict.error()``; otherwise it
+        appends, applies and records the batch like any other (with
+        ``sync``, durable before this returns). Called at most once per
+        transaction, with the ticket still open."""
+
+    def release_transaction(self, ticket: Ticket) -> None:
+        """The transaction ended: ``tracker.end(ticket)``. May be called from
+        a garbage collector's finalizer on any thread: it must not block
+        (ConflictTracker.end never does)."""
+
+
+class _BothAlive:
+    """``alive[0]``, for the transaction's streams: True while both the
+    transaction and the database are (lsmkv/base/cursor.py's streams call
+    ``check`` once it is False)."""
+
+    __slots__ = ("_transaction", "_database")
+
+    def __init__(self, transaction: list[bool], database: list[bool]) -> None:
+        self._transaction = transaction
+        self._database = database
+
+    def __getitem__(self, index: int) -> bool:
+        return self._transaction[0] and self._database[0]
+
+
+_OPEN = "open"
+
+
+class Transaction:
+    """An optimistic, serializable transaction (see the module docstring)."""
+
+    __slots__ = ("_host", "_ticket", "_reader", "_sync", "_writes", "_reads", "_state", "_alive", "_streams_alive",
+                 "_release", "__weakref__")
+
+    def __init__(self, host: TransactionHost, ticket: Ticket, reader: SnapshotReader, *, sync: bool = False) -> None:
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        self._host = host
+        self._ticket = ticket
+        self._reader = reader
+        self._sync = sync
+        self._writes = WriteSet()
+        self._reads = ReadSet()
+        #: "open", then "committed", "rolled back" or "failed" (its commit raised).
+        self._state = _OPEN
+        self._alive = [True]
+        self._streams_alive = _BothAlive(self._alive, reader.alive)
+        # Ends the ticket once: at commit/rollback, or when the transaction is garbage.
+        self._release = weakref.finalize(self, host.release_transaction, ticket)
+
+    @classmethod
+    def begin(cls, host: TransactionHost, tracker: ConflictTracker, snapshot: Callable[[], SnapshotReader], *,
+              sync: bool = False) -> "Transaction":
+        """A transaction beginning now: what an engine's ``db.transaction(sync)``
+        returns. Registers with ``tracker`` first, then takes the snapshot
+        (``snapshot()``), in the order validation relies on
+        (lsmkv/base/conflicts.py); if anything fails, nothing stays registered."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        ticket = tracker.begin()
+        try:
+            return cls(host, ticket, snapshot(), sync=sync)
+        except BaseException:
+            tracker.end(ticket)
+            raise
+
+    @property
+    def sync(self) -> bool:
+        """Whether the commit waits for the write to be durable."""
+        return self._sync
+
+    @property
+    def state(self) -> str:
+        """"open", "committed", "rolled back" or "failed" (its commit raised)."""
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"<Transaction {self._state}, {len(self._writes)} keys written>"
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def put(self, key: object, value: object, ttl: float | None = None) -> None:
+        """Set ``key`` to ``value`` when the transaction commits; with ``ttl``
+        (seconds), the key expires that long after the commit."""
+        self._check_open()
+        limits = self._host.limits
+        k = as_key(key, limits.max_key_size if ttl is None else limits.max_ttl_key_size)
+        v = as_value(value, limits.max_value_size)
+        if ttl is not None:
+            ttl = check_ttl(ttl)
+        self._check_size(k, v)
+        self._writes.put(k, v, ttl)
+
+    def delete(self, key: object) -> None:
+        """Remove ``key`` when the transaction commits (not an error if absent)."""
+        self._check_open()
+        k = as_key(key)
+        self._check_size(k, b"")
+        self._writes.delete(k)
+
+    def _check_size(self, key: bytes, value: bytes) -> None:
+        limits = self._host.limits
+        if limits.max_write_bytes is None:
+            return
+        writes = self._writes
+        old = writes.get(key)
+        size = writes.byte_size + len(value) + (len(key) if old is None else -len(old[1]))
+        size += (len(writes) + (old is None)) * limits.entry_overhead
+        if size > limits.max_write_bytes:
+            raise SizeLimitError(f"the transaction's writes would take {size} bytes; the limit is "
+                                 f"{limits.max_write_bytes}")
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, key: object, default: bytes | None = None) -> bytes | None:
+        """The value of ``key`` -- the transaction's own write, else the
+        snapshot's -- or ``default`` if it is absent."""
+        self._check_readable()
+        k = as_key(key)
+        self._reads.keys.add(k)
+        return self._get(k, default)
+
+    def _get(self, key: bytes, default: bytes | None) -> bytes | None:
+        own = self._writes.get(key)
+        if own is not None:
+            return own[1] if own[0] == VALUE else default
+        value = self._reader.get(key)
+        return default if value is None else value
+
+    def __getitem__(self, key: object) -> bytes:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def multi_get(self, keys: Iterable[object]) -> list[bytes | None]:
+        """The value of each key (None if absent), in the order given."""
+        self._check_readable()
+        checked = [as_key(key) for key in keys]
+        self._reads.keys.update(checked)
+        return [self._get(key, None) for key in checked]
+
+    def scan(self, start: object = None, end: object = None, reverse: bool = False,
+             prefix: object = None) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) pairs with start <= key < end (and starting with
+        ``prefix``), ascending or descending: the snapshot with the
+        transaction's writes over it, as they were when scan() was called."""
+        self._check_readable()
+        lo, hi = scan_bounds(start, end, prefix)
+        if is_empty(lo, hi):
+            return iter(())
+        reverse = bool(reverse)
+        items = stream_view(self._finders(lo, hi), lo, hi, None, reverse, self._check_readable,
+                            self._streams_alive, self._reader)  # type: ignore[arg-type]
+        span = self._reads.span(None, hi, read=False) if reverse else self._reads.span(lo, None, read=False)
+        return recorded_stream(items, span, reverse, lo, hi)
+
+    def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Cursor:
+        """A cursor (lsmkv/base/cursor.py) over keys in [lower_bound,
+        upper_bound): the snapshot with the transaction's writes over it,
+        as they were when it was made."""
+        self._check_readable()
+        lo = as_optional_key(lower_bound, "lower_bound")
+        hi = as_optional_key(upper_bound, "upper_bound")
+        sources = [SourceCursor(after, before) for after, before in self._finders(lo, hi)]
+        return RecordingCursor(sources, lo, hi, reads=self._reads, check=self._check_readable,
+                               pinned=self._reader, alive=self._streams_alive)  # type: ignore[arg-type]
+
+    def _finders(self, lo: bytes | None, hi: bytes | None) -> list[tuple[Finder, Finder]]:
+        """The transaction's own writes (if any) over the snapshot's sources."""
+        snapshot = self._reader.finders(lo, hi)
+        return [self._writes.finders(), *snapshot] if self._writes else list(snapshot)
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Write the transaction's changes atomically, or raise ConflictError
+        (writing nothing). The transaction ends either way."""
+        self._check_open()
+        try:
+            if self._writes:
+                self._host.commit_transaction(self._ticket, self._writes, self._reads.keys, self._reads.ranges(),
+                                              self._sync)
+        except BaseException:
+            self._end("failed")
+            raise
+        self._end("committed")
+
+    def rollback(self) -> None:
+        """Discard the transaction's changes; nothing if it already ended."""
+        if self._state is _OPEN:
+            self._end("rolled back")
+
+    def _end(self, state: str) -> None:
+        self._state = state
+        self._alive[0] = False
+        try:
+            self._reader.close()
+        finally:
+            self._release()
+
+    def __enter__(self) -> "Transaction":
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._state is not _OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    def _check_open(self) -> None:
+        if self._state is not _OPEN:
+            how = "ended by a failed commit" if self._state == "failed" else self._state
+            raise ClosedError(f"the transaction was {how}: start a new one with db.transaction()")
+
+    def _check_readable(self) -> None:
+        if self._state is not _OPEN:
+            self._check_open()
+        self._reader.check()

@@ -1,0 +1,238 @@
+"""A transaction's write set (lsmkv/base/write_set.py) as the newest cursor
+source over snapshot sources: random write sets over random snapshots
+(two sorted lists standing in for an engine's sources, the newer with
+tombstones hiding the older's keys), every cursor move and every scan
+checked against a dict model; its own values shadow the snapshot's, its
+tombstones hide them, and writes made after a cursor or scan was made are
+never seen by it."""
+
+from __future__ import annotations
+
+import bisect
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from lsmkv.base.cursor import TOMBSTONE, VALUE, Cursor, SourceCursor, stream_view
+from lsmkv.base.write_set import MERGE, WriteSet
+
+# -- stand-ins for an engine's snapshot sources ------------------------------------------------
+
+
+def list_finders(entries: list[tuple[bytes, int, bytes]], chunk: int = 3):
+    """(after, before) finders over sorted (key, kind, value) entries, a few
+    keys per chunk so that chunk boundaries are crossed often."""
+    keys = [k for k, _, _ in entries]
+    kinds = [kind for _, kind, _ in entries]
+    values = [v for _, _, v in entries]
+
+    def after(key, inclusive):
+        i = 0 if key is None else (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
+        return keys[i:i + chunk], kinds[i:i + chunk], values[i:i + chunk]
+
+    def before(key, inclusive):
+        j = len(keys) if key is None else (bisect.bisect_right if inclusive else bisect.bisect_left)(keys, key)
+        i = max(0, j - chunk)
+        return keys[i:j], kinds[i:j], values[i:j]
+
+    return after, before
+
+
+def snapshot_finders(older: dict, newer: dict):
+    """Two sources, newest first: ``newer`` maps keys to a value or None (a tombstone)."""
+    new = sorted((k, TOMBSTONE if v is None else VALUE, b"" if v is None else v) for k, v in newer.items())
+    old = sorted((k, VALUE, v) for k, v in older.items())
+    return [list_finders(new), list_finders(old, chunk=4)]
+
+
+def snapshot_model(older: dict, newer: dict) -> dict:
+    model = dict(older)
+    for k, v in newer.items():
+        if v is None:
+            model.pop(k, None)
+        else:
+            model[k] = v
+    return model
+
+
+def apply(write_set: WriteSet, model: dict, ops) -> None:
+    for op, key, value in ops:
+        if op == "put":
+            write_set.put(key, value)
+            model[key] = value
+        else:
+            write_set.delete(key)
+            model.pop(key, None)
+
+
+class Model:
+    """Where a cursor over sorted (key, value) pairs must be after each move."""
+
+    def __init__(self, contents: dict, lower, upper):
+        self.items = sorted((k, v) for k, v in contents.items()
+                            if (lower is None or k >= lower) and (upper is None or k < upper))
+        self.keys = [k for k, _ in self.items]
+        self.pos = None
+        self.positioned = False
+
+    def iterated(self):
+        if self.pos is not None:
+            return self.items[self.pos:]
+        return [] if self.positioned else self.items
+
+    def move(self, op, key):
+        n = len(self.keys)
+        self.positioned = True
+        if op == "seek":
+            i = bisect.bisect_left(self.keys, key)
+            self.pos = i if i < n else None
+        elif op == "seek_for_prev":
+            i = bisect.bisect_right(self.keys, key) - 1
+            self.pos = i if i >= 0 else None
+        elif op == "first":
+            self.pos = 0 if n else None
+        elif op == "last":
+            self.pos = n - 1 if n else None
+        elif op == "next":
+            self.pos = self.pos + 1 if self.pos + 1 < n else None
+        elif op == "prev":
+            self.pos = self.pos - 1 if self.pos > 0 else None
+
+
+keys = st.integers(0, 60).map(lambda i: b"k%02d" % i) | st.binary(max_size=2)
+values = st.binary(max_size=6)
+contents = st.dictionaries(keys, values, max_size=40)
+tombstoned = st.dictionaries(keys, st.none() | values, max_size=30)
+write_ops = st.lists(st.tuples(st.sampled_from(["put", "put", "delete"]), keys, values), max_size=40)
+moves = st.lists(st.tuples(st.sampled_from(["seek", "seek_for_prev", "first", "last", "next", "prev", "next",
+                                            "prev"]), keys), min_size=1, max_size=40)
+bounds = st.tuples(st.none() | keys, st.none() | keys)
+
+
+@settings(max_examples=100, deadline=None)
+@given(older=contents, newer=tombstoned, ops=write_ops, later_ops=write_ops, move_list=moves, bound=bounds)
+def test_cursor_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops, later_ops, move_list, bound):
+    lower, upper = bound
+    write_set = WriteSet()
+    expected = snapshot_model(older, newer)
+    apply(write_set, expected, ops)
+    cursor = Cursor([write_set.source(), *(SourceCursor(a, b) for a, b in snapshot_finders(older, newer))],
+                    lower, upper)
+    apply(write_set, {}, later_ops)  # made after the cursor: never seen by it
+    model = Model(expected, lower, upper)
+    assert list(cursor) == model.items
+    for op, key in move_list:
+        if op in ("next", "prev") and model.pos is None:
+            with pytest.raises(ValueError):
+                getattr(cursor, op)()
+            continue
+        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
+         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
+         "prev": cursor.prev}[op]()
+        model.move(op, key)
+        if model.pos is None:
+            assert not cursor.valid(), (op, key)
+        else:
+            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
+        assert list(cursor) == model.iterated(), (op, key)
+
+
+@settings(max_examples=100, deadline=None)
+@given(older=contents, newer=tombstoned, ops=write_ops, later_ops=write_ops, bound=bounds,
+       start=st.none() | keys, reverse=st.booleans())
+def test_scan_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops, later_ops, bound, start, reverse):
+    lower, upper = bound
+    write_set = WriteSet()
+    expected = snapshot_model(older, newer)
+    apply(write_set, expected, ops)
+    scan = stream_view([write_set.finders(), *snapshot_finders(older, newer)], lower, upper, start, reverse,
+                       lambda: None, [True], None)
+    apply(write_set, {}, later_ops)  # after the scan was made (not started): not seen
+    items = Model(expected, lower, upper).items
+    if reverse:
+        want = [kv for kv in reversed(items) if start is None or kv[0] <= start]
+    else:
+        want = [kv for kv in items if start is None or kv[0] >= start]
+    assert list(scan) == want
+
+
+def test_own_values_shadow_and_tombstones_hide_the_snapshot():
+    write_set = WriteSet()
+    write_set.put(b"b", b"mine")
+    write_set.delete(b"c")
+    write_set.put(b"x", b"new")
+    snapshot = [list_finders([(b"a", VALUE, b"1"), (b"b", VALUE, b"2"), (b"c", VALUE, b"3"), (b"d", VALUE, b"4")])]
+    forward = list(stream_view([write_set.finders(), *snapshot], None, None, None, False, lambda: None, [True], None))
+    assert forward == [(b"a", b"1"), (b"b", b"mine"), (b"d", b"4"), (b"x", b"new")]
+    with Cursor([write_set.source(), *(SourceCursor(a, b) for a, b in snapshot)], b"b", b"x") as cursor:
+        cursor.seek_to_last()
+        walked = []
+        while cursor.valid():
+            walked.append(cursor.key())
+            cursor.prev()
+        assert walked == [b"d", b"b"]
+
+
+def test_get_tells_written_deleted_and_not_written_apart():
+    write_set = WriteSet()
+    write_set.put(b"a", b"1")
+    write_set.delete(b"b")
+    assert write_set.get(b"a") == (VALUE, b"1")
+    assert write_set.get(b"b") == (TOMBSTONE, b"")
+    assert write_set.get(b"c") is None
+    write_set.delete(b"a")
+    write_set.put(b"b", b"2")
+    assert write_set.get(b"a") == (TOMBSTONE, b"")
+    assert write_set.get(b"b") == (VALUE, b"2")
+    assert len(write_set) == 2 and b"a" in write_set.keys() and b"c" not in write_set.keys()
+
+
+def test_entries_carry_the_last_write_and_its_ttl_in_key_order():
+    write_set = WriteSet()
+    write_set.put(b"b", b"2", ttl=5.0)
+    write_set.put(b"a", b"1", ttl=3.0)
+    write_set.put(b"a", b"1b")  # a later put without ttl drops the ttl
+    write_set.put(b"c", b"3", ttl=7.0)
+    write_set.delete(b"c")
+    assert list(write_set.entries()) == [(b"a", VALUE, b"1b", None), (b"b", VALUE, b"2", 5.0),
+                                         (b"c", TOMBSTONE, b"", None)]
+    assert write_set.range_deletes == [] and MERGE not in (VALUE, TOMBSTONE)
+
+
+def test_byte_size_counts_each_key_once_with_its_last_value():
+    write_set = WriteSet()
+    write_set.put(b"key", b"12345")
+    write_set.put(b"key", b"12")
+    write_set.put(b"other", b"")
+    write_set.delete(b"gone")
+    assert write_set.byte_size == len(b"key") + 2 + len(b"other") + len(b"gone")
+
+
+def test_writes_while_sources_are_open_leave_them_as_they_were():
+    write_set = WriteSet()
+    for i in range(300):  # several chunks
+        write_set.put(b"k%03d" % i, b"old")
+    first = write_set.finders()
+    scan = stream_view([first], None, None, None, False, lambda: None, [True], None)
+    seen = []
+    for key, value in scan:  # update each key the scan walks, and add keys ahead of it
+        seen.append((key, value))
+        write_set.put(key, b"new")
+        write_set.put(key + b"+", b"added")
+    assert seen == [(b"k%03d" % i, b"old") for i in range(300)]
+    second = list(stream_view([write_set.finders()], None, None, None, False, lambda: None, [True], None))
+    assert len(second) == 600
+    assert all(v == (b"added" if k.endswith(b"+") else b"new") for k, v in second)
+    # The first source, still held, reads what it read at its making.
+    assert list(stream_view([first], None, None, None, True, lambda: None, [True], None))[0] == (b"k299", b"old")
+
+
+def test_a_descending_stream_from_above_the_upper_bound_shows_nothing_outside_the_bounds():
+    """Cursor.stream(start, reverse=True) with ``start`` at or above the
+    upper bound starts below the bound (keys at or above it are outside
+    the cursor's range, whatever its sources hold)."""
+    source = list_finders([(b"a", VALUE, b"1"), (b"m", VALUE, b"2"), (b"z", VALUE, b"3")])
+    with Cursor([SourceCursor(*source)], None, b"n") as cursor:
+        assert list(cursor.stream(b"zz", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
+        assert list(cursor.stream(b"n", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
+        assert list(cursor.stream(b"m", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
