@@ -11,7 +11,8 @@ interface (dbm.py), engine detection of a directory (dbdir.py, with the
 LSM's file names, filenames.py), destroy (destroy.py), what check and
 repair report (check_report.py, repair_report.py, set_aside.py) and
 optimistic transactions (transaction.py over write_set.py, read_set.py
-and key_ranges.py; their validation, conflicts.py; retrying, retry.py).
+and key_ranges.py; their validation, conflicts.py; retrying, retry.py),
+merge operators (merge_operators.py).
 
 Nothing here imports ``lsmkv.lsm``, ``btree`` or anything above the
 engines (tests/test_layers.py checks it).

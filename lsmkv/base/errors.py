@@ -142,3 +142,8 @@ class ConflictError(LsmkvError):
         self.key = key
         self.range = range
         self.access = access
+
+
+class MergeError(LsmkvError):
+    """A merge operator could not fold a key's value and operands: the
+    message names the key, the operator and why (lsmkv/base/merge_operators.py)."""
