@@ -41,6 +41,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
+from functools import partial
 from typing import Iterator as TypingIterator
 
 from sortedcontainers import SortedList
@@ -50,13 +51,13 @@ from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
 from lsmkv.base.filenames import CURRENT, LOCK, log_name, parse, table_name
+from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.base.log_syncer import LogSyncer, group_commit_stats
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.base.write_queue import WriteQueue, Writer
+from lsmkv.base.write_queue import Writer
 
 from .cache import BlockCache
 from .catch_up import CatchUp, merged_memtable
@@ -79,17 +80,6 @@ from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, 
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
-
-
-def _raised_again(error: BaseException) -> BaseException:
-    """The error a queued writer raises when its group failed: a fresh one
-    of the same kind for the errors the write path raises (each thread gets
-    its own traceback), else the very one."""
-    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
-        again = type(error)(*error.args)
-        again.__cause__ = error.__cause__
-        return again
-    return error
 
 
 class _ReadState:
@@ -133,17 +123,20 @@ class DB(KeyValueMapping):
         self._alive = [True]
         self._lock_file = None
         self._log: LogWriter | None = None
+        #: The write queue and the log syncer (lsmkv/base/group_commit.py).
+        self._commits = GroupCommit(self._append_and_apply, group_commit=options.group_commit,
+                                    sync_timeout=options.sync_timeout,
+                                    check_writable=self._raise_not_writable,  # (only a read-only handle has no syncer)
+                                    name=self.path)
         #: Writers queue here; the one holding its lock is the log writer.
-        self._writes = WriteQueue(self._commit_group)
+        self._writes = self._commits.writes
         self._group_commit = options.group_commit
         self._ttl_clock = options.ttl_clock
-        self._sync_timeout = options.sync_timeout
         #: Held while the log is synced, or replaced: the syncer never syncs
         #: a log a memtable switch is closing.
         self._log_sync_lock = threading.Lock()
         #: Sequence of the last write appended to the log (handed to the OS).
         self._logged_seq = 0
-        self._syncer: LogSyncer | None = None
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
         #: The timer that wakes the compactor at the earliest ttl deadline of
@@ -359,9 +352,8 @@ class DB(KeyValueMapping):
         self._log = self._create_log(new_log)
         self._fs.sync_dir(self.path)
         self._last_seq = self._logged_seq = max_seq
-        self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=max_seq,
-                                 commit_delay=self.options.commit_delay, timer=self._get_timer,
-                                 on_failure=self._sync_failed, name=self.path)
+        self._commits.start_syncer(self._sync_log, on_sync_failure=partial(self._fail_writes, "syncing the log"),
+                                   durable=max_seq, commit_delay=self.options.commit_delay, timer=self._get_timer)
         self._state = _ReadState(MemTable(new_log), (), versions.current)
         self._delete_obsolete_files(at_open=True)
         self._update_write_pressure(versions.current)
@@ -422,7 +414,7 @@ class DB(KeyValueMapping):
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
             batch.user_bytes = user_bytes
-            self._write_synced(batch)
+            self._commits.write_synced(batch)
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one (the
             # uncontended put's path, kept free of queue entries).
@@ -445,7 +437,7 @@ class DB(KeyValueMapping):
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
             batch.user_bytes = user_bytes
-            self._write_queued(batch, sync)
+            self._commits.write(batch, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
@@ -465,38 +457,7 @@ class DB(KeyValueMapping):
             return
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
-        if sync and self._group_commit:
-            self._write_synced(batch)
-        else:
-            self._write_queued(batch, sync)
-
-    def _write_queued(self, batch: WriteBatch, sync: bool) -> None:
-        """Hand ``batch`` to the write queue; return once it is in the log and
-        the memtable."""
-        writer = self._writes.write(Writer(batch, sync))
-        if writer.error is not None:
-            raise _raised_again(writer.error)
-
-    def _write_synced(self, batch: WriteBatch) -> None:
-        """Hand ``batch`` to the log syncer; return once it is in the log, the
-        memtable, and durable (or raise SyncTimeoutError after sync_timeout)."""
-        if self._syncer is None:
-            self._raise_not_writable()
-        try:
-            self._syncer.write(Writer(batch, True), self._sync_timeout)
-        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
-            raise _raised_again(exc)  # the group's error may be another thread's too
-
-    def _commit_group(self, group: list[Writer]) -> None:
-        """The log writer's work (lsmkv/base/write_queue.py): the group's batches go to
-        the log in one append, then into the memtable, in order. Without
-        group commit, each batch is appended (and fsynced if it asked) on
-        its own, as if it had come alone."""
-        if self._group_commit:
-            self._append_and_apply(group, False)
-        else:
-            for writer in group:
-                self._append_and_apply([writer], writer.sync)
+        self._commits.write(batch, sync)
 
     def _memtable_for_writing(self) -> MemTable:
         """The memtable the next write goes to (a full one is switched for a
@@ -511,6 +472,9 @@ class DB(KeyValueMapping):
         return mem
 
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        """The log writer's work on a group (lsmkv/base/group_commit.py): the
+        batches go to the log in one append (fsynced if ``sync_now``), then
+        into the memtable, in order; then they are published."""
         mem = self._memtable_for_writing()
         first = seq = self._last_seq + 1
         records = []
@@ -546,14 +510,6 @@ class DB(KeyValueMapping):
             seq = self._logged_seq
             log_writer.sync()
             return seq
-
-    def _sync_failed(self, exc: BaseException) -> None:
-        """The log syncer could not sync: the log's tail is not known to be
-        durable, so writes stop as after a failed append."""
-        try:
-            self._fail_writes("syncing the log", exc)
-        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
-            pass
 
     def _get_timer(self) -> Timer:
         """The timing wheel of this database (sync timeouts), made on first use."""
@@ -626,7 +582,7 @@ class DB(KeyValueMapping):
             raise self._fail_writes("starting a new log", exc) from exc
         old_log.close()
         # Everything written so far was in the old log: durable now.
-        self._syncer.mark_durable(self._logged_seq)
+        self._commits.syncer.mark_durable(self._logged_seq)
         with self._bg_cond:
             st = self._state
             self._state = _ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
@@ -1105,7 +1061,7 @@ class DB(KeyValueMapping):
                     self._compactor.changes += 1
                     self._bg_cond.notify_all()
                 # Every acknowledged write is in a table of the new manifest.
-                self._syncer.reset(self._last_seq)
+                self._commits.syncer.reset(self._last_seq)
         log.info("%s: resumed writes", self.path)
 
     def _restart_writes(self) -> None:
@@ -1441,7 +1397,7 @@ class DB(KeyValueMapping):
             # Blocks read from table files per get (0 when the cache holds them).
             "read_amp": self._io.get_block_reads / gets if gets else 0.0,
             "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
-            **group_commit_stats(self._writes, self._syncer),
+            **self._commits.stats(),
             "stall_count": self._stall_count,
             "stall_seconds": self._stall_seconds,
             "slowdown_count": self._write_control.slowdowns,
@@ -1533,7 +1489,7 @@ class DB(KeyValueMapping):
                                     "closed, and writes not synced before may be lost if the machine fails "
                                     "before the file system writes them (they are in the log; the next open "
                                     "replays what reached the disk)") from exc
-                        self._syncer.mark_durable(self._logged_seq)
+                        self._commits.syncer.mark_durable(self._logged_seq)
                 finally:
                     self._stop_syncer()
                     self._log.close()
@@ -1549,8 +1505,7 @@ class DB(KeyValueMapping):
     def _stop_syncer(self) -> None:
         """Stop the log syncer (its waiters, if any are left, get ClosedError)
         and the timer."""
-        if self._syncer is not None:
-            self._syncer.close()
+        self._commits.close()
         with self._timer_lock:
             timer, self._timer = self._timer, None
         if timer is not None:
