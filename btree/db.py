@@ -47,13 +47,14 @@ from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
                                OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
+from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.base.log_syncer import LogSyncer, check_sync_options, group_commit_stats
+from lsmkv.base.log_syncer import check_sync_options
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.meta import describe_meta, meta_entry
 from lsmkv.base.timer import Timer, TimerHandle
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.base.write_queue import WriteQueue, Writer
+from lsmkv.base.write_queue import Writer
 
 from .bufferpool import BufferPool
 from .cursor import snapshot_source
@@ -209,17 +210,6 @@ class _Queued:
         self.batch = batch
 
 
-def _raised_again(error: BaseException) -> BaseException:
-    """The error a queued writer raises when its group failed: a fresh one
-    of the same kind for the errors the write path raises (each thread gets
-    its own traceback), else the very one."""
-    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
-        again = type(error)(*error.args)
-        again.__cause__ = error.__cause__
-        return again
-    return error
-
-
 class DB(KeyValueMapping):
     """An open btree database. Use :func:`btree.open` to get one."""
 
@@ -250,16 +240,16 @@ class DB(KeyValueMapping):
         #: Log bytes appended since the last checkpoint.
         self._log_pending = 0
         self._lock = threading.RLock()
-        #: Writers queue here; the one holding its lock is the log writer,
-        #: which then takes ``_lock`` to append and apply its group.
-        self._writes = WriteQueue(self._commit_group)
+        #: The write queue and the log syncer (lsmkv/base/group_commit.py):
+        #: the log writer takes ``_lock`` to append and apply its group.
+        self._commits = GroupCommit(self._append_and_apply, group_commit=group_commit, sync_timeout=sync_timeout,
+                                    check_writable=self._check_writable, lock=self._lock, name=self.path)
+        #: Writers queue here; the one holding its lock is the log writer.
+        self._writes = self._commits.writes
         self._group_commit = group_commit
-        self._sync_timeout = sync_timeout
-        self._commit_delay = commit_delay
         #: Held while the log is synced or replaced (the log syncer never
         #: syncs a log a checkpoint is closing).
         self._log_sync_lock = threading.Lock()
-        self._syncer: LogSyncer | None = None
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
         self._closed = True
@@ -325,9 +315,11 @@ class DB(KeyValueMapping):
             else:
                 self._load_state()
             if not read_only:
-                self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=self._log.end_lsn,
-                                         commit_delay=commit_delay, timer=self._get_timer,
-                                         on_failure=self._sync_failed, name=self.path)
+                # (A failed sync stops writes without _lock: close() holds it while it waits for the syncer.)
+                self._commits.start_syncer(self._sync_log,
+                                           on_sync_failure=partial(self._fail, "syncing the log", applied=True),
+                                           durable=self._log.end_lsn, commit_delay=commit_delay,
+                                           timer=self._get_timer)
             self._closed = False
             self._usable = True
             self._writable = not read_only
@@ -771,7 +763,7 @@ class DB(KeyValueMapping):
             self._log_pending = 0
             self._resumes += 1
             # The checkpoint holds every write the tree holds.
-            self._syncer.reset(end)
+            self._commits.syncer.reset(end)
             log.info("btree %s: resumed writes", self.path)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
@@ -828,7 +820,7 @@ class DB(KeyValueMapping):
         rec = encode_put(key, value)
         writes = self._writes
         if sync and self._group_commit:
-            self._write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
+            self._commits.write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one.
             try:
@@ -857,15 +849,15 @@ class DB(KeyValueMapping):
             finally:
                 writes.release()
         else:
-            self._write_queued(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
+            self._commits.write(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
 
     def _put_with_ttl(self, key, value, sync: bool, ttl) -> None:
         key = as_key(key, self._max_key - DEADLINE_SIZE)
         value = as_value(value)
         ttl = check_ttl(ttl)
         expiring = Expiring(deadline_ms(self._ttl_clock(), ttl), value)
-        self._write_queued(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
-                           sync)
+        self._commits.write(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
+                            sync)
 
     def delete(self, key, sync: bool = False) -> None:
         """Remove ``key``; deleting a missing key is not an error."""
@@ -877,7 +869,7 @@ class DB(KeyValueMapping):
             queued = _Queued("delete", [], b"", len(key))
         else:
             queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
-        self._write_queued(queued, sync)
+        self._commits.write(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill inside a ``with`` block; committed atomically at its end."""
@@ -893,41 +885,12 @@ class DB(KeyValueMapping):
                          for k, v in ops if type(v) is not MetaEntry)
         # Too-long deletes are no-ops (metadata names have a limit of their own).
         ops = [(k, v) for k, v in ops if len(k) <= self._max_key or type(v) is MetaEntry]
-        self._write_queued(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
-
-    def _write_queued(self, queued: "_Queued", sync: bool) -> None:
-        """Hand a write to the write queue (with group commit, a sync write
-        to the log syncer); return once it is in the log and the tree (and,
-        for a sync write, durable)."""
-        if sync and self._group_commit:
-            self._write_synced(queued)
-            return
-        writer = self._writes.write(Writer(queued, sync))
-        if writer.error is not None:
-            raise _raised_again(writer.error)
-
-    def _write_synced(self, queued: "_Queued") -> None:
-        if self._syncer is None:
-            self._check_writable()
-        try:
-            self._syncer.write(Writer(queued, True), self._sync_timeout)
-        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
-            raise _raised_again(exc)  # the group's error may be another thread's too
-
-    def _commit_group(self, group: list[Writer]) -> None:
-        """The log writer's work (lsmkv/base/write_queue.py): the group's records go
-        to the log in one append, then into the tree, in order. Without group
-        commit, each is appended (and fsynced if it asked) on its own."""
-        with self._lock:
-            if not self._writable:
-                self._check_writable()
-            if self._group_commit:
-                self._append_and_apply(group, False)
-            else:
-                for writer in group:
-                    self._append_and_apply([writer], writer.sync)
+        self._commits.write(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
 
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        """The log writer's work on a group, under ``_lock`` (lsmkv/base/group_commit.py):
+        the group's records go to the log in one append (fsynced if
+        ``sync_now``), then into the tree, in order."""
         wal = self._log
         records = [w.batch.record for w in group]
         data = records[0] if len(records) == 1 else b"".join(records)
@@ -973,15 +936,6 @@ class DB(KeyValueMapping):
                 raise ClosedError(f"the btree database {self.path} is closed")
             return wal.sync()
 
-    def _sync_failed(self, exc: BaseException) -> None:
-        """The log syncer could not sync: the log's tail is not known to be
-        durable, so writes stop as after a failed append."""
-        # Not under _lock: close() holds it while it waits for the syncer.
-        try:
-            self._fail("syncing the log", exc, applied=True)
-        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
-            pass
-
     def _get_timer(self) -> Timer:
         """The timing wheel of this database (sync timeouts, sweeps of
         expired keys), made on first use."""
@@ -1003,8 +957,7 @@ class DB(KeyValueMapping):
             timer.close()
 
     def _stop_syncer(self) -> None:
-        if self._syncer is not None:
-            self._syncer.close()
+        self._commits.close()
         self._stop_timer()
 
     # ---- sweeping expired keys ----------------------------------------------------------
@@ -1093,8 +1046,8 @@ class DB(KeyValueMapping):
         wal = self._log
         try:
             lsn = wal.sync()
-            if self._syncer is not None:
-                self._syncer.mark_durable(lsn)
+            if self._commits.syncer is not None:
+                self._commits.syncer.mark_durable(lsn)
             pool, pager = self._pool, self._pager
             if not pool.dirty and not pool.raw_dirty and not pager.free_changed and lsn == pager.meta.ckpt_lsn:
                 return
@@ -1555,7 +1508,7 @@ class DB(KeyValueMapping):
                 "background_error": None if self._failed is None else repr(self._failed),
                 "writes_stopped": self._failed is not None,
                 "resumes": self._resumes,
-                **group_commit_stats(self._writes, self._syncer),
+                **self._commits.stats(),
                 # Keys whose value has a ttl (expired ones included until a
                 # sweep deletes them), and keys the sweeps deleted so far.
                 "ttl_entries": tree.ttl_entries,

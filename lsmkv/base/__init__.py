@@ -4,7 +4,7 @@ The error hierarchy (errors.py), the file-system layer every byte of I/O
 goes through (fs.py, and fault_fs.py, which tests swap in), checksums,
 key and value checks, the timing wheel and what it runs on (timer.py,
 clock.py, executor.py, purgatory.py), group commit (write_queue.py,
-log_syncer.py), deadlines of values with a ttl (ttl.py), the default cache
+log_syncer.py, and group_commit.py, which joins them for a DB), deadlines of values with a ttl (ttl.py), the default cache
 size (cache_size.py), metadata entries (meta.py), the mapping protocol
 (mapping.py), the cursor machinery (cursor.py), the standard library's dbm
 interface (dbm.py), engine detection of a directory (dbdir.py, with the

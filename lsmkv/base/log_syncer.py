@@ -286,19 +286,3 @@ class LogSyncer:
         finally:
             self._complete_waiters()
 
-
-def group_commit_stats(writes, syncer: "LogSyncer | None") -> dict:
-    """The group-commit figures both engines' stats() report: groups the
-    write queue ``writes`` committed (a write that found nobody else writing
-    is not counted), the writes in them, the largest; fsyncs the log syncer
-    did, the sync writes it committed, those waiting for it now, and those
-    that timed out."""
-    return {
-        "write_groups": writes.groups,
-        "grouped_writes": writes.grouped_writes,
-        "largest_write_group": writes.largest_group,
-        "log_syncs": syncer.syncs if syncer is not None else 0,
-        "synced_writes": syncer.writes if syncer is not None else 0,
-        "sync_writes_queued": syncer.queued if syncer is not None else 0,
-        "sync_timeouts": syncer.timeouts if syncer is not None else 0,
-    }

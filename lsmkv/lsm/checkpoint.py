@@ -10,8 +10,13 @@ metadata entries and the last sequence number. No write-ahead log is
 copied: the checkpoint's memtable is empty. The result opens with
 ``lsmkv.open`` and is independent of its source.
 
-:func:`equal_size_cuts` turns a list of (key, bytes) boundaries into the
-keys that cut it into parts of about equal size (``db.split_keys``).
+:func:`split_keys` (``db.split_keys``) cuts a Version into key ranges of
+about equal size on disk: :func:`equal_size_cuts` turns the (key, bytes)
+boundaries of the deepest level's blocks into the keys that cut them into
+parts of about equal size.
+
+The DB (db.py) holds writers off, or takes a read-only handle's view as
+published, and hands these functions what they copy or cut.
 """
 
 from __future__ import annotations
@@ -100,3 +105,23 @@ def equal_size_cuts(bounds: list[tuple[bytes, int]], parts: int) -> list[bytes]:
         if (not cuts or key > cuts[-1]) and key <= bounds[-1][0]:
             cuts.append(key)
     return cuts
+
+
+def split_keys(version: Version, open_reader: Callable[[FileMeta], object], parts: int) -> list[bytes]:
+    """At most ``parts - 1`` ascending keys that cut ``version`` into ranges
+    of about equal size on disk: cuts fall on block boundaries of the
+    deepest level that holds data, weighed by block size (``open_reader``
+    gives a table's open reader). ``[]`` for a Version with no tables or
+    parts <= 1; ValueError unless ``parts`` is a positive int."""
+    if type(parts) is not int or parts < 1:
+        raise ValueError(f"parts must be a positive int, not {parts!r}")
+    levels = [files for files in version.levels if files]
+    if parts == 1 or not levels:
+        return []
+    bounds: list[tuple[bytes, int]] = []  # (last key of a block, its size), in key order
+    for meta in levels[-1]:
+        r = open_reader(meta)
+        ends = r.index_offsets[1:] + [meta.size]
+        bounds.extend(zip(r.index_keys, (e - o for o, e in zip(r.index_offsets, ends))))
+    bounds.sort()
+    return equal_size_cuts(bounds, parts)

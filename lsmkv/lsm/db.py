@@ -1,7 +1,23 @@
 """DB: the LSM engine's orchestrator, the only place that knows every part.
 
+DB holds the engine's state and locks, the write path, the read path,
+snapshots, the publishing of new Versions, and opening and closing. What
+is a concept of its own lives in its own module, as RocksDB splits DBImpl
+over several files; the DB keeps the public method and hands the module
+what it works on (values, or narrow callables: none of them sees the DB):
+
+* recovery.py: replaying the logs at open into tables and a new manifest;
+* error_handler.py: the error that stops writes, and resume()'s commit step;
+* background.py: the flush thread, and the compactor's ttl wake-up
+  (compactions run in the compactor, compactor.py);
+* obsolete_files.py: deleting the files nothing needs any more;
+* ingest.py, checkpoint.py: the work of ingest(), checkpoint(), split_keys();
+* stats.py: the dict stats() returns;
+* read_state.py: ReadState, what a reader sees.
+
 Write path (batch -> write queue -> log -> memtable): a writer hands its
-batch to the write queue (lsmkv/base/write_queue.py); the log writer of the moment
+batch to the write queue (lsmkv/base/write_queue.py, joined to the log
+syncer by lsmkv/base/group_commit.py); the log writer of the moment
 takes every batch queued, gives them consecutive sequence numbers, appends
 them to the write-ahead log in one write, applies them to the memtable and
 only then publishes them (``_last_seq``). A ``sync=True`` writer then waits
@@ -25,8 +41,9 @@ Concurrency (docs/architecture.md has the full picture):
 * ``_log_sync_lock`` is held while the log is fsynced or replaced, so the
   log syncer's thread never syncs a log that a memtable switch closes.
 * ``_state_lock`` guards replacing ``_state`` (the memtables and Version a
-  reader sees) and is the lock of ``_bg_cond``, on which writers stall and the
-  background thread waits for work.
+  reader sees) and is the lock of ``_bg_cond``, on which writers stall and
+  the flush thread and the compactor wait for work; the error state
+  changes under it too (error_handler.py).
 * ``_manifest_lock`` serializes manifest edits.
 * Readers take no lock: they read ``_last_seq`` and then ``_state`` (in that
   order, so the state holds every write up to that sequence) and work on
@@ -41,82 +58,49 @@ import os
 import threading
 import time
 from bisect import bisect_left
+from functools import partial
 from typing import Iterator as TypingIterator
 
 from sortedcontainers import SortedList
 
-from lsmkv.base.cache_size import DEFAULT_RULE as CACHE_RULE, default_capacity as default_cache_capacity
+from lsmkv.base.cache_size import default_capacity as default_cache_capacity
 from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
 from lsmkv.base.dbdir import prepare_directory
-from lsmkv.base.errors import BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, ReadOnlyError
-from lsmkv.base.filenames import CURRENT, LOCK, log_name, parse, table_name
+from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
+from lsmkv.base.filenames import LOCK, log_name
+from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.base.log_syncer import LogSyncer, group_commit_stats
 from lsmkv.base.mapping import KeyValueMapping
-from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
-from lsmkv.base.write_queue import WriteQueue, Writer
+from lsmkv.base.write_queue import Writer
 
+from .background import FlushThread, TtlWakeup
 from .cache import BlockCache
 from .catch_up import CatchUp, merged_memtable
-from .compaction import earliest_deadline, level_scores
+from .checkpoint import split_keys, write_checkpoint
 from .compactor import CompactionHost, Compactor
 from .cursor import level_finders, memtable_finders, seek_chunk, table_finders
-from .checkpoint import equal_size_cuts, write_checkpoint
+from .error_handler import ErrorHandler, flush_to_fresh_manifest
 from .flush import write_table
-from .ingest import ingest_level, inspect_tables
+from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
+from .obsolete_files import delete_obsolete_files
 from .options import Options
+from .read_state import ReadState
+from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
 from .snapshot import Snapshot
+from .stats import lsm_stats
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
-from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
-from .wal import LogReader, LogWriter
 from .ttl_value import live_value, with_deadline
-from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single, log_batches
+from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
+from .wal import LogWriter
+from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
-
-
-def _raised_again(error: BaseException) -> BaseException:
-    """The error a queued writer raises when its group failed: a fresh one
-    of the same kind for the errors the write path raises (each thread gets
-    its own traceback), else the very one."""
-    if type(error) in (BackgroundError, ClosedError, ReadOnlyError):
-        again = type(error)(*error.args)
-        again.__cause__ = error.__cause__
-        return again
-    return error
-
-
-class _ReadState:
-    """What a reader sees: the memtable, the immutable memtables (newest
-    first) and the Version. Replaced as a whole, never mutated.
-
-    ``floor``: the lowest read sequence the state answers correctly. 0 on a
-    writable handle (its compactions keep what its snapshots need); on a
-    read-only handle, the sequence it was caught up to (the writer's
-    compactions may have dropped versions older reads would need), so a
-    read that took ``_last_seq`` before a refresh published this state
-    reads at the floor instead.
-
-    ``meta``: on a read-only handle, the metadata entries of the manifest
-    the Version came from (a refresh reads newer ones before it publishes
-    their state); None on a writable handle, whose VersionSet holds them.
-    """
-
-    __slots__ = ("mem", "imms", "version", "floor", "meta")
-
-    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
-                 meta: dict[bytes, bytes] | None = None) -> None:
-        self.mem = mem
-        self.imms = imms
-        self.version = version
-        self.floor = floor
-        self.meta = meta
 
 
 class DB(KeyValueMapping):
@@ -133,31 +117,31 @@ class DB(KeyValueMapping):
         self._alive = [True]
         self._lock_file = None
         self._log: LogWriter | None = None
+        #: The write queue and the log syncer (lsmkv/base/group_commit.py).
+        self._commits = GroupCommit(self._append_and_apply, group_commit=options.group_commit,
+                                    sync_timeout=options.sync_timeout,
+                                    check_writable=self._raise_not_writable,  # (only a read-only handle has no syncer)
+                                    name=self.path)
         #: Writers queue here; the one holding its lock is the log writer.
-        self._writes = WriteQueue(self._commit_group)
+        self._writes = self._commits.writes
         self._group_commit = options.group_commit
         self._ttl_clock = options.ttl_clock
-        self._sync_timeout = options.sync_timeout
         #: Held while the log is synced, or replaced: the syncer never syncs
         #: a log a memtable switch is closing.
         self._log_sync_lock = threading.Lock()
         #: Sequence of the last write appended to the log (handed to the OS).
         self._logged_seq = 0
-        self._syncer: LogSyncer | None = None
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
-        #: The timer that wakes the compactor at the earliest ttl deadline of
-        #: the tables, and that deadline (ms; 0: none).
-        self._ttl_wakeup = None
-        self._ttl_wakeup_deadline = 0
         self._state_lock = threading.Lock()
         self._bg_cond = threading.Condition(self._state_lock)
         self._manifest_lock = threading.Lock()
-        self._bg_thread: threading.Thread | None = None
-        self._bg_error: BaseException | None = None
+        #: Writes immutable memtables to tables (background.py); None on a
+        #: read-only handle.
+        self._flusher: FlushThread | None = None
+        #: The background error: set when a failure stops writes (error_handler.py).
+        self._errors = ErrorHandler(self.path, self._bg_cond)
         self._shutting_down = False
-        #: True while the background thread runs a job (flush() waits for it).
-        self._bg_busy = False
         self._snapshots: SortedList = SortedList()
         self._snapshot_lock = threading.Lock()
         self._pending_outputs: set[int] = set()
@@ -168,7 +152,7 @@ class DB(KeyValueMapping):
                                   1 << 62 if self._read_only else options.max_open_files)
         self._versions = VersionSet(self.path, self._fs)
         self._last_seq = 0
-        self._state: _ReadState = _ReadState(MemTable(), (), self._versions.current)
+        self._state: ReadState = ReadState(MemTable(), (), self._versions.current)
         # Counters reported by stats().
         self._user_bytes_written = 0
         self._wal_bytes_written = 0
@@ -186,13 +170,13 @@ class DB(KeyValueMapping):
         self._l0_slowdown = False
         self._l0_stop = False
         self._compactor: Compactor | None = None
+        #: Wakes the compactor at the earliest ttl deadline of the tables.
+        self._ttl_wakeup = TtlWakeup(self._get_timer, self._ttl_clock, self._wake_compactor)
         self._recovery: dict = {}
         #: Read-only handles: follows the writer's manifest and logs
         #: (catch_up.py); refresh() runs it under ``_refresh_lock``.
         self._catch_up: CatchUp | None = None
         self._refresh_lock = threading.Lock()
-        #: Successful resume() calls.
-        self._resumes = 0
         self._open()
 
     # ------------------------------------------------------------------
@@ -202,7 +186,8 @@ class DB(KeyValueMapping):
     def _open(self) -> None:
         fs = self._fs
         opts = self.options
-        self._clear_interrupted_creation()
+        if not self._read_only:
+            clear_interrupted_creation(fs, self.path)
         exists = prepare_directory(self.path, "lsm", fs, create=opts.create_if_missing and not self._read_only)
         if exists and opts.error_if_exists:
             raise InvalidDatabaseError(f"{self.path} already exists and error_if_exists=True")
@@ -217,80 +202,43 @@ class DB(KeyValueMapping):
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
-            self._check_tables_present()
-            self._recover_for_writing()
+            check_tables_present(fs, self.path, self._versions.current)
+            recovered = recover_for_writing(fs, self.path, self._versions, opts, self._write_level0)
+            self._recovery = recovered.report
+            self._start_writing(recovered.log_number, recovered.last_sequence)
         except BaseException:
             self._release_resources()
             raise
 
-    def _clear_interrupted_creation(self) -> None:
-        """A crash while creating a DB can leave LOCK and a manifest but no
-        CURRENT; such a directory holds no data and is created afresh."""
-        fs = self._fs
-        if self._read_only or not fs.isdir(self.path):
-            return
-        names = fs.listdir(self.path)
-        if not names or CURRENT in names:
-            return
-        kinds = [parse(n) for n in names]
-        if all(n == LOCK or (k is not None and k[0] in ("manifest", "temp")) for n, k in zip(names, kinds)):
-            lock = fs.lock(os.path.join(self.path, LOCK))
-            try:
-                for name in names:
-                    if name != LOCK:
-                        fs.remove(os.path.join(self.path, name))
-                fs.remove(os.path.join(self.path, LOCK))
-            finally:
-                lock.release()
-
-    def _check_tables_present(self) -> None:
-        names = set(self._fs.listdir(self.path))
-        for level, files in enumerate(self._versions.current.levels):
-            for meta in files:
-                if table_name(meta.number) not in names:
-                    raise CorruptionError(
-                        f"table {table_name(meta.number)} (level {level}) recorded in the manifest is missing; "
-                        "`lsmkv check` reports the damage", path=os.path.join(self.path, table_name(meta.number)))
-
-    def _logs_to_replay(self) -> list[int]:
-        numbers = []
-        for name in self._fs.listdir(self.path):
-            parsed = parse(name)
-            if parsed and parsed[0] == "log" and parsed[1] >= self._versions.log_number:
-                numbers.append(parsed[1])
-        return sorted(numbers)
-
-    def _replay_logs(self, on_full=None) -> tuple[MemTable, int]:
-        """Apply the logs not yet in tables to a memtable. ``on_full(mem)`` is
-        called (writable open) when the memtable passes write_buffer_size and
-        returns the memtable to continue with."""
-        fs = self._fs
-        salvage = self.options.wal_recovery_mode == "salvage"
-        mem = MemTable()
-        max_seq = self._versions.last_sequence
-        report = {"logs": [], "batches": 0, "torn_tail_bytes": 0, "dropped": []}
-        for number in self._logs_to_replay():
-            path = os.path.join(self.path, log_name(number))
-            reader = LogReader(fs.read_file(path), path, salvage=salvage)
-            for seq, ops in log_batches(reader):
-                if not ops:
-                    continue
-                mem.add_batch(seq, ops)
-                max_seq = max(max_seq, seq + len(ops) - 1)
-                report["batches"] += 1
-                if on_full is not None and mem.size >= self.options.write_buffer_size:
-                    mem = on_full(mem)
-            report["logs"].append(number)
-            report["torn_tail_bytes"] += reader.report.torn_tail_bytes
-            report["dropped"].extend((path, off, n, why) for off, n, why in reader.report.dropped)
-            if reader.report.torn_tail_bytes:
-                log.info("%s: dropped a torn tail of %d bytes (never acknowledged as synced)", path,
-                         reader.report.torn_tail_bytes)
-            for off, n, why in reader.report.dropped:
-                log.warning("%s: salvage skipped %d damaged bytes at offset %d (%s)", path, n, off, why)
-            self._versions.next_file_number = max(self._versions.next_file_number, number + 1)
-        self._recovery = report
-        return mem, max_seq
+    def _start_writing(self, new_log: int, max_seq: int) -> None:
+        """After recovery (recovery.py): create the log the new manifest
+        names, start the log syncer, publish the recovered state, delete what
+        recovery made obsolete, and start the flush thread and the compactor."""
+        versions = self._versions
+        self._pending_outputs.clear()
+        self._log = self._create_log(new_log)
+        self._fs.sync_dir(self.path)
+        self._last_seq = self._logged_seq = max_seq
+        self._commits.start_syncer(self._sync_log,
+                                   on_sync_failure=partial(self._errors.fail_writes, "syncing the log"),
+                                   durable=max_seq, commit_delay=self.options.commit_delay, timer=self._get_timer)
+        self._state = ReadState(MemTable(new_log), (), versions.current)
+        self._delete_obsolete_files(at_open=True)
+        self._update_write_pressure(versions.current)
+        self._flusher = FlushThread(f"lsmkv-flush:{self.path}", self._bg_cond, self._oldest_immutable,
+                                    lambda: self._errors.error, lambda: self._shutting_down,
+                                    self._flush_immutable, self._errors.stop_writes)
+        self._flusher.start()
+        self._compactor = Compactor(CompactionHost(
+            path=self.path, fs=self._fs, options=self.options, cond=self._bg_cond,
+            stopped=lambda: self._errors.error is not None, shutting_down=lambda: self._shutting_down,
+            current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
+            new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
+            install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
+            failed=self._errors.stop_writes, wall_clock=self._ttl_clock))
+        self._compactor.start()
+        self._wake_compactor()  # look at the scores once at open
+        self._schedule_ttl_compaction(versions.current)
 
     # ------------------------------------------------------------------
     # Read-only handles: following the writer
@@ -327,59 +275,13 @@ class DB(KeyValueMapping):
         seq = max(self._last_seq, caught.last_sequence)
         mems = caught.memtables
         with self._state_lock:
-            self._state = _ReadState(mems[0], mems[1:], caught.version, floor=seq, meta=caught.meta)
+            self._state = ReadState(mems[0], mems[1:], caught.version, floor=seq, meta=caught.meta)
         self._last_seq = seq
         self._recovery = self._catch_up.report.as_dict()
         live = self._versions.live_table_numbers()
         for number in self._tables.open_numbers():
             if number not in live:
                 self._tables.evict(number)
-
-    def _recover_for_writing(self) -> None:
-        versions = self._versions
-        edit = VersionEdit()
-
-        def flush_recovered(mem: MemTable) -> MemTable:
-            meta = self._write_level0(mem, [])
-            if meta is not None:
-                edit.add_file(0, meta)
-            edit.meta.update(mem.meta)
-            return MemTable()
-
-        mem, max_seq = self._replay_logs(flush_recovered)
-        if len(mem) or mem.meta:
-            flush_recovered(mem)
-        new_log = versions.new_file_number()
-        edit.log_number = new_log
-        edit.last_sequence = max_seq
-        edit.next_file_number = versions.next_file_number
-        # The new manifest (holding this edit) is the commit point of recovery.
-        versions.write_new_manifest(edit)
-        self._pending_outputs.clear()
-        self._log = self._create_log(new_log)
-        self._fs.sync_dir(self.path)
-        self._last_seq = self._logged_seq = max_seq
-        self._syncer = LogSyncer(self._sync_log, self._writes.lead, durable=max_seq,
-                                 commit_delay=self.options.commit_delay, timer=self._get_timer,
-                                 on_failure=self._sync_failed, name=self.path)
-        self._state = _ReadState(MemTable(new_log), (), versions.current)
-        self._delete_obsolete_files(at_open=True)
-        self._update_write_pressure(versions.current)
-        self._bg_thread = threading.Thread(target=self._background_loop, name=f"lsmkv-flush:{self.path}",
-                                           daemon=True)
-        self._bg_thread.start()
-        self._compactor = Compactor(CompactionHost(
-            path=self.path, fs=self._fs, options=self.options, cond=self._bg_cond,
-            stopped=lambda: self._bg_error is not None, shutting_down=lambda: self._shutting_down,
-            current_version=lambda: self._state.version, live_snapshots=self._live_snapshots,
-            new_file_number=self._versions.new_file_number, pending_outputs=self._pending_outputs,
-            install=self._apply_edit, delete_obsolete_files=self._delete_obsolete_files,
-            failed=self._background_failed, wall_clock=self._ttl_clock))
-        self._compactor.start()
-        with self._bg_cond:
-            self._compactor.changes += 1  # look at the scores once at open
-            self._bg_cond.notify_all()
-        self._schedule_ttl_compaction(versions.current)
 
     # ------------------------------------------------------------------
     # Writes
@@ -422,7 +324,7 @@ class DB(KeyValueMapping):
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
             batch.user_bytes = user_bytes
-            self._write_synced(batch)
+            self._commits.write_synced(batch)
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one (the
             # uncontended put's path, kept free of queue entries).
@@ -434,7 +336,7 @@ class DB(KeyValueMapping):
                     if sync and not self._group_commit:
                         self._log.sync()
                 except BaseException as exc:
-                    raise self._fail_writes("writing the log", exc) from exc
+                    raise self._errors.fail_writes("writing the log", exc) from exc
                 self._logged_seq = seq
                 mem.add(seq, kind, key, value)
                 self._last_seq = seq
@@ -445,7 +347,7 @@ class DB(KeyValueMapping):
             batch = WriteBatch()
             batch.ops.append((kind, key, value))
             batch.user_bytes = user_bytes
-            self._write_queued(batch, sync)
+            self._commits.write(batch, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill in a ``with`` block; written atomically when it exits."""
@@ -465,44 +367,13 @@ class DB(KeyValueMapping):
             return
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
-        if sync and self._group_commit:
-            self._write_synced(batch)
-        else:
-            self._write_queued(batch, sync)
-
-    def _write_queued(self, batch: WriteBatch, sync: bool) -> None:
-        """Hand ``batch`` to the write queue; return once it is in the log and
-        the memtable."""
-        writer = self._writes.write(Writer(batch, sync))
-        if writer.error is not None:
-            raise _raised_again(writer.error)
-
-    def _write_synced(self, batch: WriteBatch) -> None:
-        """Hand ``batch`` to the log syncer; return once it is in the log, the
-        memtable, and durable (or raise SyncTimeoutError after sync_timeout)."""
-        if self._syncer is None:
-            self._raise_not_writable()
-        try:
-            self._syncer.write(Writer(batch, True), self._sync_timeout)
-        except (BackgroundError, ClosedError, ReadOnlyError) as exc:
-            raise _raised_again(exc)  # the group's error may be another thread's too
-
-    def _commit_group(self, group: list[Writer]) -> None:
-        """The log writer's work (lsmkv/base/write_queue.py): the group's batches go to
-        the log in one append, then into the memtable, in order. Without
-        group commit, each batch is appended (and fsynced if it asked) on
-        its own, as if it had come alone."""
-        if self._group_commit:
-            self._append_and_apply(group, False)
-        else:
-            for writer in group:
-                self._append_and_apply([writer], writer.sync)
+        self._commits.write(batch, sync)
 
     def _memtable_for_writing(self) -> MemTable:
         """The memtable the next write goes to (a full one is switched for a
         new one first); raises while writes are stopped. The caller holds the
         log writer's role."""
-        if self._log is None or self._bg_error is not None:
+        if self._log is None or self._errors.error is not None:
             self._raise_not_writable()
         mem = self._state.mem
         if mem.size >= self.options.write_buffer_size:
@@ -511,6 +382,9 @@ class DB(KeyValueMapping):
         return mem
 
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+        """The log writer's work on a group (lsmkv/base/group_commit.py): the
+        batches go to the log in one append (fsynced if ``sync_now``), then
+        into the memtable, in order; then they are published."""
         mem = self._memtable_for_writing()
         first = seq = self._last_seq + 1
         records = []
@@ -526,7 +400,7 @@ class DB(KeyValueMapping):
             if sync_now:
                 self._log.sync()
         except BaseException as exc:
-            raise self._fail_writes("writing the log", exc) from exc
+            raise self._errors.fail_writes("writing the log", exc) from exc
         self._logged_seq = seq - 1
         for writer in group:
             ops = writer.batch.ops
@@ -546,14 +420,6 @@ class DB(KeyValueMapping):
             seq = self._logged_seq
             log_writer.sync()
             return seq
-
-    def _sync_failed(self, exc: BaseException) -> None:
-        """The log syncer could not sync: the log's tail is not known to be
-        durable, so writes stop as after a failed append."""
-        try:
-            self._fail_writes("syncing the log", exc)
-        except BaseException:  # noqa: BLE001 - a KeyboardInterrupt-like cause: writes are stopped regardless
-            pass
 
     def _get_timer(self) -> Timer:
         """The timing wheel of this database (sync timeouts), made on first use."""
@@ -575,25 +441,7 @@ class DB(KeyValueMapping):
             raise ClosedError(f"{self.path}: database is closed")
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
-        raise BackgroundError(f"{self.path}: writes are stopped after an earlier failure ({self._bg_error}); "
-                              "call db.resume() once the cause is fixed, or reopen (reads keep working)") \
-            from self._bg_error
-
-    def _fail_writes(self, what: str, exc: BaseException) -> BaseException:
-        """Writing the log failed: its tail is unknown (the failed record may
-        be partly or wholly in it), so refuse further writes (reads go on)
-        until resume() replaces the log, or a reopen. Returns the error the
-        failing call raises: a BackgroundError naming the cause (a
-        KeyboardInterrupt or the like propagates as it is)."""
-        log.error("%s: %s failed, writes stopped: %r", self.path, what, exc)
-        with self._bg_cond:
-            if self._bg_error is None:
-                self._bg_error = exc
-            self._bg_cond.notify_all()
-        if not isinstance(exc, Exception):
-            raise exc
-        return BackgroundError(f"{self.path}: {what} failed ({exc}); the write was not applied and writes are "
-                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
+        self._errors.raise_stopped()
 
     def _switch_memtable(self) -> None:
         """Make the memtable immutable and start a new one with a new log.
@@ -604,10 +452,10 @@ class DB(KeyValueMapping):
             if len(self._state.imms) >= limit or self._l0_stop:
                 self._stall_count += 1
                 started = time.perf_counter()
-                while (len(self._state.imms) >= limit or self._l0_stop) and self._bg_error is None:
+                while (len(self._state.imms) >= limit or self._l0_stop) and self._errors.error is None:
                     self._bg_cond.wait()
                 self._stall_seconds += time.perf_counter() - started
-            if self._bg_error is not None:
+            if self._errors.error is not None:
                 self._raise_not_writable()
         number = self._versions.new_file_number()
         new_log = None
@@ -623,13 +471,13 @@ class DB(KeyValueMapping):
         except BaseException as exc:
             if new_log is not None:
                 new_log.abandon()
-            raise self._fail_writes("starting a new log", exc) from exc
+            raise self._errors.fail_writes("starting a new log", exc) from exc
         old_log.close()
         # Everything written so far was in the old log: durable now.
-        self._syncer.mark_durable(self._logged_seq)
+        self._commits.syncer.mark_durable(self._logged_seq)
         with self._bg_cond:
             st = self._state
-            self._state = _ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
+            self._state = ReadState(MemTable(number), (st.mem,) + st.imms, st.version)
             self._bg_cond.notify_all()
 
     # ------------------------------------------------------------------
@@ -702,7 +550,7 @@ class DB(KeyValueMapping):
         """get() at an explicit read sequence (snapshots)."""
         return self._get_in(self._state, key, seq, default)
 
-    def _get_in(self, st: _ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
+    def _get_in(self, st: ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() on the read state ``st`` at the read sequence ``seq`` (at
         least the state's floor)."""
         if self._closed:
@@ -776,14 +624,14 @@ class DB(KeyValueMapping):
             seq = self._last_seq
         return self._scan_in(self._state, start, end, reverse, prefix, seq)
 
-    def _scan_in(self, st: _ReadState, start: object, end: object, reverse: bool, prefix: object,
+    def _scan_in(self, st: ReadState, start: object, end: object, reverse: bool, prefix: object,
                  seq: int) -> TypingIterator[tuple[bytes, bytes]]:
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
         lo, hi = scan_bounds(start, end, prefix)
         return self._scan_iter(st, max(seq, st.floor), lo, hi, bool(reverse))
 
-    def _scan_iter(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None,
+    def _scan_iter(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None,
                    reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
         if lo is not None and hi is not None and lo >= hi:
             return iter(())
@@ -848,18 +696,18 @@ class DB(KeyValueMapping):
     def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Cursor:
         return self._iterator_in(self._state, seq, lower_bound, upper_bound, check)
 
-    def _iterator_in(self, st: _ReadState, seq: int, lower_bound: object, upper_bound: object,
+    def _iterator_in(self, st: ReadState, seq: int, lower_bound: object, upper_bound: object,
                      check) -> Cursor:
         lo = as_optional_key(lower_bound, "lower_bound")
         hi = as_optional_key(upper_bound, "upper_bound")
         return self._view(st, max(seq, st.floor), lo, hi, check)
 
-    def _view(self, st: _ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Cursor:
+    def _view(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Cursor:
         """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
         return Cursor([SourceCursor(after, before) for after, before in self._view_finders(st, seq, lo, hi)],
                       lo, hi, check=check, pinned=st, alive=self._alive)
 
-    def _view_finders(self, st: _ReadState, seq: int, lo: bytes | None,
+    def _view_finders(self, st: ReadState, seq: int, lo: bytes | None,
                       hi: bytes | None) -> list[tuple[Finder, Finder]]:
         """The (after, before) finders of the sources of ``st`` at ``seq``
         that hold keys in [lo, hi), newest first: one per memtable, per
@@ -913,7 +761,7 @@ class DB(KeyValueMapping):
             seq = max(seq, pin[0].floor)
             self._snapshots.add(seq)
 
-        def pinned() -> _ReadState:
+        def pinned() -> ReadState:
             if not pin:
                 raise ClosedError("snapshot used after close()")
             return pin[0]
@@ -936,46 +784,30 @@ class DB(KeyValueMapping):
             return list(self._snapshots)
 
     # ------------------------------------------------------------------
-    # Flushing (background)
+    # Background work: flushes, installing Versions, compactions
     # ------------------------------------------------------------------
 
     def flush(self) -> None:
         """Write the memtable to a table now and wait until it is recorded."""
         with self._writes.exclusive():
-            if self._log is None or self._bg_error is not None:
+            if self._log is None or self._errors.error is not None:
                 self._raise_not_writable()
             if len(self._state.mem):
                 self._switch_memtable()
-        with self._bg_cond:
-            while (self._state.imms or self._bg_busy) and self._bg_error is None:
-                self._bg_cond.wait()
-            if self._bg_error is not None:
-                raise BackgroundError(f"{self.path}: flush failed ({self._bg_error}); writes are stopped: call "
-                                      "db.resume() once the cause is fixed (reads keep working)") \
-                    from self._bg_error
+        error = self._flusher.wait_until_flushed()
+        if error is not None:
+            self._errors.raise_failed("flush", error)
 
-    def _background_loop(self) -> None:
-        """The flush thread: writes immutable memtables to tables, oldest
-        first. It idles while writes are stopped (resume() wakes it) and
-        exits at close, after the queued flushes unless writes are stopped."""
-        while True:
-            with self._bg_cond:
-                while (not self._state.imms or self._bg_error is not None) and not self._shutting_down:
-                    self._bg_cond.wait()
-                if not self._state.imms or self._bg_error is not None:
-                    return
-                imm = self._state.imms[-1]
-                self._bg_busy = True
-            try:
-                self._flush_immutable(imm)
-            except BaseException as exc:  # noqa: BLE001 - any failure stops writes
-                self._background_failed("flush", exc)
-            finally:
-                with self._bg_cond:
-                    self._bg_busy = False
-                    self._bg_cond.notify_all()
+    def _wait_for_flushes(self) -> None:
+        if self._flusher.wait_until_flushed() is not None:
+            self._raise_not_writable()
 
-    def _write_level0(self, mem: MemTable, snapshots: list[int]):
+    def _oldest_immutable(self) -> MemTable | None:
+        """The immutable memtable the flush thread writes next, or None."""
+        imms = self._state.imms
+        return imms[-1] if imms else None
+
+    def _write_level0(self, mem: MemTable, snapshots: list[int]) -> FileMeta | None:
         """Write ``mem`` as a new table; the caller records it in the manifest
         and then discards its number from ``_pending_outputs``."""
         number = self._versions.new_file_number()
@@ -1019,7 +851,7 @@ class DB(KeyValueMapping):
                 if flushed is not None:
                     assert imms and imms[-1] is flushed
                     imms = imms[:-1]
-                self._state = _ReadState(st.mem, imms, version)
+                self._state = ReadState(st.mem, imms, version)
                 self._update_write_pressure(version)
                 if self._compactor is not None:
                     self._compactor.changes += 1
@@ -1027,40 +859,41 @@ class DB(KeyValueMapping):
         self._schedule_ttl_compaction(version)
         return version
 
+    def _delete_obsolete_files(self, at_open: bool = False) -> None:
+        """Remove the files nothing needs any more (obsolete_files.py)."""
+        delete_obsolete_files(self._fs, self.path, self._versions, self._pending_outputs, self._tables.evict,
+                              at_open)
+
     def _schedule_ttl_compaction(self, version: Version) -> None:
         """Wake the compaction thread, on the timing wheel, when the earliest
         ttl deadline in ``version``'s tables passes (pick_expired then finds
         the table), so expired values' space comes back without writes."""
         if self.options.disable_auto_compactions or self._read_only or self._closed:
             return
-        deadline = earliest_deadline(version)
-        with self._timer_lock:
-            if deadline == self._ttl_wakeup_deadline:
-                return
-            if self._ttl_wakeup is not None:
-                self._ttl_wakeup.cancel()
-                self._ttl_wakeup = None
-            self._ttl_wakeup_deadline = deadline
-        if deadline:
-            delay = max(0.0, deadline / 1000.0 - self._ttl_clock()) + 0.001
-            handle = self._get_timer().schedule(delay, self._ttl_deadline_passed)
-            with self._timer_lock:
-                self._ttl_wakeup = handle
+        self._ttl_wakeup.schedule(version)
 
-    def _ttl_deadline_passed(self) -> None:
-        with self._timer_lock:
-            self._ttl_wakeup_deadline = 0
+    def _wake_compactor(self) -> None:
+        """Have the compaction thread look at the scores again."""
         with self._bg_cond:
             if self._compactor is not None:
                 self._compactor.changes += 1
             self._bg_cond.notify_all()
 
-    def _background_failed(self, what: str, exc: BaseException) -> None:
-        log.error("%s: %s failed; writes are stopped until resume(): %r", self.path, what, exc)
-        with self._bg_cond:
-            if self._bg_error is None:
-                self._bg_error = exc
-            self._bg_cond.notify_all()
+    def compact_range(self, start: object = None, end: object = None) -> None:
+        """Compact the tables holding keys in [start, end] (None: unbounded)
+        down to the deepest level with data there, dropping overwritten
+        versions and (where no snapshot needs them) tombstones. Flushes the
+        memtable first. Returns when done."""
+        lo = as_optional_key(start, "start")
+        hi = as_optional_key(end, "end")
+        self.flush()
+        try:
+            self._compactor.compact_range(lo, hi)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, BackgroundError):
+                raise
+            self._errors.stop_writes("compaction", exc)
+            self._errors.raise_failed("compaction", exc)
 
     # ------------------------------------------------------------------
     # Leaving the error state
@@ -1083,116 +916,38 @@ class DB(KeyValueMapping):
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; there is nothing to resume")
         with self._writes.exclusive():
             self._check_open()
-            if self._bg_error is None:
+            if self._errors.error is None:
                 return
             with self._compactor.paused():
-                with self._bg_cond:
-                    while self._bg_busy:
-                        self._bg_cond.wait()
-                try:
-                    self._restart_writes()
-                except BaseException as exc:
-                    log.error("%s: resume failed, writes stay stopped: %r", self.path, exc)
-                    with self._bg_cond:
-                        self._bg_error = exc
-                    if not isinstance(exc, Exception):
-                        raise
-                    raise BackgroundError(f"{self.path}: resume failed ({exc}); writes stay stopped: call "
-                                          "db.resume() again once the cause is fixed") from exc
-                with self._bg_cond:
-                    self._bg_error = None
-                    self._resumes += 1
-                    self._compactor.changes += 1
-                    self._bg_cond.notify_all()
+                self._flusher.wait_idle()
+                self._errors.resume(self._restart_writes)
+                self._wake_compactor()
                 # Every acknowledged write is in a table of the new manifest.
-                self._syncer.reset(self._last_seq)
+                self._commits.syncer.reset(self._last_seq)
         log.info("%s: resumed writes", self.path)
 
     def _restart_writes(self) -> None:
-        """resume()'s work, with writers, flushes and compactions held off."""
+        """resume()'s work, with writers, flushes and compactions held off:
+        the memtables go to tables recorded with a new log in a fresh
+        manifest (error_handler.py), then the new log and an empty memtable
+        replace the old ones and the files that made obsolete are deleted."""
         versions = self._versions
-        snapshots = self._live_snapshots()
         st = self._state
-        edit = VersionEdit()
-        written = []
-        try:
-            for mem in (*reversed(st.imms), st.mem):  # oldest first
-                edit.meta.update(mem.meta)
-                if len(mem):
-                    meta = self._write_level0(mem, snapshots)
-                    if meta is not None:
-                        edit.add_file(0, meta)
-                        written.append(meta.number)
-            number = versions.new_file_number()
-            new_log = self._create_log(number)
-            try:
-                edit.log_number = number
-                edit.last_sequence = self._last_seq
-                with self._manifest_lock:
-                    # Also makes the new log's name durable (it syncs the directory).
-                    versions.write_new_manifest(edit)
-            except BaseException:
-                new_log.abandon()
-                raise
-        finally:
-            # Tables a failed attempt wrote stay on disk (the manifest CURRENT
-            # names may hold them); sweeps after the next success remove them.
-            self._pending_outputs.difference_update(written)
+        snapshots = self._live_snapshots()
+        number, new_log = flush_to_fresh_manifest(
+            versions, (*reversed(st.imms), st.mem), self._last_seq, lambda mem: self._write_level0(mem, snapshots),
+            self._create_log, self._manifest_lock, self._pending_outputs)
         with self._log_sync_lock:
             old_log, self._log = self._log, new_log
         self._logged_seq = self._last_seq
         with self._bg_cond:
-            self._state = _ReadState(MemTable(number), (), versions.current)
+            self._state = ReadState(MemTable(number), (), versions.current)
             self._update_write_pressure(versions.current)
         if old_log is not None:
             old_log.abandon()  # obsolete; deleted just below
         # No flush or compaction is under way: outputs of failed ones are garbage now.
         self._pending_outputs.clear()
         self._delete_obsolete_files(at_open=True)
-
-    def _simulate_crash(self) -> None:
-        """Tests: drop the handle as a killed process would, without
-        finishing queued flushes or writing anything more (cut the fault
-        file system's power first, so work in flight stops too; then its
-        power_loss() or power_on() decides what the disk keeps)."""
-        with self._writes.exclusive():
-            with self._bg_cond:
-                self._closed = True
-                self._alive[0] = False
-                self._shutting_down = True
-                if self._bg_error is None:
-                    self._bg_error = ClosedError(f"{self.path}: the process crashed")
-                self._bg_cond.notify_all()
-        if self._bg_thread is not None:
-            self._bg_thread.join()
-        if self._compactor is not None:
-            self._compactor.stop()
-        self._stop_syncer()
-        if self._log is not None:
-            self._log.abandon()
-            self._log = None
-        self._versions.abandon()
-        self._tables.close()
-        if self._lock_file is not None:
-            self._lock_file.release()
-            self._lock_file = None
-
-    def compact_range(self, start: object = None, end: object = None) -> None:
-        """Compact the tables holding keys in [start, end] (None: unbounded)
-        down to the deepest level with data there, dropping overwritten
-        versions and (where no snapshot needs them) tombstones. Flushes the
-        memtable first. Returns when done."""
-        lo = as_optional_key(start, "start")
-        hi = as_optional_key(end, "end")
-        self.flush()
-        try:
-            self._compactor.compact_range(lo, hi)
-        except BaseException as exc:
-            if not isinstance(exc, Exception) or isinstance(exc, BackgroundError):
-                raise
-            self._background_failed("compaction", exc)
-            raise BackgroundError(f"{self.path}: compaction failed ({exc}); writes are stopped: call "
-                                  "db.resume() once the cause is fixed (reads keep working)") from exc
 
     # ------------------------------------------------------------------
     # Ingest, checkpoints, split keys
@@ -1219,7 +974,7 @@ class DB(KeyValueMapping):
         if not tables:
             return
         with self._writes.exclusive():
-            if self._log is None or self._bg_error is not None:
+            if self._log is None or self._errors.error is not None:
                 self._raise_not_writable()
             st = self._state
             if any(mem.has_key_in(t.smallest, t.largest) for mem in (st.mem, *st.imms) for t in tables):
@@ -1231,47 +986,20 @@ class DB(KeyValueMapping):
             with self._compactor.paused():
                 self._install_ingested(tables)
         if move:
-            for t in tables:
-                self._fs.remove(t.path)
-            for directory in sorted({os.path.dirname(t.path) for t in tables}):
-                self._fs.sync_dir(directory)
+            remove_sources(self._fs, tables)
 
-    def _wait_for_flushes(self) -> None:
-        with self._bg_cond:
-            while (self._state.imms or self._bg_busy) and self._bg_error is None:
-                self._bg_cond.wait()
-            if self._bg_error is not None:
-                self._raise_not_writable()
-
-    def _install_ingested(self, tables: list) -> None:
-        """Link ``tables`` in under new numbers and record them in one edit,
-        all with one new sequence number. Writers are held off and
-        compactions paused by the caller."""
-        version = self._state.version
+    def _install_ingested(self, tables: list[IngestTable]) -> None:
+        """Link ``tables`` in and record them in one edit, all with one new
+        sequence number (ingest.py). Writers are held off and compactions
+        paused by the caller."""
         seq = self._last_seq + 1
-        edit = VersionEdit()
-        numbers = []
-        try:
-            for t in tables:
-                number = self._versions.new_file_number()
-                self._pending_outputs.add(number)
-                numbers.append(number)
-                self._fs.link_or_copy(t.path, os.path.join(self.path, table_name(number)))
-                edit.add_file(ingest_level(version, t.smallest, t.largest),
-                              FileMeta(number, t.size, t.smallest, t.largest, seq, seq, t.entries, t.tombstones,
-                                       t.ttl_entries, t.earliest_deadline, global_seq=seq))
-            self._fs.sync_dir(self.path)
+
+        def install(edit: VersionEdit) -> None:
             self._last_seq = seq
             self._apply_edit(edit)
-        except BaseException:
-            for number in numbers:
-                try:
-                    self._fs.remove(os.path.join(self.path, table_name(number)))
-                except OSError:
-                    pass
-            raise
-        finally:
-            self._pending_outputs.difference_update(numbers)
+
+        link_tables(self._fs, self.path, tables, self._state.version, seq, self._versions.new_file_number,
+                    self._pending_outputs, install)
         self._ingest_count += 1
         self._ingest_bytes += sum(t.size for t in tables)
 
@@ -1298,7 +1026,7 @@ class DB(KeyValueMapping):
                                  seq, dict(st.meta), self.options, self._tables.reader)
             return
         with self._writes.exclusive():
-            if self._log is not None and self._bg_error is None and len(self._state.mem):
+            if self._log is not None and self._errors.error is None and len(self._state.mem):
                 self._switch_memtable()
             self._wait_for_flushes()
             st = self._state
@@ -1315,56 +1043,10 @@ class DB(KeyValueMapping):
         the memtables and upper levels hold falls in whichever range owns
         its keys. ``[]`` for a database with no tables or parts <= 1."""
         self._check_open()
-        if type(parts) is not int or parts < 1:
-            raise ValueError(f"parts must be a positive int, not {parts!r}")
-        version = self._state.version
-        levels = [files for files in version.levels if files]
-        if parts == 1 or not levels:
-            return []
-        reader = self._tables.reader
-        bounds: list[tuple[bytes, int]] = []  # (last key of a block, its size), in key order
-        for meta in levels[-1]:
-            r = reader(meta)
-            ends = r.index_offsets[1:] + [meta.size]
-            bounds.extend(zip(r.index_keys, (e - o for o, e in zip(r.index_offsets, ends))))
-        bounds.sort()
-        return equal_size_cuts(bounds, parts)
-
-    def _delete_obsolete_files(self, at_open: bool = False) -> None:
-        """Remove tables no live Version references, logs already in tables,
-        old manifests, and (at open) temporary files left by a crash."""
-        fs = self._fs
-        versions = self._versions
-        names = fs.listdir(self.path)
-        # Read in this order: a table listed above is either still pending
-        # (its number added before it got its name) or already in a Version
-        # (installed before its number left the pending set).
-        pending = set(self._pending_outputs)
-        live = versions.live_table_numbers() | pending
-        removed = []
-        for name in names:
-            parsed = parse(name)
-            if parsed is None:
-                continue
-            kind, number = parsed
-            if ((kind == "table" and number not in live)
-                    or (kind == "log" and number < versions.log_number)
-                    or (kind == "manifest" and number != versions.manifest_number)
-                    or (kind == "temp" and at_open)):
-                if kind == "table":
-                    self._tables.evict(number)
-                try:
-                    fs.remove(os.path.join(self.path, name))
-                    removed.append(name)
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:  # harmless: the next sweep (or open) removes it
-                    log.warning("%s: could not remove obsolete file %s: %s", self.path, name, exc)
-        if removed:
-            log.debug("%s: removed obsolete files %s", self.path, removed)
+        return split_keys(self._state.version, self._tables.reader, parts)
 
     # ------------------------------------------------------------------
-    # Stats, close
+    # Stats
     # ------------------------------------------------------------------
 
     def stats(self, space_amp: bool = False) -> dict:
@@ -1374,115 +1056,51 @@ class DB(KeyValueMapping):
         live data (key + value bytes of every live key) and reports
         ``live_bytes`` and ``space_amp`` (bytes on disk / live bytes)."""
         self._check_open()
-        st = self._state
-        version = st.version
-        compactor = self._compactor
-        limits = compactor.limits if compactor is not None else Compactor.limits_for(self.options)
-        scores = level_scores(version, limits)
-        compaction = compactor.stats.as_dict() if compactor is not None else Compactor.empty_stats()
-        levels = []
-        table_entries = 0
-        table_tombstones = 0
-        for level, files in enumerate(version.levels):
-            entries = sum(f.entries for f in files)
-            tombstones = sum(f.tombstones for f in files)
-            table_entries += entries
-            table_tombstones += tombstones
-            levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
-                           "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3),
-                           "compactions_into": compaction["compactions_into"][level],
-                           "compaction_bytes_read_into": compaction["bytes_read_into"][level],
-                           "compaction_bytes_written_into": compaction["bytes_written_into"][level],
-                           "bytes_moved_into": compaction["bytes_moved_into"][level]})
-        mem_entries = sum(len(m) for m in (st.mem, *st.imms))
-        user = self._user_bytes_written
-        written = (self._wal_bytes_written + self._flush_bytes_written + compaction["bytes_written"]
-                   + self._versions.manifest_bytes_written)
-        gets = self._gets
-        cache = self._block_cache
-        result = {
-            "engine": "lsm",
-            "path": self.path,
-            "entries": table_entries + mem_entries,
-            "table_entries": table_entries,
-            "table_tombstones": table_tombstones,
-            "memtable_keys": mem_entries,
-            "memtable_bytes": st.mem.size,
-            "immutable_memtables": len(st.imms),
-            "last_sequence": self._last_seq,
-            "files_per_level": [lv["files"] for lv in levels],
-            "bytes_per_level": [lv["bytes"] for lv in levels],
-            "levels": levels,
-            "user_bytes_written": user,
-            "wal_bytes_written": self._wal_bytes_written,
-            "flush_bytes_written": self._flush_bytes_written,
-            "compaction_bytes_written": compaction["bytes_written"],
-            "compaction_bytes_read": compaction["bytes_read"],
-            "compactions": compaction["compactions"],
-            "trivial_moves": compaction["trivial_moves"],
-            "compaction_seconds": compaction["seconds"],
-            "compaction_cpu_seconds": compaction["cpu_seconds"],
-            "compaction_entries_read": compaction["entries_read"],
-            "compaction_entries_written": compaction["entries_written"],
-            "entries_dropped": compaction["versions_dropped"],
-            "tombstones_dropped": compaction["tombstones_dropped"],
-            # Values with a ttl that compactions found expired and turned
-            # into tombstones (their space is then reclaimed as tombstones' is).
-            "ttl_expired": compaction["ttl_expired"],
-            "manifest_bytes_written": self._versions.manifest_bytes_written,
-            "bytes_written": written,
-            "write_amp": written / user if user else 0.0,
-            "flush_count": self._flush_count,
-            "ingest_count": self._ingest_count,
-            "ingest_bytes": self._ingest_bytes,
-            "bytes_read": self._io.bytes_read,
-            "block_reads": self._io.block_reads,
-            "gets": gets,
-            # Blocks read from table files per get (0 when the cache holds them).
-            "read_amp": self._io.get_block_reads / gets if gets else 0.0,
-            "tables_probed_per_get": self._io.searches / gets if gets else 0.0,
-            **group_commit_stats(self._writes, self._syncer),
-            "stall_count": self._stall_count,
-            "stall_seconds": self._stall_seconds,
-            "slowdown_count": self._write_control.slowdowns,
-            "slowdown_seconds": self._write_control.slowdown_seconds,
-            "delayed_write_rate": round(self._write_control.rate),
-            "level0_max_tables": self._write_control.max_level0,
-            "block_cache": {
-                "capacity": cache.capacity if cache is not None else 0,
-                "usage": cache.usage if cache is not None else 0,
-                "blocks": len(cache) if cache is not None else 0,
-                "admitted": cache.admitted if cache is not None else 0,
-                "evicted": cache.evicted if cache is not None else 0,
-                "promoted": cache.promoted if cache is not None else 0,
-                "sizing": "block_cache_size option" if self.options.block_cache_size is not None else CACHE_RULE,
-            },
-            "open_tables": len(self._tables),
-            # Kept by the open tables whatever the cache holds: their index and filter blocks.
-            "table_memory": self._tables.resident_bytes(),
-            "snapshots": len(self._snapshots),
-            # Metadata entries (set_meta) and the bytes of each value.
-            "meta": describe_meta(self.meta()),
-            "disk_bytes": self._disk_bytes(),
-            "recovery": dict(self._recovery),
-            "background_error": None if self._bg_error is None else repr(self._bg_error),
-            "writes_stopped": self._bg_error is not None,
-            "resumes": self._resumes,
-        }
+        result = lsm_stats(
+            path=self.path, fs=self._fs, options=self.options, state=self._state, last_sequence=self._last_seq,
+            counters={"user_bytes_written": self._user_bytes_written, "wal_bytes_written": self._wal_bytes_written,
+                      "flush_bytes_written": self._flush_bytes_written, "flush_count": self._flush_count,
+                      "ingest_count": self._ingest_count, "ingest_bytes": self._ingest_bytes, "gets": self._gets,
+                      "stall_count": self._stall_count, "stall_seconds": self._stall_seconds},
+            manifest_bytes_written=self._versions.manifest_bytes_written, compactor=self._compactor, io=self._io,
+            commits=self._commits.stats(), write_control=self._write_control, block_cache=self._block_cache,
+            tables=self._tables, snapshots=len(self._snapshots), meta=self.meta(), recovery=self._recovery,
+            errors=self._errors)
         if space_amp:
             live = sum(len(k) + len(v) for k, v in self._scan(None, None, False, None, None))
             result["live_bytes"] = live
             result["space_amp"] = result["disk_bytes"] / live if live else 0.0
         return result
 
-    def _disk_bytes(self) -> int:
-        total = 0
-        for name in self._fs.listdir(self.path):
-            try:
-                total += self._fs.file_size(os.path.join(self.path, name))
-            except OSError:
-                pass
-        return total
+    # ------------------------------------------------------------------
+    # Closing
+    # ------------------------------------------------------------------
+
+    def _simulate_crash(self) -> None:
+        """Tests: drop the handle as a killed process would, without
+        finishing queued flushes or writing anything more (cut the fault
+        file system's power first, so work in flight stops too; then its
+        power_loss() or power_on() decides what the disk keeps)."""
+        with self._writes.exclusive():
+            with self._bg_cond:
+                self._closed = True
+                self._alive[0] = False
+                self._shutting_down = True
+                self._errors.keep(ClosedError(f"{self.path}: the process crashed"))
+                self._bg_cond.notify_all()
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+        self._stop_syncer()
+        if self._log is not None:
+            self._log.abandon()
+            self._log = None
+        self._versions.abandon()
+        self._tables.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1502,15 +1120,15 @@ class DB(KeyValueMapping):
             with self._bg_cond:
                 self._shutting_down = True
                 self._bg_cond.notify_all()
-        if self._bg_thread is not None:
-            self._bg_thread.join()
+        if self._flusher is not None:
+            self._flusher.join()
         if self._compactor is not None:
             self._compactor.stop()
         with self._refresh_lock:
             pass  # a refresh under way finishes before the files are closed
         # A read-only handle removes nothing: another process may be writing,
         # and tables newer than this handle's view look obsolete from here.
-        if self._bg_error is None and not self._read_only:
+        if self._errors.error is None and not self._read_only:
             try:
                 self._delete_obsolete_files()
             except OSError as exc:  # leftovers are removed at the next open
@@ -1523,7 +1141,7 @@ class DB(KeyValueMapping):
         try:
             if self._log is not None:
                 try:
-                    if self._bg_error is None:
+                    if self._errors.error is None:
                         with self._log_sync_lock:
                             try:
                                 self._log.sync()
@@ -1533,7 +1151,7 @@ class DB(KeyValueMapping):
                                     "closed, and writes not synced before may be lost if the machine fails "
                                     "before the file system writes them (they are in the log; the next open "
                                     "replays what reached the disk)") from exc
-                        self._syncer.mark_durable(self._logged_seq)
+                        self._commits.syncer.mark_durable(self._logged_seq)
                 finally:
                     self._stop_syncer()
                     self._log.close()
@@ -1549,8 +1167,7 @@ class DB(KeyValueMapping):
     def _stop_syncer(self) -> None:
         """Stop the log syncer (its waiters, if any are left, get ClosedError)
         and the timer."""
-        if self._syncer is not None:
-            self._syncer.close()
+        self._commits.close()
         with self._timer_lock:
             timer, self._timer = self._timer, None
         if timer is not None:

@@ -3,8 +3,9 @@
 The way RocksDB's IngestExternalFile and HBase's bulk load do it: files
 written outside the database by :class:`lsmkv.TableWriter` (sorted, one
 version per key, every entry with sequence 0) join the tree whole, without
-being rewritten. This module owns the two decisions that make that correct;
-the DB (db.py) owns the locking and the manifest edit.
+being rewritten. This module owns the two decisions that make that
+correct, and linking the files in; the DB (db.py) owns the locking (writers
+held off, compactions paused) and installs the manifest edit.
 
 * :func:`inspect_tables`: every file is opened and checked before anything
   changes -- a table file of format 2 or later, at least one entry, one
@@ -20,6 +21,8 @@ the DB (db.py) owns the locking and the manifest edit.
   level 0 (level 0 is ordered by sequence, newest first). The memtable is
   flushed first if it holds a key in an ingested range (db.py), and
   compactions are held off meanwhile, so no table moves under the decision.
+* :func:`link_tables`: the files are hard-linked (or copied) in under new
+  table numbers and recorded in one manifest edit, all or none.
 
 A file placed at the deepest level needs no compaction at all: bulk loads
 into an empty store (or into empty key ranges) cost no write amplification.
@@ -29,13 +32,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from lsmkv.base.errors import CorruptionError
+from lsmkv.base.filenames import table_name
 from lsmkv.base.fs import FileSystem
 
 from .table.block import CODEC_LENGTHS
 from .table.reader import TableReader
-from .version import NUM_LEVELS, Version
+from .version import NUM_LEVELS, FileMeta, Version, VersionEdit
 
 
 @dataclass(frozen=True)
@@ -103,3 +108,46 @@ def ingest_level(version: Version, smallest: bytes, largest: bytes) -> int:
             break
         level = candidate
     return level
+
+
+def link_tables(fs: FileSystem, path: str, tables: list[IngestTable], version: Version, seq: int,
+                new_file_number: Callable[[], int], pending_outputs: set[int],
+                install: Callable[[VersionEdit], object]) -> None:
+    """Link ``tables`` into the database directory ``path`` under new table
+    numbers (from ``new_file_number()``; each in ``pending_outputs`` until
+    the edit is installed, so no obsolete-file sweep removes it), each at
+    the level :func:`ingest_level` picks in ``version``, all with the
+    sequence number ``seq``; then make the links durable and hand
+    ``install`` the one edit recording them. If anything fails, the links
+    made are removed and the error propagates."""
+    edit = VersionEdit()
+    numbers = []
+    try:
+        for t in tables:
+            number = new_file_number()
+            pending_outputs.add(number)
+            numbers.append(number)
+            fs.link_or_copy(t.path, os.path.join(path, table_name(number)))
+            edit.add_file(ingest_level(version, t.smallest, t.largest),
+                          FileMeta(number, t.size, t.smallest, t.largest, seq, seq, t.entries, t.tombstones,
+                                   t.ttl_entries, t.earliest_deadline, global_seq=seq))
+        fs.sync_dir(path)
+        install(edit)
+    except BaseException:
+        for number in numbers:
+            try:
+                fs.remove(os.path.join(path, table_name(number)))
+            except OSError:
+                pass
+        raise
+    finally:
+        pending_outputs.difference_update(numbers)
+
+
+def remove_sources(fs: FileSystem, tables: list[IngestTable]) -> None:
+    """``ingest(move=True)``, once the ingest is durable: remove the source
+    files and make their removal durable."""
+    for t in tables:
+        fs.remove(t.path)
+    for directory in sorted({os.path.dirname(t.path) for t in tables}):
+        fs.sync_dir(directory)

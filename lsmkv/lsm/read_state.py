@@ -1,0 +1,39 @@
+"""ReadState: what a reader of the LSM engine sees, replaced as a whole.
+
+The DB (db.py) publishes a new one whenever the memtables or the Version
+change (a memtable switch, a flush, a compaction, an ingest, resume(), a
+read-only handle's refresh); a reader takes the one of the moment and works
+on it without a lock. Nothing here ever changes a published state.
+"""
+
+from __future__ import annotations
+
+from .memtable import MemTable
+from .version import Version
+
+
+class ReadState:
+    """What a reader sees: the memtable, the immutable memtables (newest
+    first) and the Version. Replaced as a whole, never mutated.
+
+    ``floor``: the lowest read sequence the state answers correctly. 0 on a
+    writable handle (its compactions keep what its snapshots need); on a
+    read-only handle, the sequence it was caught up to (the writer's
+    compactions may have dropped versions older reads would need), so a
+    read that took the DB's last sequence before a refresh published this
+    state reads at the floor instead.
+
+    ``meta``: on a read-only handle, the metadata entries of the manifest
+    the Version came from (a refresh reads newer ones before it publishes
+    their state); None on a writable handle, whose VersionSet holds them.
+    """
+
+    __slots__ = ("mem", "imms", "version", "floor", "meta")
+
+    def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
+                 meta: dict[bytes, bytes] | None = None) -> None:
+        self.mem = mem
+        self.imms = imms
+        self.version = version
+        self.floor = floor
+        self.meta = meta
