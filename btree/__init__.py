@@ -17,6 +17,8 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.expiry`: how many values with a ttl have expired (``len(db)``);
 * :mod:`btree.bulk`: a whole page file built bottom up from sorted entries
   (ingest, vacuum, checkpoints, repair);
+* :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
+* :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
 * :mod:`btree.db`: the DB object (locking, recovery, checkpoints, stats);
 * :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
@@ -35,7 +37,10 @@ from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, In
                                SnapshotEndedError, SyncTimeoutError)
 
 from .check import check
-from .db import DB, Snapshot, WriteBatch, open
+from .db import DB, open
+from .snapshot import Snapshot
+from .write_batch import WriteBatch
+
 # Imported before the function of the same name is defined below, so that
 # ``btree.repair`` stays the function (see lsmkv/lsm/__init__.py).
 from .repair import repair_db as _repair_db

@@ -1,4 +1,4 @@
-"""The database object: options, locking, the write and read paths, recovery,
+"""The database object: locking, the write and read paths, recovery,
 checkpoints and statistics.
 
 This module owns the protocol that ties the pieces together (docs/btree.md
@@ -49,9 +49,8 @@ from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, In
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.base.log_syncer import check_sync_options
 from lsmkv.base.mapping import KeyValueMapping
-from lsmkv.base.meta import describe_meta, meta_entry
+from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer, TimerHandle
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
 from lsmkv.base.write_queue import Writer
@@ -60,154 +59,26 @@ from .bufferpool import BufferPool
 from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
 from .bulk import build_page_file, ingest_tables, merge_ingested
-from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
-    valid_page_size
+from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_TTL_SWEEP_INTERVAL,
+                      check_option_names, check_options)
+from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import (LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl,
-                  parse_log)
+from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl, parse_log
+from .write_batch import QueuedWrite, WriteBatch, queued_batch
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PAGE_SIZE = 4096
-#: cache_size=None (the default) sizes the buffer pool by the rule the LSM
-#: sizes its block cache by (lsmkv/base/cache_size.py: 1/16 of physical memory,
-#: 32 MiB to 1 GiB). Measured at 1,000,000 random keys with 100-byte values
-#: (a 175 MiB page file): 32 MiB gave 23K puts/s and 41K gets/s, 1 GiB
-#: 140K and 216K, with 222 MiB more peak RSS. The pool charges what decoded
-#: pages take in memory, not page images (btree.bufferpool).
-DEFAULT_CACHE_SIZE = None
-DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
 #: flush() and close() compact the page file when more than 1/COMPACT_FREE
 #: of its slots are free (room earlier checkpoints left): 1/64, a little
 #: over 1.5% of the file.
 COMPACT_FREE = 64
-#: Largest total of key and value bytes in one write batch.
-MAX_BATCH_BYTES = 512 * 1024 * 1024
-
-OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
-           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval")
-DEFAULT_TTL_SWEEP_INTERVAL = 60.0
 #: Entries a sweep chunk looks at while holding the writers off.
 SWEEP_CHUNK = 4096
 #: Entries (cells read) in a scan's first chunk and the most in one chunk
 #: (see DB._scan_chunks for how chunks grow).
 SCAN_FIRST_CHUNK = 16
 SCAN_MAX_CHUNK = 4096
-
-
-def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                   sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval) -> None:
-    if page_size is not None and not valid_page_size(page_size):
-        raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
-    if cache_size is not None and (type(cache_size) is not int or cache_size < 0):
-        raise OptionError(f"cache_size must be a non-negative int (bytes) or None (the default rule), "
-                          f"not {cache_size!r}")
-    if type(read_only) is not bool:
-        raise OptionError(f"read_only must be True or False, not {read_only!r}")
-    if fs is not None and not isinstance(fs, FileSystem):
-        raise OptionError(f"fs must be an lsmkv.base.fs.FileSystem, not {type(fs).__name__}")
-    if type(checkpoint_log_bytes) is not int or checkpoint_log_bytes < 4096:
-        raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
-    if type(hash_index) is not bool:
-        raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
-    if type(group_commit) is not bool:
-        raise OptionError(f"group_commit must be True or False, not {group_commit!r}")
-    check_sync_options(sync_timeout, commit_delay)
-    if not callable(ttl_clock):
-        raise OptionError(f"ttl_clock must be a callable returning seconds since the epoch, not "
-                          f"{type(ttl_clock).__name__}")
-    if (isinstance(ttl_sweep_interval, bool) or not isinstance(ttl_sweep_interval, (int, float))
-            or not 0 < ttl_sweep_interval <= 86400):
-        raise OptionError(f"ttl_sweep_interval must be a number of seconds from 0 (excluded) to 86400, "
-                          f"not {ttl_sweep_interval!r}")
-
-
-class WriteBatch:
-    """Puts and deletes applied atomically when the ``with`` block ends
-    (discarded if it ends with an exception). It knows nothing of the
-    database: ``commit(batch, sync)`` is what its block calls at the end
-    (the batch itself travels through the write queue to the log writer)."""
-
-    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done", "_clock")
-
-    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool,
-                 clock: Callable[[], float] = time.time) -> None:
-        self._commit = commit
-        self._max_key = max_key
-        self._ops: list[tuple[bytes, "bytes | Expiring | None"]] = []
-        self._sync = sync
-        self._bytes = 0
-        self._done = False
-        self._clock = clock
-
-    def put(self, key, value, ttl: float | None = None) -> None:
-        """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
-        that long after this call (lsmkv/base/ttl.py)."""
-        if ttl is None:
-            key = as_key(key, self._max_key)
-            value = as_value(value)
-            self._add(key, value, len(key) + len(value))
-        else:
-            key = as_key(key, self._max_key - DEADLINE_SIZE)
-            value = as_value(value)
-            ttl = check_ttl(ttl)
-            self._add(key, Expiring(deadline_ms(self._clock(), ttl), value), len(key) + len(value))
-
-    def delete(self, key) -> None:
-        key = as_key(key)
-        self._add(key, None, len(key))
-
-    def set_meta(self, name: str, value) -> None:
-        """Store ``value`` under the metadata entry ``name``, atomically with
-        the rest of the batch (see lsmkv's WriteBatch.set_meta: the same
-        contract). ``db.get_meta(name)`` reads it; gets and scans never see it."""
-        n, v = meta_entry(name, value)
-        self._add(n, MetaEntry(v), len(n) + len(v))
-
-    def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
-        if self._done:
-            raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
-        if self._bytes + size > MAX_BATCH_BYTES:
-            raise SizeLimitError(f"write batch would hold {self._bytes + size} bytes; the limit is {MAX_BATCH_BYTES}")
-        self._bytes += size
-        self._ops.append((key, value))
-
-    def __len__(self) -> int:
-        return len(self._ops)
-
-    def __enter__(self) -> "WriteBatch":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._done:
-            return
-        self._done = True
-        if exc_type is None:
-            self._commit(self, self._sync)
-        self._ops = []
-
-    @property
-    def ops(self) -> list[tuple[bytes, "bytes | Expiring | None"]]:
-        """(key, value) in order: bytes, an Expiring (a put with a ttl) or None (a delete)."""
-        return self._ops
-
-
-class _Queued:
-    """A write as the write queue carries it: its operations, its log record
-    (encoded by the writer's own thread, before it queues), what kind of
-    call it came from, the user bytes it counts, and the WriteBatch it came
-    from, if any (whatever a batch carries reaches the log writer)."""
-
-    __slots__ = ("kind", "ops", "record", "user_bytes", "batch")
-
-    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int,
-                 batch: "WriteBatch | None" = None) -> None:
-        self.kind = kind
-        self.ops = ops
-        self.record = record
-        self.user_bytes = user_bytes
-        self.batch = batch
 
 
 class DB(KeyValueMapping):
@@ -219,8 +90,8 @@ class DB(KeyValueMapping):
                  group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
                  ttl_clock: Callable[[], float] = time.time,
                  ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL) -> None:
-        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                       sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
+        check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                      sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
         self._ttl_clock = ttl_clock
         self._ttl_sweep_interval = ttl_sweep_interval
         #: The next sweep of expired keys on the timing wheel, and keys swept so far.
@@ -820,7 +691,7 @@ class DB(KeyValueMapping):
         rec = encode_put(key, value)
         writes = self._writes
         if sync and self._group_commit:
-            self._commits.write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
+            self._commits.write_synced(QueuedWrite("put", [(key, value)], rec, len(key) + len(value)))
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one.
             try:
@@ -849,14 +720,14 @@ class DB(KeyValueMapping):
             finally:
                 writes.release()
         else:
-            self._commits.write(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
+            self._commits.write(QueuedWrite("put", [(key, value)], rec, len(key) + len(value)), sync)
 
     def _put_with_ttl(self, key, value, sync: bool, ttl) -> None:
         key = as_key(key, self._max_key - DEADLINE_SIZE)
         value = as_value(value)
         ttl = check_ttl(ttl)
         expiring = Expiring(deadline_ms(self._ttl_clock(), ttl), value)
-        self._commits.write(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
+        self._commits.write(QueuedWrite("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
                             sync)
 
     def delete(self, key, sync: bool = False) -> None:
@@ -866,9 +737,9 @@ class DB(KeyValueMapping):
         key = as_key(key)
         if len(key) > self._max_key:
             # Longer than any stored key: nothing to delete or log.
-            queued = _Queued("delete", [], b"", len(key))
+            queued = QueuedWrite("delete", [], b"", len(key))
         else:
-            queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
+            queued = QueuedWrite("delete", [(key, None)], encode_delete(key), len(key))
         self._commits.write(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
@@ -880,12 +751,7 @@ class DB(KeyValueMapping):
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         """Write a batch (the end of a WriteBatch's block)."""
-        ops = batch.ops
-        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value))
-                         for k, v in ops if type(v) is not MetaEntry)
-        # Too-long deletes are no-ops (metadata names have a limit of their own).
-        ops = [(k, v) for k, v in ops if len(k) <= self._max_key or type(v) is MetaEntry]
-        self._commits.write(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
+        self._commits.write(queued_batch(batch, self._max_key), sync)
 
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
         """The log writer's work on a group, under ``_lock`` (lsmkv/base/group_commit.py):
@@ -989,7 +855,7 @@ class DB(KeyValueMapping):
                     keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
                     if keys:
                         ops = [(k, None) for k in keys]
-                        writer = Writer(_Queued("sweep", ops, encode_batch(ops), 0), False)
+                        writer = Writer(QueuedWrite("sweep", ops, encode_batch(ops), 0), False)
                         try:
                             self._append_and_apply([writer], False)
                         except LsmkvError:
@@ -1140,7 +1006,7 @@ class DB(KeyValueMapping):
                 self._check_writable()
                 if self._tree.get(key) is None:
                     raise KeyError(key)
-                writer = Writer(_Queued("delete", [(key, None)], encode_delete(key), len(key)), False)
+                writer = Writer(QueuedWrite("delete", [(key, None)], encode_delete(key), len(key)), False)
                 self._append_and_apply([writer], False)
 
     def _live_count(self) -> int:
@@ -1564,7 +1430,5 @@ def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the 
     default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.base.fs.FileSystem),
     checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """
-    for name in options:
-        if name not in OPTIONS:
-            raise OptionError(f"unknown btree option {name!r}; the options are {', '.join(OPTIONS)}")
+    check_option_names(options)
     return DB(path, **options)
