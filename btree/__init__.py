@@ -19,7 +19,9 @@ reader when ``db.ingest`` reads table files. Modules:
   (ingest, vacuum, checkpoints, repair);
 * :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
 * :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
-* :mod:`btree.db`: the DB object (locking, recovery, checkpoints, stats);
+* :mod:`btree.db`: the DB object (locking, the write and read paths, checkpoints, stats);
+* :mod:`btree.recovery`: opening the files and rebuilding the state from them;
+* :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
 * :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
 * :mod:`btree.check`: consistency checks;

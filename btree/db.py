@@ -45,26 +45,28 @@ from lsmkv.base.cache_size import default_capacity
 from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                               OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
+                               ReadOnlyError, SizeLimitError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer, TimerHandle
-from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
-from .bufferpool import BufferPool
 from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
 from .bulk import build_page_file, ingest_tables, merge_ingested
-from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_PAGE_SIZE, DEFAULT_TTL_SWEEP_INTERVAL,
-                      check_option_names, check_options)
-from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries
+from .error_handler import fail, rebuild_tree, resume_writes
+from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
+                      check_options)
+from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, encode_meta_entries
+from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log, replay_log,
+                       retry_while_checkpointing)
 from .snapshot import Snapshot
 from .tree import Tree
-from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl, parse_log
+from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
 from .write_batch import QueuedWrite, WriteBatch, queued_batch
 
 log = logging.getLogger(__name__)
@@ -169,18 +171,7 @@ class DB(KeyValueMapping):
         if not read_only:
             self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
         try:
-            self._pager = pager = Pager(fs, self.path, read_only=read_only)
-            if pager.is_empty() or (not read_only and pager.creation_cut_short()):
-                if read_only:
-                    raise InvalidDatabaseError(f"{self.path} holds a btree database still being created")
-                ps = page_size or DEFAULT_PAGE_SIZE
-                if not pager.is_empty():
-                    pager.file.truncate(0)  # what a creation cut short left
-                pager.initialize(ps, lambda size: encode_node(Node(2, True), size, 0))
-            meta = pager.read_meta()
-            if page_size is not None and page_size != meta.page_size:
-                raise OptionError(f"page_size={page_size} differs from the database's page size {meta.page_size}, "
-                                  f"which is fixed at creation; omit page_size or pass {meta.page_size}")
+            self._pager = open_pager(fs, self.path, read_only=read_only, page_size=page_size)
             if read_only:
                 self._load_view()
             else:
@@ -202,76 +193,32 @@ class DB(KeyValueMapping):
     # ---- opening and recovery ----------------------------------------------------------
 
     def _load_state(self, replay_until: int | None = None) -> None:
-        """Build the in-memory state: the checkpointed tree plus the log
-        replayed (only the records that start before ``replay_until``, if
-        given: a writer rebuilding its tree after a failed write, which then
-        leaves the files as they are)."""
+        """Build the in-memory state (btree/recovery.py): the checkpointed
+        tree plus the log replayed (only the records that start before
+        ``replay_until``, if given: a writer rebuilding its tree after a
+        failed write, which then leaves the files as they are)."""
         fs, pager = self._fs, self._pager
         writer = not self._read_only
-        if writer:
-            pager.recover_journal()
-            for leftover in (LOG_FILE + ".tmp", VACUUM_FILE):  # what a crash mid-checkpoint or mid-vacuum left
-                tmp = os.path.join(self.path, leftover)
-                if fs.exists(tmp):
-                    fs.remove(tmp)
-        else:
-            pager.overlay_journal()
-        pager.load_pages(pager.meta)
-        if writer and replay_until is None:
-            pager.step_past_unfinished_checkpoint()  # (may write the meta page again: pager.meta)
-        meta = pager.meta
-        self._pool = pool = BufferPool(pager, self._cache_size, self._hash_index)
-        clock = self._ttl_clock
-        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
-                                 meta.ttl_entries, lambda: now_ms(clock()))
+        loaded = load_checkpoint(fs, pager, self.path, writer=writer, rebuilding=replay_until is not None,
+                                 cache_size=self._cache_size, hash_index=self._hash_index, ttl_clock=self._ttl_clock)
+        self._pool, self._tree = pool, tree = loaded.pool, loaded.tree
         self._ahi_get = tree.ahi.get if tree.ahi is not None else None
         self._ahi_page = tree.ahi_page
         self._pages = pool.pages
         self._max_key = tree.max_key
-        self._meta_chain = Overflow(meta.meta_page, meta.meta_length) if meta.meta_page else None
-        self._meta = ({} if self._meta_chain is None else
-                      decode_meta_entries(tree.read_overflow(self._meta_chain), pager.path, meta.meta_page))
+        self._meta_chain, self._meta = loaded.meta_chain, loaded.meta
         self._meta_dirty = False
-        log_path = os.path.join(self.path, LOG_FILE)
-        contents = None
-        try:
-            data = fs.read_file(log_path)
-        except FileNotFoundError:
-            data = None  # a database created before its first log, or a crash then
+        data = read_log(fs, self.path)
         if data is not None:
             self._log_bytes_read += len(data)
-            contents = parse_log(data, log_path)
-        end_lsn = meta.ckpt_lsn
-        replayed = 0
-        if contents is not None:
-            if contents.base_lsn > meta.ckpt_lsn:
-                if not writer and self._concurrent_checkpoint():
-                    raise StaleView(0)
-                raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
-                                      f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)
-            for start, end, ops in contents.records:
-                if replay_until is not None and start >= replay_until:
-                    break
-                if start < meta.ckpt_lsn:
-                    if end > meta.ckpt_lsn:
-                        raise CorruptionError(f"checkpoint LSN {meta.ckpt_lsn} is inside a log record",
-                                              path=log_path, offset=start - contents.base_lsn)
-                    continue
-                self._apply(ops)
-                replayed += 1
-            end_lsn = max(end_lsn, contents.valid_end_lsn)
-            if contents.torn_bytes:
-                log.info("dropped a torn log tail of %d bytes in %s", contents.torn_bytes, log_path)
-        self._replayed = replayed
-        self._view_lsn = end_lsn
+        replayed = replay_log(data, self.path, pager.meta.ckpt_lsn, self._apply, replay_until=replay_until,
+                              stale=None if writer else self._concurrent_checkpoint)
+        self._replayed = replayed.records
+        self._view_lsn = replayed.end_lsn
         if writer and replay_until is None:
-            if replayed:
-                self._write_checkpoint(end_lsn)
-            if (replayed or contents is None or contents.torn_bytes or contents.records
-                    or contents.base_lsn != pager.meta.ckpt_lsn):
-                self._log = LogWriter.create(fs, log_path, pager.meta.ckpt_lsn, self.path)
-            else:
-                self._log = LogWriter(fs.open_appendable(log_path), contents.base_lsn)
+            if replayed.records:
+                self._write_checkpoint(replayed.end_lsn)
+            self._log = open_log(fs, self.path, replayed, pager.meta.ckpt_lsn)
 
     def refresh(self) -> bool:
         """Read-only handles: move the view forward to what the writer has
@@ -288,19 +235,18 @@ class DB(KeyValueMapping):
             return self._view_lsn != before
 
     def _concurrent_checkpoint(self) -> bool:
-        """Read-only handles: is a writer in another process checkpointing (or
-        did it since this view was loaded, or did it rewrite the page file
-        with compact_range())? Then a bad page is no corruption."""
-        pager = self._pager
-        return (pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
-                or pager.replaced())
+        """Read-only handles: is a writer in another process checkpointing
+        under this view (btree/recovery.py)? Then a bad page is no corruption."""
+        return concurrent_checkpoint(self._fs, self._pager)
 
-    def _reopen_pager(self) -> None:
-        """Read-only handles: open the page file now at the path (a writer's
-        compact_range() renamed a rewritten one over the one open here)."""
-        old = self._pager
-        self._pager = Pager(self._fs, self.path, read_only=self._read_only)
-        old.close()
+    def _reread_meta(self) -> None:
+        """Read the meta page again, from the page file now at the path: a
+        writer's compact_range() may have renamed a rewritten one over the
+        one open here (read-only handles), or this handle's own vacuum did."""
+        if self._pager.replaced():
+            old = self._pager
+            self._pager = Pager(self._fs, self.path, read_only=self._read_only)
+            old.close()
         self._pager.read_meta()
 
     # ---- vacuum -------------------------------------------------------------------------------
@@ -472,7 +418,7 @@ class DB(KeyValueMapping):
         try:
             fs.sync_dir(self.path)
             self._replay_until = self._log.end_lsn
-            self._reload(f"{what} rewrote the page file")
+            rebuild_tree(self, f"{what} rewrote the page file")
         except BaseException as exc:
             raise self._fail(f"{what} opening the new page file", exc,
                              replay_until=self._log.end_lsn) from exc
@@ -481,33 +427,23 @@ class DB(KeyValueMapping):
     def _load_view(self) -> None:
         """Read-only handles: load a consistent view, retrying while a writer
         in another process is in the middle of a checkpoint."""
-        for attempt in range(300):
-            try:
-                self._load_state()
-                return
-            except StaleView:
-                pass
-            except CorruptionError:
-                if not self._concurrent_checkpoint():
-                    raise
-            time.sleep(0.01)
-            if self._pager.replaced():
-                self._reopen_pager()
-            self._pager.read_meta()
-        raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
-                         f"kept checkpointing; retry")
+        retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
+
+    def _end_view(self, reason: str) -> None:
+        """End the handle's view before it is loaded again: its snapshots and
+        cursors end (``reason`` is what they are told), its pages leave the
+        pool, and the meta page is read again."""
+        self._view_gen += 1
+        self._view_reason = reason
+        self._live_snaps.clear()
+        self._pool.clear()
+        self._reread_meta()
 
     def _refresh(self, reason: str) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed,
         or rewrote the page file with compact_range()); ``reason`` is what
         the handle's snapshots are told."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
-        if self._pager.replaced():
-            self._reopen_pager()
-        self._pager.read_meta()
+        self._end_view(reason)
         self._load_view()
         self._fill_cache = None
 
@@ -545,48 +481,9 @@ class DB(KeyValueMapping):
 
     def _fail(self, what: str, exc: BaseException, *, applied: bool = False,
               replay_until: int | None = None) -> BaseException:
-        """Stop writes after ``what`` failed with ``exc``; return the error
-        the failing call raises (a KeyboardInterrupt or the like is raised as
-        it is). ``applied``: the write itself was logged and applied (a
-        checkpoint after it failed). ``replay_until``: the failure cut short
-        a change of the tree in memory, whose record starts at that LSN: the
-        tree is rebuilt from the disk and the log before it at once."""
-        log.error("btree %s: %s failed, writes stopped until resume(): %r", self.path, what, exc)
-        if self._failed is None:
-            self._failed = exc
-        self._writable = False
-        if replay_until is not None:
-            self._tree_lost = True
-            self._usable = False
-            self._replay_until = replay_until
-            try:
-                self._reload(f"{what} failed, so the tree was rebuilt from the disk")
-            except Exception as again:  # noqa: BLE001 - resume() retries it
-                log.error("btree %s: reloading the tree failed too: %r", self.path, again)
-        if not isinstance(exc, Exception):
-            raise exc
-        outcome = ("nothing acknowledged is lost (it is in the log), but" if applied
-                   else "the write was not applied and")
-        return BackgroundError(f"the btree database {self.path}: {what} failed ({exc}); {outcome} writes are "
-                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
-
-    def _reload(self, reason: str) -> None:
-        """Rebuild the tree in memory from the last checkpoint and the log
-        records before ``_replay_until`` (the acknowledged writes). Live
-        snapshots end; ``reason`` is what they are told."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
-        replayed = self._replayed
-        if self._pager.replaced():  # compact_range() renamed a new page file over it
-            self._reopen_pager()
-        self._pager.read_meta()
-        self._load_state(replay_until=self._replay_until)
-        self._replayed = replayed
-        self._fill_cache = None
-        self._tree_lost = False
-        self._usable = True
+        """Stop writes after ``what`` failed with ``exc`` (btree/error_handler.py);
+        return the error the failing call raises."""
+        return fail(self, what, exc, applied=applied, replay_until=replay_until)
 
     def resume(self) -> None:
         """Leave the error state once the cause of a failure is gone.
@@ -600,42 +497,7 @@ class DB(KeyValueMapping):
         If the cause persists, raises BackgroundError naming it and writes
         stay stopped. Does nothing when writes are not stopped."""
         with self._lock:
-            if self._closed:
-                raise ClosedError(f"the btree database {self.path} is closed")
-            if self._read_only:
-                raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True; "
-                                    "there is nothing to resume")
-            if self._failed is None:
-                return
-            wal = self._log
-            try:
-                if self._tree_lost:
-                    self._reload(f"resume() rebuilt the tree from the disk after a failure ({self._failed})")
-                self._pager.prepare_retry()
-                end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
-                self._write_checkpoint(end)
-                new_log = LogWriter.create(self._fs, wal.file.path, end, self.path)
-                with self._log_sync_lock:
-                    self._log = new_log
-            except BaseException as exc:
-                log.error("btree %s: resume failed, writes stay stopped: %r", self.path, exc)
-                self._failed = exc
-                if not isinstance(exc, Exception):
-                    raise
-                raise BackgroundError(f"the btree database {self.path}: resume failed ({exc}); writes stay "
-                                      "stopped: call db.resume() again once the cause is fixed") from exc
-            self._log_bytes_done += wal.bytes_written
-            try:
-                wal.close()
-            except OSError:
-                pass  # the old log is replaced already
-            self._failed = None
-            self._writable = True
-            self._log_pending = 0
-            self._resumes += 1
-            # The checkpoint holds every write the tree holds.
-            self._commits.syncer.reset(end)
-            log.info("btree %s: resumed writes", self.path)
+            resume_writes(self)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
         """Run ``fn(tree, *args)``; read-only handles reload their view and
