@@ -22,6 +22,9 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.db`: the DB object (locking, the write and read paths, checkpoints, stats);
 * :mod:`btree.recovery`: opening the files and rebuilding the state from them;
 * :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
+* :mod:`btree.vacuum`: ``compact_range()`` and the compaction of the file at ``flush()`` and ``close()``;
+* :mod:`btree.ingest`: ``ingest()``: table files taken into the tree;
+* :mod:`btree.checkpoint`: ``checkpoint(dest)`` (a copy in a new directory) and ``split_keys()``;
 * :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
 * :mod:`btree.check`: consistency checks;

@@ -45,10 +45,10 @@ from lsmkv.base.cache_size import default_capacity
 from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                               ReadOnlyError, SizeLimitError, SnapshotEndedError)
+                               ReadOnlyError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
-from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer, TimerHandle
@@ -57,24 +57,22 @@ from lsmkv.base.write_queue import Writer
 
 from .cursor import snapshot_source
 from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
-from .bulk import build_page_file, ingest_tables, merge_ingested
-from .error_handler import fail, rebuild_tree, resume_writes
+from .checkpoint import copy_tree, split_keys, write_checkpoint
+from .error_handler import fail, resume_writes
+from .ingest import ingest_files
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
-from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, encode_meta_entries
+from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
 from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log, replay_log,
                        retry_while_checkpointing)
 from .snapshot import Snapshot
 from .tree import Tree
 from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
+from .vacuum import compact_file, vacuum
 from .write_batch import QueuedWrite, WriteBatch, queued_batch
 
 log = logging.getLogger(__name__)
 
-#: flush() and close() compact the page file when more than 1/COMPACT_FREE
-#: of its slots are free (room earlier checkpoints left): 1/64, a little
-#: over 1.5% of the file.
-COMPACT_FREE = 64
 #: Entries a sweep chunk looks at while holding the writers off.
 SWEEP_CHUNK = 4096
 #: Entries (cells read) in a scan's first chunk and the most in one chunk
@@ -249,7 +247,7 @@ class DB(KeyValueMapping):
             old.close()
         self._pager.read_meta()
 
-    # ---- vacuum -------------------------------------------------------------------------------
+    # ---- vacuum, ingest, checkpoint copies -------------------------------------------------------
 
     def compact_range(self, start: object = None, end: object = None) -> None:
         """Vacuum: rewrite the page file densely and give the space of
@@ -270,13 +268,7 @@ class DB(KeyValueMapping):
         file they have open (the data as of the vacuum) until they refresh()
         or meet a change, and then open the new file. Needs free disk space
         for a second copy of the live data."""
-        as_optional_key(start, "start")
-        as_optional_key(end, "end")
-        with self._lock:  # a ttl sweep runs its chunks under this lock too
-            self._check_writable()
-            self._checkpoint()  # the log is empty from here on, until the next write
-            self._rewrite_page_file(self._tree.live_entries(), "a compact_range()")
-            self._vacuums += 1
+        vacuum(self, start, end)
 
     def ingest(self, paths, *, move: bool = False, fill_factor: float = 1.0) -> None:
         """Take table files written by :class:`lsmkv.TableWriter` into the
@@ -291,30 +283,7 @@ class DB(KeyValueMapping):
         raise before the store changes. ``move=True`` removes the source
         files once the ingest is durable. Far faster than a put per key:
         no page is written twice (docs/btree.md)."""
-        self._check_open()
-        if type(move) is not bool:
-            raise TypeError(f"move must be True or False, not {move!r}")
-        if not isinstance(fill_factor, (int, float)) or not 0.5 <= fill_factor <= 1.0:
-            raise ValueError(f"fill_factor must be a number from 0.5 to 1.0, not {fill_factor!r}")
-        tables, read_table = ingest_tables(self._fs, paths)
-        if not tables:
-            return
-        with self._lock:
-            self._check_writable()
-            too_long = [t.path for t in tables if len(t.smallest) > self._tree.max_key or
-                        len(t.largest) > self._tree.max_key]
-            if too_long:
-                raise SizeLimitError(f"{too_long[0]} holds keys longer than this btree's key limit "
-                                     f"({self._tree.max_key} bytes at page size {self._pager.page_size})")
-            self._checkpoint()
-            merged = merge_ingested(self._tree.live_entries(), tables, self._tree.max_key, read_table)
-            self._rewrite_page_file(merged, "an ingest", fill_factor)
-            self._ingests += 1
-        if move:
-            for t in tables:
-                self._fs.remove(t.path)
-            for directory in sorted({os.path.dirname(t.path) for t in tables}):
-                self._fs.sync_dir(directory)
+        ingest_files(self, paths, move=move, fill_factor=fill_factor)
 
     def checkpoint(self, dest: str | bytes | os.PathLike) -> None:
         """Write a consistent, openable copy of the tree as it is now into
@@ -326,29 +295,19 @@ class DB(KeyValueMapping):
         store another process writes to: :func:`btree.checkpoint`) the copy
         starts over whenever the writer checkpoints under it."""
         self._check_open()
-        dest = os.path.abspath(os.fsdecode(dest))
-        fs = self._fs
-        if fs.exists(dest):
-            raise FileExistsError(f"{dest} already exists; a checkpoint goes to a new directory")
-        fs.makedirs(dest)
-        pages = os.path.join(dest, PAGES_FILE)
 
-        def copy(tree: Tree) -> None:
-            build_page_file(fs, pages, self._pager.page_size, tree.live_entries(), epoch=1, ckpt_lsn=0,
-                            metadata=self._meta)
+        def write_pages(path: str) -> None:
+            def copy(tree: Tree) -> None:
+                copy_tree(self._fs, path, tree, self._pager.page_size, self._meta)
 
-        try:
             if self._read_only:
                 self._read(copy)
             else:
                 with self._lock:
                     self._check_open()
                     copy(self._tree)
-            LogWriter.create(fs, os.path.join(dest, LOG_FILE), 0, dest).close()
-            fs.sync_dir(dest)
-        except BaseException:
-            fs.discard_directory(dest)
-            raise
+
+        write_checkpoint(self._fs, dest, write_pages)
 
     def split_keys(self, parts: int) -> list[bytes]:
         """At most ``parts - 1`` ascending keys that cut the tree into
@@ -359,70 +318,9 @@ class DB(KeyValueMapping):
         self._check_open()
         if type(parts) is not int or parts < 1:
             raise ValueError(f"parts must be a positive int, not {parts!r}")
-
-        def collect(tree: Tree) -> list[bytes]:
-            if parts == 1 or tree.height <= 1:
-                return []
-            nodes = [tree.root]
-            for depth in range(tree.height - 1):
-                separators = [key for pg in nodes for key in tree.node(pg, False).keys]
-                if len(separators) >= parts - 1 or depth == tree.height - 2:
-                    break
-                nodes = [kid for pg in nodes for kid in tree.node(pg, False).kids]
-            n = len(separators)
-            picked = [separators[min(n - 1, (i * (n + 1)) // parts)] for i in range(1, parts)] if n else []
-            return sorted(set(picked))
-
         with self._lock:
             self._check_open()
-            return self._read(collect)
-
-    def _rewrite_page_file(self, entries, what: str, fill_factor: float = 1.0) -> None:
-        """Replace the page file with one built bottom up from ``entries``
-        (key order). Called with the lock held, right after a checkpoint."""
-        fs, pager = self._fs, self._pager
-        before = pager.page_count
-        vacuum_path = os.path.join(self.path, VACUUM_FILE)
-        # Writing the new file: a failure changes nothing (the old file
-        # and the log stay as they are); writes stop until resume() like
-        # after any failed write, which checkpoints into the old file.
-        # Bad input found while building (a key too long) stops only the
-        # build: nothing was changed.
-        try:
-            if fs.exists(vacuum_path):
-                fs.remove(vacuum_path)
-            build_page_file(fs, vacuum_path, pager.page_size, entries,
-                            epoch=pager.meta.epoch + 1, ckpt_lsn=pager.meta.ckpt_lsn, metadata=self._meta,
-                            fill_factor=fill_factor)
-            new_lock = fs.lock(vacuum_path)  # the lock moves with the file: no writer slips in
-            try:
-                fs.rename(vacuum_path, pager.path)
-            except BaseException:
-                new_lock.release()
-                raise
-        except BaseException as exc:
-            try:
-                if fs.exists(vacuum_path):
-                    fs.remove(vacuum_path)
-            except OSError:
-                pass  # removed at the next open
-            if isinstance(exc, (SizeLimitError, CorruptionError)) and what == "an ingest":
-                raise
-            raise self._fail(f"{what} writing the new page file", exc, applied=True) from exc
-        # The new file is in place, holding the same checkpoint (same
-        # checkpoint LSN, so the empty log goes on as it is). From here a
-        # failure leaves the tree to be rebuilt from the new file (the
-        # pager is reopened when its file was replaced), now or at resume().
-        old_lock, self._filelock = self._filelock, new_lock
-        old_lock.release()
-        try:
-            fs.sync_dir(self.path)
-            self._replay_until = self._log.end_lsn
-            rebuild_tree(self, f"{what} rewrote the page file")
-        except BaseException as exc:
-            raise self._fail(f"{what} opening the new page file", exc,
-                             replay_until=self._log.end_lsn) from exc
-        self._vacuum_pages_freed += max(0, before - self._pager.page_count)
+            return self._read(split_keys, parts)
 
     def _load_view(self) -> None:
         """Read-only handles: load a consistent view, retrying while a writer
@@ -752,23 +650,7 @@ class DB(KeyValueMapping):
         with self._lock:
             self._check_writable()
             self._checkpoint()
-            self._compact_file()
-
-    def _compact_file(self) -> None:
-        """At flush() and close(): while writes go on, the page file keeps
-        free slots for the next checkpoint's pages (each changed page goes
-        to a slot the checkpoint on disk does not use). When more than
-        1/COMPACT_FREE of the file is free, one more checkpoint moves the
-        pages in the highest slots down into the free ones and the file is
-        cut after the last slot in use (docs/btree.md)."""
-        pmap = self._pager.map
-        free = pmap.free_slots()
-        if free < 16 or free * COMPACT_FREE <= pmap.slot_count:
-            return
-        try:
-            self._write_checkpoint(self._pager.meta.ckpt_lsn, compact=True)
-        except BaseException as exc:
-            raise self._fail("a checkpoint", exc, applied=True) from exc
+            compact_file(self)
 
     def _checkpoint(self) -> None:
         wal = self._log
@@ -1104,7 +986,7 @@ class DB(KeyValueMapping):
                     snap.close()
                 if not self._read_only and self._failed is None:
                     self._checkpoint()
-                    self._compact_file()
+                    compact_file(self)
             finally:
                 self._closed = True
                 self._usable = self._writable = False
