@@ -19,7 +19,7 @@ reader when ``db.ingest`` reads table files. Modules:
   (ingest, vacuum, checkpoints, repair);
 * :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
 * :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
-* :mod:`btree.db`: the DB object (locking, the write and read paths, checkpoints, stats);
+* :mod:`btree.db`: the DB object (locking, the write and read paths, log checkpoints);
 * :mod:`btree.recovery`: opening the files and rebuilding the state from them;
 * :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
 * :mod:`btree.vacuum`: ``compact_range()`` and the compaction of the file at ``flush()`` and ``close()``;
@@ -27,7 +27,8 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.checkpoint`: ``checkpoint(dest)`` (a copy in a new directory) and ``split_keys()``;
 * :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
-* :mod:`btree.check`: consistency checks;
+* :mod:`btree.stats`: ``stats()``;
+* :mod:`btree.check`: consistency checks (``btree.check``, ``check_invariants()``);
 * :mod:`btree.repair`: ``lsmkv repair`` for this engine;
 * :mod:`btree.dbm`: the standard library's dbm interface.
 

@@ -1,5 +1,4 @@
-"""The database object: locking, the write and read paths, recovery,
-checkpoints and statistics.
+"""The database object: locking, the write and read paths, log checkpoints.
 
 This module owns the protocol that ties the pieces together (docs/btree.md
 describes it at length):
@@ -16,7 +15,16 @@ describes it at length):
   overwritten and no journal is written), then the meta page recording the
   log position, and starts a new log;
 * open loads the tree as of the last checkpoint (a format-3 file's
-  journal, left by a crash, is applied first) and replays the log past it.
+  journal, left by a crash, is applied first) and replays the log past it
+  (the steps are btree/recovery.py's; ``_load_state`` runs them).
+
+The rest of the DB's work has a module of its own, to which its methods
+delegate: options (btree/options.py), write batches (btree/write_batch.py),
+failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
+(btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
+``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and
+``check_invariants()`` (btree/check.py). Each is handed the DB or the
+callables it needs; none imports this module.
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
@@ -35,7 +43,6 @@ import logging
 import os
 import threading
 import time
-from bisect import bisect_left
 from functools import partial
 from itertools import chain
 from math import isqrt
@@ -50,25 +57,26 @@ from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
-from lsmkv.base.meta import describe_meta
 from lsmkv.base.timer import Timer, TimerHandle
 from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
-from .cursor import snapshot_source
-from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
+from .check import verify_hash_index, verify_tree
 from .checkpoint import copy_tree, split_keys, write_checkpoint
+from .cursor import snapshot_source
 from .error_handler import fail, resume_writes
 from .ingest import ingest_files
+from .node import DEADLINE_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
 from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log, replay_log,
                        retry_while_checkpointing)
 from .snapshot import Snapshot
+from .stats import collect_stats
 from .tree import Tree
-from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
 from .vacuum import compact_file, vacuum
+from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
 from .write_batch import QueuedWrite, WriteBatch, queued_batch
 
 log = logging.getLogger(__name__)
@@ -124,7 +132,8 @@ class DB(KeyValueMapping):
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
         self._closed = True
-        #: The failure that stopped writes (None while writable); see resume().
+        #: The failure state (btree/error_handler.py is what changes it):
+        #: the failure that stopped writes (None while writable); see resume().
         self._failed: BaseException | None = None
         #: Set when a failure interrupted a change of the tree in memory: the
         #: tree is rebuilt from the disk and the log up to ``_replay_until``
@@ -247,6 +256,29 @@ class DB(KeyValueMapping):
             old.close()
         self._pager.read_meta()
 
+    def _load_view(self) -> None:
+        """Read-only handles: load a consistent view, retrying while a writer
+        in another process is in the middle of a checkpoint."""
+        retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
+
+    def _end_view(self, reason: str) -> None:
+        """End the handle's view before it is loaded again: its snapshots and
+        cursors end (``reason`` is what they are told), its pages leave the
+        pool, and the meta page is read again."""
+        self._view_gen += 1
+        self._view_reason = reason
+        self._live_snaps.clear()
+        self._pool.clear()
+        self._reread_meta()
+
+    def _refresh(self, reason: str) -> None:
+        """Read-only handles: reload the view (a writer elsewhere checkpointed,
+        or rewrote the page file with compact_range()); ``reason`` is what
+        the handle's snapshots are told."""
+        self._end_view(reason)
+        self._load_view()
+        self._fill_cache = None
+
     # ---- vacuum, ingest, checkpoint copies -------------------------------------------------------
 
     def compact_range(self, start: object = None, end: object = None) -> None:
@@ -322,29 +354,6 @@ class DB(KeyValueMapping):
             self._check_open()
             return self._read(split_keys, parts)
 
-    def _load_view(self) -> None:
-        """Read-only handles: load a consistent view, retrying while a writer
-        in another process is in the middle of a checkpoint."""
-        retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
-
-    def _end_view(self, reason: str) -> None:
-        """End the handle's view before it is loaded again: its snapshots and
-        cursors end (``reason`` is what they are told), its pages leave the
-        pool, and the meta page is read again."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
-        self._reread_meta()
-
-    def _refresh(self, reason: str) -> None:
-        """Read-only handles: reload the view (a writer elsewhere checkpointed,
-        or rewrote the page file with compact_range()); ``reason`` is what
-        the handle's snapshots are told."""
-        self._end_view(reason)
-        self._load_view()
-        self._fill_cache = None
-
     def _release(self) -> None:
         self._stop_syncer()
         if self._log is not None:
@@ -356,7 +365,7 @@ class DB(KeyValueMapping):
             self._filelock.release()
             self._filelock = None
 
-    # ---- guards ------------------------------------------------------------------------------
+    # ---- guards and failures (btree/error_handler.py) ----------------------------------------
 
     def _check_open(self) -> None:
         """Raise unless reads can be served: ClosedError after close(),
@@ -646,7 +655,7 @@ class DB(KeyValueMapping):
     def flush(self) -> None:
         """Checkpoint: write every changed page to the page file and start a
         new log; then give back the room earlier checkpoints left in the
-        file, if it is more than a little (_compact_file)."""
+        file, if it is more than a little (btree/vacuum.py: compact_file)."""
         with self._lock:
             self._check_writable()
             self._checkpoint()
@@ -1019,111 +1028,11 @@ class DB(KeyValueMapping):
         state = "closed" if self._closed else ("read-only" if self._read_only else "open")
         return f"<btree.DB {self.path!r} {state}>"
 
-    def _level_fill(self) -> tuple[list[int], list[float]]:
-        """(pages per level, fill factor per level), root level first."""
-        if self._fill_cache is not None and self._fill_cache[0] == self._version:
-            return self._fill_cache[1], self._fill_cache[2]
-        tree, pager, pool = self._tree, self._pager, self._pool
-        ps = pager.page_size
-        counts: list[int] = []
-        fills: list[float] = []
-        level = [tree.root]
-        for depth in range(tree.height):
-            leaf = depth == tree.height - 1
-            used = 0
-            nxt: list[int] = []
-            for pg in level:
-                node = pool.pages.get(pg)
-                if node is None and leaf:
-                    buf = pager.read_page(pg)
-                    hdr = check_header(buf, pg, ps, pager.path)
-                    cell_start = hdr[5] or ps
-                    used += HEADER_SIZE + 2 * hdr[4] + (ps - cell_start)
-                    continue
-                if node is None:
-                    node = tree.node(pg, False)
-                used += node.used
-                if not leaf:
-                    nxt += node.kids
-            counts.append(len(level))
-            fills.append(round(used / (len(level) * ps), 4))
-            level = nxt
-        self._fill_cache = (self._version, counts, fills)
-        return counts, fills
-
     def stats(self) -> dict:
         """Counters and shape of the database, as a plain dict (see docs/btree.md)."""
         with self._lock:
             self._check_open()
-            pager, pool, tree = self._pager, self._pool, self._tree
-            counts, fills = self._read(lambda tree: self._level_fill())
-            log_written = self._log_bytes_done + (self._log.bytes_written if self._log else 0)
-            bytes_written = log_written + pager.bytes_written
-            bytes_read = pager.bytes_read + self._log_bytes_read
-            disk = 0
-            for name in self._fs.listdir(self.path):
-                try:
-                    disk += self._fs.file_size(os.path.join(self.path, name))
-                except OSError:
-                    pass
-            lookups = pool.lookups
-            return {
-                "engine": "btree",
-                "entries": tree.entries,
-                # Metadata entries (set_meta) and the bytes of each value.
-                "meta": describe_meta(self._meta),
-                "user_bytes_written": self._user_bytes,
-                "bytes_written": bytes_written,
-                "write_amp": round(bytes_written / self._user_bytes, 3) if self._user_bytes else 0.0,
-                "bytes_read": bytes_read,
-                "gets": self._gets,
-                "read_amp": round(self._get_page_reads / self._gets, 4) if self._gets else 0.0,
-                "disk_bytes": disk,
-                "puts": self._puts,
-                "deletes": self._deletes,
-                "batches": self._batches,
-                "page_size": pager.page_size,
-                "height": tree.height,
-                "page_count": pager.page_count,
-                "pages_per_level": counts,
-                "fill_factor": fills,
-                "free_pages": len(pager.free),
-                "cache_size": pool.cache_size,
-                "cache_bytes": pool.memory_bytes(),
-                "cache_page_bytes": round(pool.page_bytes),
-                "cache_capacity_pages": pool.capacity,
-                "cache_pages": len(pool.pages),
-                "dirty_pages": pool.dirty_count(),
-                "cache_hit_rate": round(1 - pool.misses / lookups, 4) if lookups else 0.0,
-                "cache_misses": pool.misses,
-                "hash_index_hits": self._ahi_hits,
-                "hash_index_entries": len(tree.ahi) if tree.ahi is not None else 0,
-                "page_reads": pager.page_reads,
-                "log_bytes_written": log_written,
-                "data_bytes_written": pager.data_bytes,
-                "slot_count": pager.map.slot_count,
-                "free_slots": pager.map.free_slots(),
-                "map_pages": len(pager.map.map_slots) + len(pager.map.dir_slots),
-                "format_version": pager.meta.version,
-                "log_bytes": (self._log.end_lsn - self._log.base_lsn) if self._log else 0,
-                "data_file_bytes": pager.file.size(),
-                "checkpoints": self._checkpoints,
-                "vacuums": self._vacuums,
-                "ingests": self._ingests,
-                "vacuum_pages_freed": self._vacuum_pages_freed,
-                "checkpoint_epoch": pager.meta.epoch,
-                "replayed_batches": self._replayed,
-                "max_key_size": self._max_key,
-                "read_only": self._read_only,
-                "background_error": None if self._failed is None else repr(self._failed),
-                "writes_stopped": self._failed is not None,
-                "resumes": self._resumes,
-                **self._commits.stats(),
-                # Keys whose value has a ttl (expired ones included until a
-                # sweep deletes them), and keys the sweeps deleted so far.
-                "ttl_entries": tree.ttl_entries,
-                "ttl_swept": self._ttl_swept,
-            }
+            return collect_stats(self)
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------
 
@@ -1131,39 +1040,13 @@ class DB(KeyValueMapping):
         """Verify the in-memory tree (dirty pages included): key order,
         separator bounds, sibling links, free list disjoint from the tree,
         every page accounted for. Returns a list of problems (empty if fine)."""
-        from .check import verify_structure
         with self._lock:
             self._check_open()
             pager = self._pager
-            problems = self._read(lambda tree: verify_structure(
-                root=tree.root, height=tree.height, page_count=pager.page_count,
-                free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
-                node=tree.node,
-                overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
-                max_key=tree.max_key, page_size=pager.page_size, meta_chain=self._meta_chain)[0])
-            problems += self._check_hash_index()
+            problems = self._read(lambda tree: verify_tree(tree, pager, self._meta_chain))
+            problems += verify_hash_index(self._tree, self._pool.pages)
             self._pool.trim()
             return problems
-
-    def _check_hash_index(self) -> list[str]:
-        """Every hash-index entry names a resident leaf that holds that key
-        with that value."""
-        tree, pages = self._tree, self._pool.pages
-        if tree.ahi is None:
-            return []
-        problems = []
-        if tree.ahi.keys() != tree.ahi_page.keys():
-            problems.append("hash index: the value and page maps hold different keys")
-        for key, value in tree.ahi.items():
-            node = pages.get(tree.ahi_page.get(key))
-            if node is None or not node.leaf:
-                problems.append(f"hash index: {key!r} points at page {tree.ahi_page.get(key)}, not a cached leaf")
-                break
-            i = bisect_left(node.keys, key)
-            if i >= len(node.keys) or node.keys[i] != key or node.vals[i] != value:
-                problems.append(f"hash index: {key!r} is not in page {node.pgno} with that value")
-                break
-        return problems
 
 
 def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
