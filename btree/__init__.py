@@ -17,10 +17,18 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.expiry`: how many values with a ttl have expired (``len(db)``);
 * :mod:`btree.bulk`: a whole page file built bottom up from sorted entries
   (ingest, vacuum, checkpoints, repair);
-* :mod:`btree.db`: the DB object (locking, recovery, checkpoints, stats);
+* :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
+* :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
+* :mod:`btree.db`: the DB object (locking, the write and read paths, log checkpoints);
+* :mod:`btree.recovery`: opening the files and rebuilding the state from them;
+* :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
+* :mod:`btree.vacuum`: ``compact_range()`` and the compaction of the file at ``flush()`` and ``close()``;
+* :mod:`btree.ingest`: ``ingest()``: table files taken into the tree;
+* :mod:`btree.checkpoint`: ``checkpoint(dest)`` (a copy in a new directory) and ``split_keys()``;
 * :mod:`btree.snapshot`: point-in-time views;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
-* :mod:`btree.check`: consistency checks;
+* :mod:`btree.stats`: ``stats()``;
+* :mod:`btree.check`: consistency checks (``btree.check``, ``check_invariants()``);
 * :mod:`btree.repair`: ``lsmkv repair`` for this engine;
 * :mod:`btree.dbm`: the standard library's dbm interface.
 
@@ -35,7 +43,10 @@ from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, Corr
                                SnapshotEndedError, SyncTimeoutError)
 
 from .check import check
-from .db import DB, Snapshot, WriteBatch, open
+from .db import DB, open
+from .snapshot import Snapshot
+from .write_batch import WriteBatch
+
 # Imported before the function of the same name is defined below, so that
 # ``btree.repair`` stays the function (see lsmkv/lsm/__init__.py).
 from .repair import repair_db as _repair_db

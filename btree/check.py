@@ -14,14 +14,17 @@ This module owns the definition of a well-formed btree database:
   pages, map pages or directory pages in one slot;
 * the entry count in the meta page matches the leaves.
 
-:func:`verify_structure` checks a tree through any page source (the live
-buffer pool for :meth:`DB.check_invariants`, the file for :func:`check`).
+:func:`verify_structure` checks a tree through any page source: the live
+buffer pool for :meth:`DB.check_invariants` (:func:`verify_tree`, with
+:func:`verify_hash_index` for the adaptive hash index), the file for
+:func:`check`.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Callable
 
 from lsmkv.base.check_report import CheckReport
 from lsmkv.base.dbdir import prepare_directory
@@ -31,6 +34,9 @@ from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from .node import DEADLINE_SIZE, Expiring, Node, Overflow, decode_node, decode_overflow
 from .pager import LOG_FILE, PAGES_FILE, Pager, StaleView, decode_meta
 from .wal import parse_log
+
+if TYPE_CHECKING:
+    from .tree import Tree
 
 _MAX_REPORTED = 50
 
@@ -152,6 +158,39 @@ def verify_structure(*, root: int, height: int, page_count: int, free: set[int],
         problem(f"free list names pages outside the file, e.g. {sorted(stray)[:5]}")
     counts["free_pages"] = len(free | reserved)
     return problems, counts
+
+
+def verify_tree(tree: Tree, pager: Pager, meta_chain: Overflow | None) -> list[str]:
+    """The problems of the live ``tree`` (dirty pages included), read
+    through its buffer pool: verify_structure's checks, with the pages held
+    back for live snapshots counted as free and ``meta_chain`` the chain
+    holding the metadata entries."""
+    return verify_structure(
+        root=tree.root, height=tree.height, page_count=pager.page_count,
+        free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
+        node=tree.node,
+        overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
+        max_key=tree.max_key, page_size=pager.page_size, meta_chain=meta_chain)[0]
+
+
+def verify_hash_index(tree: Tree, pages: dict[int, Node]) -> list[str]:
+    """Every entry of the tree's adaptive hash index names a leaf among the
+    cached ``pages`` that holds that key with that value."""
+    if tree.ahi is None:
+        return []
+    problems = []
+    if tree.ahi.keys() != tree.ahi_page.keys():
+        problems.append("hash index: the value and page maps hold different keys")
+    for key, value in tree.ahi.items():
+        node = pages.get(tree.ahi_page.get(key))
+        if node is None or not node.leaf:
+            problems.append(f"hash index: {key!r} points at page {tree.ahi_page.get(key)}, not a cached leaf")
+            break
+        i = bisect_left(node.keys, key)
+        if i >= len(node.keys) or node.keys[i] != key or node.vals[i] != value:
+            problems.append(f"hash index: {key!r} is not in page {node.pgno} with that value")
+            break
+    return problems
 
 
 def check(path: str, fs: FileSystem | None = None) -> CheckReport:

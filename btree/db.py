@@ -1,5 +1,4 @@
-"""The database object: options, locking, the write and read paths, recovery,
-checkpoints and statistics.
+"""The database object: locking, the write and read paths, log checkpoints.
 
 This module owns the protocol that ties the pieces together (docs/btree.md
 describes it at length):
@@ -16,7 +15,16 @@ describes it at length):
   overwritten and no journal is written), then the meta page recording the
   log position, and starts a new log;
 * open loads the tree as of the last checkpoint (a format-3 file's
-  journal, left by a crash, is applied first) and replays the log past it.
+  journal, left by a crash, is applied first) and replays the log past it
+  (the steps are btree/recovery.py's; ``_load_state`` runs them).
+
+The rest of the DB's work has a module of its own, to which its methods
+delegate: options (btree/options.py), write batches (btree/write_batch.py),
+failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
+(btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
+``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and
+``check_invariants()`` (btree/check.py). Each is handed the DB or the
+callables it needs; none imports this module.
 
 One re-entrant lock guards every DB object: readers and writers of one
 handle never run at the same time, so readers always see whole batches.
@@ -35,7 +43,6 @@ import logging
 import os
 import threading
 import time
-from bisect import bisect_left
 from functools import partial
 from itertools import chain
 from math import isqrt
@@ -45,169 +52,41 @@ from lsmkv.base.cache_size import default_capacity
 from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                               OptionError, ReadOnlyError, SizeLimitError, SnapshotEndedError)
+                               ReadOnlyError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
-from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
-from lsmkv.base.log_syncer import check_sync_options
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
-from lsmkv.base.meta import describe_meta, meta_entry
 from lsmkv.base.timer import Timer, TimerHandle
-from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
-from .bufferpool import BufferPool
+from .check import verify_hash_index, verify_tree
+from .checkpoint import copy_tree, split_keys, write_checkpoint
 from .cursor import snapshot_source
-from .node import DEADLINE_SIZE, HEADER_SIZE, Expiring, Node, Overflow, check_header, encode_node, encode_overflow
-from .bulk import build_page_file, ingest_tables, merge_ingested
-from .pager import LOG_FILE, PAGES_FILE, VACUUM_FILE, Meta, Pager, StaleView, decode_meta_entries, encode_meta_entries, \
-    valid_page_size
+from .error_handler import fail, resume_writes
+from .ingest import ingest_files
+from .node import DEADLINE_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
+from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
+                      check_options)
+from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
+from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log, replay_log,
+                       retry_while_checkpointing)
 from .snapshot import Snapshot
+from .stats import collect_stats
 from .tree import Tree
-from .wal import (LOG_HEADER_SIZE, LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl,
-                  parse_log)
+from .vacuum import compact_file, vacuum
+from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
+from .write_batch import QueuedWrite, WriteBatch, queued_batch
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PAGE_SIZE = 4096
-#: cache_size=None (the default) sizes the buffer pool by the rule the LSM
-#: sizes its block cache by (lsmkv/base/cache_size.py: 1/16 of physical memory,
-#: 32 MiB to 1 GiB). Measured at 1,000,000 random keys with 100-byte values
-#: (a 175 MiB page file): 32 MiB gave 23K puts/s and 41K gets/s, 1 GiB
-#: 140K and 216K, with 222 MiB more peak RSS. The pool charges what decoded
-#: pages take in memory, not page images (btree.bufferpool).
-DEFAULT_CACHE_SIZE = None
-DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
-#: flush() and close() compact the page file when more than 1/COMPACT_FREE
-#: of its slots are free (room earlier checkpoints left): 1/64, a little
-#: over 1.5% of the file.
-COMPACT_FREE = 64
-#: Largest total of key and value bytes in one write batch.
-MAX_BATCH_BYTES = 512 * 1024 * 1024
-
-OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
-           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval")
-DEFAULT_TTL_SWEEP_INTERVAL = 60.0
 #: Entries a sweep chunk looks at while holding the writers off.
 SWEEP_CHUNK = 4096
 #: Entries (cells read) in a scan's first chunk and the most in one chunk
 #: (see DB._scan_chunks for how chunks grow).
 SCAN_FIRST_CHUNK = 16
 SCAN_MAX_CHUNK = 4096
-
-
-def _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                   sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval) -> None:
-    if page_size is not None and not valid_page_size(page_size):
-        raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
-    if cache_size is not None and (type(cache_size) is not int or cache_size < 0):
-        raise OptionError(f"cache_size must be a non-negative int (bytes) or None (the default rule), "
-                          f"not {cache_size!r}")
-    if type(read_only) is not bool:
-        raise OptionError(f"read_only must be True or False, not {read_only!r}")
-    if fs is not None and not isinstance(fs, FileSystem):
-        raise OptionError(f"fs must be an lsmkv.base.fs.FileSystem, not {type(fs).__name__}")
-    if type(checkpoint_log_bytes) is not int or checkpoint_log_bytes < 4096:
-        raise OptionError(f"checkpoint_log_bytes must be an int of at least 4096, not {checkpoint_log_bytes!r}")
-    if type(hash_index) is not bool:
-        raise OptionError(f"hash_index must be True or False, not {hash_index!r}")
-    if type(group_commit) is not bool:
-        raise OptionError(f"group_commit must be True or False, not {group_commit!r}")
-    check_sync_options(sync_timeout, commit_delay)
-    if not callable(ttl_clock):
-        raise OptionError(f"ttl_clock must be a callable returning seconds since the epoch, not "
-                          f"{type(ttl_clock).__name__}")
-    if (isinstance(ttl_sweep_interval, bool) or not isinstance(ttl_sweep_interval, (int, float))
-            or not 0 < ttl_sweep_interval <= 86400):
-        raise OptionError(f"ttl_sweep_interval must be a number of seconds from 0 (excluded) to 86400, "
-                          f"not {ttl_sweep_interval!r}")
-
-
-class WriteBatch:
-    """Puts and deletes applied atomically when the ``with`` block ends
-    (discarded if it ends with an exception). It knows nothing of the
-    database: ``commit(batch, sync)`` is what its block calls at the end
-    (the batch itself travels through the write queue to the log writer)."""
-
-    __slots__ = ("_commit", "_max_key", "_ops", "_sync", "_bytes", "_done", "_clock")
-
-    def __init__(self, commit: Callable[[list, bool], None], max_key: int, sync: bool,
-                 clock: Callable[[], float] = time.time) -> None:
-        self._commit = commit
-        self._max_key = max_key
-        self._ops: list[tuple[bytes, "bytes | Expiring | None"]] = []
-        self._sync = sync
-        self._bytes = 0
-        self._done = False
-        self._clock = clock
-
-    def put(self, key, value, ttl: float | None = None) -> None:
-        """Set ``key`` to ``value``; with ``ttl`` (seconds), the key expires
-        that long after this call (lsmkv/base/ttl.py)."""
-        if ttl is None:
-            key = as_key(key, self._max_key)
-            value = as_value(value)
-            self._add(key, value, len(key) + len(value))
-        else:
-            key = as_key(key, self._max_key - DEADLINE_SIZE)
-            value = as_value(value)
-            ttl = check_ttl(ttl)
-            self._add(key, Expiring(deadline_ms(self._clock(), ttl), value), len(key) + len(value))
-
-    def delete(self, key) -> None:
-        key = as_key(key)
-        self._add(key, None, len(key))
-
-    def set_meta(self, name: str, value) -> None:
-        """Store ``value`` under the metadata entry ``name``, atomically with
-        the rest of the batch (see lsmkv's WriteBatch.set_meta: the same
-        contract). ``db.get_meta(name)`` reads it; gets and scans never see it."""
-        n, v = meta_entry(name, value)
-        self._add(n, MetaEntry(v), len(n) + len(v))
-
-    def _add(self, key: bytes, value: "bytes | Expiring | None", size: int) -> None:
-        if self._done:
-            raise ClosedError("this write batch was already committed or discarded (its with-block ended)")
-        if self._bytes + size > MAX_BATCH_BYTES:
-            raise SizeLimitError(f"write batch would hold {self._bytes + size} bytes; the limit is {MAX_BATCH_BYTES}")
-        self._bytes += size
-        self._ops.append((key, value))
-
-    def __len__(self) -> int:
-        return len(self._ops)
-
-    def __enter__(self) -> "WriteBatch":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self._done:
-            return
-        self._done = True
-        if exc_type is None:
-            self._commit(self, self._sync)
-        self._ops = []
-
-    @property
-    def ops(self) -> list[tuple[bytes, "bytes | Expiring | None"]]:
-        """(key, value) in order: bytes, an Expiring (a put with a ttl) or None (a delete)."""
-        return self._ops
-
-
-class _Queued:
-    """A write as the write queue carries it: its operations, its log record
-    (encoded by the writer's own thread, before it queues), what kind of
-    call it came from, the user bytes it counts, and the WriteBatch it came
-    from, if any (whatever a batch carries reaches the log writer)."""
-
-    __slots__ = ("kind", "ops", "record", "user_bytes", "batch")
-
-    def __init__(self, kind: str, ops: list[tuple[bytes, bytes | None]], record: bytes, user_bytes: int,
-                 batch: "WriteBatch | None" = None) -> None:
-        self.kind = kind
-        self.ops = ops
-        self.record = record
-        self.user_bytes = user_bytes
-        self.batch = batch
 
 
 class DB(KeyValueMapping):
@@ -219,8 +98,8 @@ class DB(KeyValueMapping):
                  group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
                  ttl_clock: Callable[[], float] = time.time,
                  ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL) -> None:
-        _check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                       sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
+        check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
+                      sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
         self._ttl_clock = ttl_clock
         self._ttl_sweep_interval = ttl_sweep_interval
         #: The next sweep of expired keys on the timing wheel, and keys swept so far.
@@ -253,7 +132,8 @@ class DB(KeyValueMapping):
         self._timer: Timer | None = None
         self._timer_lock = threading.Lock()
         self._closed = True
-        #: The failure that stopped writes (None while writable); see resume().
+        #: The failure state (btree/error_handler.py is what changes it):
+        #: the failure that stopped writes (None while writable); see resume().
         self._failed: BaseException | None = None
         #: Set when a failure interrupted a change of the tree in memory: the
         #: tree is rebuilt from the disk and the log up to ``_replay_until``
@@ -298,18 +178,7 @@ class DB(KeyValueMapping):
         if not read_only:
             self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
         try:
-            self._pager = pager = Pager(fs, self.path, read_only=read_only)
-            if pager.is_empty() or (not read_only and pager.creation_cut_short()):
-                if read_only:
-                    raise InvalidDatabaseError(f"{self.path} holds a btree database still being created")
-                ps = page_size or DEFAULT_PAGE_SIZE
-                if not pager.is_empty():
-                    pager.file.truncate(0)  # what a creation cut short left
-                pager.initialize(ps, lambda size: encode_node(Node(2, True), size, 0))
-            meta = pager.read_meta()
-            if page_size is not None and page_size != meta.page_size:
-                raise OptionError(f"page_size={page_size} differs from the database's page size {meta.page_size}, "
-                                  f"which is fixed at creation; omit page_size or pass {meta.page_size}")
+            self._pager = open_pager(fs, self.path, read_only=read_only, page_size=page_size)
             if read_only:
                 self._load_view()
             else:
@@ -331,76 +200,32 @@ class DB(KeyValueMapping):
     # ---- opening and recovery ----------------------------------------------------------
 
     def _load_state(self, replay_until: int | None = None) -> None:
-        """Build the in-memory state: the checkpointed tree plus the log
-        replayed (only the records that start before ``replay_until``, if
-        given: a writer rebuilding its tree after a failed write, which then
-        leaves the files as they are)."""
+        """Build the in-memory state (btree/recovery.py): the checkpointed
+        tree plus the log replayed (only the records that start before
+        ``replay_until``, if given: a writer rebuilding its tree after a
+        failed write, which then leaves the files as they are)."""
         fs, pager = self._fs, self._pager
         writer = not self._read_only
-        if writer:
-            pager.recover_journal()
-            for leftover in (LOG_FILE + ".tmp", VACUUM_FILE):  # what a crash mid-checkpoint or mid-vacuum left
-                tmp = os.path.join(self.path, leftover)
-                if fs.exists(tmp):
-                    fs.remove(tmp)
-        else:
-            pager.overlay_journal()
-        pager.load_pages(pager.meta)
-        if writer and replay_until is None:
-            pager.step_past_unfinished_checkpoint()  # (may write the meta page again: pager.meta)
-        meta = pager.meta
-        self._pool = pool = BufferPool(pager, self._cache_size, self._hash_index)
-        clock = self._ttl_clock
-        self._tree = tree = Tree(pool, meta.root, meta.height, meta.entries, self._hash_index,
-                                 meta.ttl_entries, lambda: now_ms(clock()))
+        loaded = load_checkpoint(fs, pager, self.path, writer=writer, rebuilding=replay_until is not None,
+                                 cache_size=self._cache_size, hash_index=self._hash_index, ttl_clock=self._ttl_clock)
+        self._pool, self._tree = pool, tree = loaded.pool, loaded.tree
         self._ahi_get = tree.ahi.get if tree.ahi is not None else None
         self._ahi_page = tree.ahi_page
         self._pages = pool.pages
         self._max_key = tree.max_key
-        self._meta_chain = Overflow(meta.meta_page, meta.meta_length) if meta.meta_page else None
-        self._meta = ({} if self._meta_chain is None else
-                      decode_meta_entries(tree.read_overflow(self._meta_chain), pager.path, meta.meta_page))
+        self._meta_chain, self._meta = loaded.meta_chain, loaded.meta
         self._meta_dirty = False
-        log_path = os.path.join(self.path, LOG_FILE)
-        contents = None
-        try:
-            data = fs.read_file(log_path)
-        except FileNotFoundError:
-            data = None  # a database created before its first log, or a crash then
+        data = read_log(fs, self.path)
         if data is not None:
             self._log_bytes_read += len(data)
-            contents = parse_log(data, log_path)
-        end_lsn = meta.ckpt_lsn
-        replayed = 0
-        if contents is not None:
-            if contents.base_lsn > meta.ckpt_lsn:
-                if not writer and self._concurrent_checkpoint():
-                    raise StaleView(0)
-                raise CorruptionError(f"log starts at LSN {contents.base_lsn}, after the checkpoint at LSN "
-                                      f"{meta.ckpt_lsn}: log records are missing", path=log_path, offset=0)
-            for start, end, ops in contents.records:
-                if replay_until is not None and start >= replay_until:
-                    break
-                if start < meta.ckpt_lsn:
-                    if end > meta.ckpt_lsn:
-                        raise CorruptionError(f"checkpoint LSN {meta.ckpt_lsn} is inside a log record",
-                                              path=log_path, offset=start - contents.base_lsn)
-                    continue
-                self._apply(ops)
-                replayed += 1
-            end_lsn = max(end_lsn, contents.valid_end_lsn)
-            if contents.torn_bytes:
-                log.info("dropped a torn log tail of %d bytes in %s", contents.torn_bytes, log_path)
-        self._replayed = replayed
-        self._view_lsn = end_lsn
+        replayed = replay_log(data, self.path, pager.meta.ckpt_lsn, self._apply, replay_until=replay_until,
+                              stale=None if writer else self._concurrent_checkpoint)
+        self._replayed = replayed.records
+        self._view_lsn = replayed.end_lsn
         if writer and replay_until is None:
-            if replayed:
-                self._write_checkpoint(end_lsn)
-            if (replayed or contents is None or contents.torn_bytes or contents.records
-                    or contents.base_lsn != pager.meta.ckpt_lsn):
-                self._log = LogWriter.create(fs, log_path, pager.meta.ckpt_lsn, self.path)
-            else:
-                self._log = LogWriter(fs.open_appendable(log_path), contents.base_lsn)
+            if replayed.records:
+                self._write_checkpoint(replayed.end_lsn)
+            self._log = open_log(fs, self.path, replayed, pager.meta.ckpt_lsn)
 
     def refresh(self) -> bool:
         """Read-only handles: move the view forward to what the writer has
@@ -417,22 +242,44 @@ class DB(KeyValueMapping):
             return self._view_lsn != before
 
     def _concurrent_checkpoint(self) -> bool:
-        """Read-only handles: is a writer in another process checkpointing (or
-        did it since this view was loaded, or did it rewrite the page file
-        with compact_range())? Then a bad page is no corruption."""
-        pager = self._pager
-        return (pager.newest_epoch_on_disk() != pager.meta.epoch or self._fs.exists(pager.journal_path)
-                or pager.replaced())
+        """Read-only handles: is a writer in another process checkpointing
+        under this view (btree/recovery.py)? Then a bad page is no corruption."""
+        return concurrent_checkpoint(self._fs, self._pager)
 
-    def _reopen_pager(self) -> None:
-        """Read-only handles: open the page file now at the path (a writer's
-        compact_range() renamed a rewritten one over the one open here)."""
-        old = self._pager
-        self._pager = Pager(self._fs, self.path, read_only=self._read_only)
-        old.close()
+    def _reread_meta(self) -> None:
+        """Read the meta page again, from the page file now at the path: a
+        writer's compact_range() may have renamed a rewritten one over the
+        one open here (read-only handles), or this handle's own vacuum did."""
+        if self._pager.replaced():
+            old = self._pager
+            self._pager = Pager(self._fs, self.path, read_only=self._read_only)
+            old.close()
         self._pager.read_meta()
 
-    # ---- vacuum -------------------------------------------------------------------------------
+    def _load_view(self) -> None:
+        """Read-only handles: load a consistent view, retrying while a writer
+        in another process is in the middle of a checkpoint."""
+        retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
+
+    def _end_view(self, reason: str) -> None:
+        """End the handle's view before it is loaded again: its snapshots and
+        cursors end (``reason`` is what they are told), its pages leave the
+        pool, and the meta page is read again."""
+        self._view_gen += 1
+        self._view_reason = reason
+        self._live_snaps.clear()
+        self._pool.clear()
+        self._reread_meta()
+
+    def _refresh(self, reason: str) -> None:
+        """Read-only handles: reload the view (a writer elsewhere checkpointed,
+        or rewrote the page file with compact_range()); ``reason`` is what
+        the handle's snapshots are told."""
+        self._end_view(reason)
+        self._load_view()
+        self._fill_cache = None
+
+    # ---- vacuum, ingest, checkpoint copies -------------------------------------------------------
 
     def compact_range(self, start: object = None, end: object = None) -> None:
         """Vacuum: rewrite the page file densely and give the space of
@@ -453,13 +300,7 @@ class DB(KeyValueMapping):
         file they have open (the data as of the vacuum) until they refresh()
         or meet a change, and then open the new file. Needs free disk space
         for a second copy of the live data."""
-        as_optional_key(start, "start")
-        as_optional_key(end, "end")
-        with self._lock:  # a ttl sweep runs its chunks under this lock too
-            self._check_writable()
-            self._checkpoint()  # the log is empty from here on, until the next write
-            self._rewrite_page_file(self._tree.live_entries(), "a compact_range()")
-            self._vacuums += 1
+        vacuum(self, start, end)
 
     def ingest(self, paths, *, move: bool = False, fill_factor: float = 1.0) -> None:
         """Take table files written by :class:`lsmkv.TableWriter` into the
@@ -474,30 +315,7 @@ class DB(KeyValueMapping):
         raise before the store changes. ``move=True`` removes the source
         files once the ingest is durable. Far faster than a put per key:
         no page is written twice (docs/btree.md)."""
-        self._check_open()
-        if type(move) is not bool:
-            raise TypeError(f"move must be True or False, not {move!r}")
-        if not isinstance(fill_factor, (int, float)) or not 0.5 <= fill_factor <= 1.0:
-            raise ValueError(f"fill_factor must be a number from 0.5 to 1.0, not {fill_factor!r}")
-        tables, read_table = ingest_tables(self._fs, paths)
-        if not tables:
-            return
-        with self._lock:
-            self._check_writable()
-            too_long = [t.path for t in tables if len(t.smallest) > self._tree.max_key or
-                        len(t.largest) > self._tree.max_key]
-            if too_long:
-                raise SizeLimitError(f"{too_long[0]} holds keys longer than this btree's key limit "
-                                     f"({self._tree.max_key} bytes at page size {self._pager.page_size})")
-            self._checkpoint()
-            merged = merge_ingested(self._tree.live_entries(), tables, self._tree.max_key, read_table)
-            self._rewrite_page_file(merged, "an ingest", fill_factor)
-            self._ingests += 1
-        if move:
-            for t in tables:
-                self._fs.remove(t.path)
-            for directory in sorted({os.path.dirname(t.path) for t in tables}):
-                self._fs.sync_dir(directory)
+        ingest_files(self, paths, move=move, fill_factor=fill_factor)
 
     def checkpoint(self, dest: str | bytes | os.PathLike) -> None:
         """Write a consistent, openable copy of the tree as it is now into
@@ -509,29 +327,19 @@ class DB(KeyValueMapping):
         store another process writes to: :func:`btree.checkpoint`) the copy
         starts over whenever the writer checkpoints under it."""
         self._check_open()
-        dest = os.path.abspath(os.fsdecode(dest))
-        fs = self._fs
-        if fs.exists(dest):
-            raise FileExistsError(f"{dest} already exists; a checkpoint goes to a new directory")
-        fs.makedirs(dest)
-        pages = os.path.join(dest, PAGES_FILE)
 
-        def copy(tree: Tree) -> None:
-            build_page_file(fs, pages, self._pager.page_size, tree.live_entries(), epoch=1, ckpt_lsn=0,
-                            metadata=self._meta)
+        def write_pages(path: str) -> None:
+            def copy(tree: Tree) -> None:
+                copy_tree(self._fs, path, tree, self._pager.page_size, self._meta)
 
-        try:
             if self._read_only:
                 self._read(copy)
             else:
                 with self._lock:
                     self._check_open()
                     copy(self._tree)
-            LogWriter.create(fs, os.path.join(dest, LOG_FILE), 0, dest).close()
-            fs.sync_dir(dest)
-        except BaseException:
-            fs.discard_directory(dest)
-            raise
+
+        write_checkpoint(self._fs, dest, write_pages)
 
     def split_keys(self, parts: int) -> list[bytes]:
         """At most ``parts - 1`` ascending keys that cut the tree into
@@ -542,103 +350,9 @@ class DB(KeyValueMapping):
         self._check_open()
         if type(parts) is not int or parts < 1:
             raise ValueError(f"parts must be a positive int, not {parts!r}")
-
-        def collect(tree: Tree) -> list[bytes]:
-            if parts == 1 or tree.height <= 1:
-                return []
-            nodes = [tree.root]
-            for depth in range(tree.height - 1):
-                separators = [key for pg in nodes for key in tree.node(pg, False).keys]
-                if len(separators) >= parts - 1 or depth == tree.height - 2:
-                    break
-                nodes = [kid for pg in nodes for kid in tree.node(pg, False).kids]
-            n = len(separators)
-            picked = [separators[min(n - 1, (i * (n + 1)) // parts)] for i in range(1, parts)] if n else []
-            return sorted(set(picked))
-
         with self._lock:
             self._check_open()
-            return self._read(collect)
-
-    def _rewrite_page_file(self, entries, what: str, fill_factor: float = 1.0) -> None:
-        """Replace the page file with one built bottom up from ``entries``
-        (key order). Called with the lock held, right after a checkpoint."""
-        fs, pager = self._fs, self._pager
-        before = pager.page_count
-        vacuum_path = os.path.join(self.path, VACUUM_FILE)
-        # Writing the new file: a failure changes nothing (the old file
-        # and the log stay as they are); writes stop until resume() like
-        # after any failed write, which checkpoints into the old file.
-        # Bad input found while building (a key too long) stops only the
-        # build: nothing was changed.
-        try:
-            if fs.exists(vacuum_path):
-                fs.remove(vacuum_path)
-            build_page_file(fs, vacuum_path, pager.page_size, entries,
-                            epoch=pager.meta.epoch + 1, ckpt_lsn=pager.meta.ckpt_lsn, metadata=self._meta,
-                            fill_factor=fill_factor)
-            new_lock = fs.lock(vacuum_path)  # the lock moves with the file: no writer slips in
-            try:
-                fs.rename(vacuum_path, pager.path)
-            except BaseException:
-                new_lock.release()
-                raise
-        except BaseException as exc:
-            try:
-                if fs.exists(vacuum_path):
-                    fs.remove(vacuum_path)
-            except OSError:
-                pass  # removed at the next open
-            if isinstance(exc, (SizeLimitError, CorruptionError)) and what == "an ingest":
-                raise
-            raise self._fail(f"{what} writing the new page file", exc, applied=True) from exc
-        # The new file is in place, holding the same checkpoint (same
-        # checkpoint LSN, so the empty log goes on as it is). From here a
-        # failure leaves the tree to be rebuilt from the new file (the
-        # pager is reopened when its file was replaced), now or at resume().
-        old_lock, self._filelock = self._filelock, new_lock
-        old_lock.release()
-        try:
-            fs.sync_dir(self.path)
-            self._replay_until = self._log.end_lsn
-            self._reload(f"{what} rewrote the page file")
-        except BaseException as exc:
-            raise self._fail(f"{what} opening the new page file", exc,
-                             replay_until=self._log.end_lsn) from exc
-        self._vacuum_pages_freed += max(0, before - self._pager.page_count)
-
-    def _load_view(self) -> None:
-        """Read-only handles: load a consistent view, retrying while a writer
-        in another process is in the middle of a checkpoint."""
-        for attempt in range(300):
-            try:
-                self._load_state()
-                return
-            except StaleView:
-                pass
-            except CorruptionError:
-                if not self._concurrent_checkpoint():
-                    raise
-            time.sleep(0.01)
-            if self._pager.replaced():
-                self._reopen_pager()
-            self._pager.read_meta()
-        raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
-                         f"kept checkpointing; retry")
-
-    def _refresh(self, reason: str) -> None:
-        """Read-only handles: reload the view (a writer elsewhere checkpointed,
-        or rewrote the page file with compact_range()); ``reason`` is what
-        the handle's snapshots are told."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
-        if self._pager.replaced():
-            self._reopen_pager()
-        self._pager.read_meta()
-        self._load_view()
-        self._fill_cache = None
+            return self._read(split_keys, parts)
 
     def _release(self) -> None:
         self._stop_syncer()
@@ -651,7 +365,7 @@ class DB(KeyValueMapping):
             self._filelock.release()
             self._filelock = None
 
-    # ---- guards ------------------------------------------------------------------------------
+    # ---- guards and failures (btree/error_handler.py) ----------------------------------------
 
     def _check_open(self) -> None:
         """Raise unless reads can be served: ClosedError after close(),
@@ -674,48 +388,9 @@ class DB(KeyValueMapping):
 
     def _fail(self, what: str, exc: BaseException, *, applied: bool = False,
               replay_until: int | None = None) -> BaseException:
-        """Stop writes after ``what`` failed with ``exc``; return the error
-        the failing call raises (a KeyboardInterrupt or the like is raised as
-        it is). ``applied``: the write itself was logged and applied (a
-        checkpoint after it failed). ``replay_until``: the failure cut short
-        a change of the tree in memory, whose record starts at that LSN: the
-        tree is rebuilt from the disk and the log before it at once."""
-        log.error("btree %s: %s failed, writes stopped until resume(): %r", self.path, what, exc)
-        if self._failed is None:
-            self._failed = exc
-        self._writable = False
-        if replay_until is not None:
-            self._tree_lost = True
-            self._usable = False
-            self._replay_until = replay_until
-            try:
-                self._reload(f"{what} failed, so the tree was rebuilt from the disk")
-            except Exception as again:  # noqa: BLE001 - resume() retries it
-                log.error("btree %s: reloading the tree failed too: %r", self.path, again)
-        if not isinstance(exc, Exception):
-            raise exc
-        outcome = ("nothing acknowledged is lost (it is in the log), but" if applied
-                   else "the write was not applied and")
-        return BackgroundError(f"the btree database {self.path}: {what} failed ({exc}); {outcome} writes are "
-                               "stopped: call db.resume() once the cause is fixed (reads keep working)")
-
-    def _reload(self, reason: str) -> None:
-        """Rebuild the tree in memory from the last checkpoint and the log
-        records before ``_replay_until`` (the acknowledged writes). Live
-        snapshots end; ``reason`` is what they are told."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
-        replayed = self._replayed
-        if self._pager.replaced():  # compact_range() renamed a new page file over it
-            self._reopen_pager()
-        self._pager.read_meta()
-        self._load_state(replay_until=self._replay_until)
-        self._replayed = replayed
-        self._fill_cache = None
-        self._tree_lost = False
-        self._usable = True
+        """Stop writes after ``what`` failed with ``exc`` (btree/error_handler.py);
+        return the error the failing call raises."""
+        return fail(self, what, exc, applied=applied, replay_until=replay_until)
 
     def resume(self) -> None:
         """Leave the error state once the cause of a failure is gone.
@@ -729,42 +404,7 @@ class DB(KeyValueMapping):
         If the cause persists, raises BackgroundError naming it and writes
         stay stopped. Does nothing when writes are not stopped."""
         with self._lock:
-            if self._closed:
-                raise ClosedError(f"the btree database {self.path} is closed")
-            if self._read_only:
-                raise ReadOnlyError(f"the btree database {self.path} was opened with read_only=True; "
-                                    "there is nothing to resume")
-            if self._failed is None:
-                return
-            wal = self._log
-            try:
-                if self._tree_lost:
-                    self._reload(f"resume() rebuilt the tree from the disk after a failure ({self._failed})")
-                self._pager.prepare_retry()
-                end = max(wal.end_lsn, wal.base_lsn + self._fs.file_size(wal.file.path) - LOG_HEADER_SIZE)
-                self._write_checkpoint(end)
-                new_log = LogWriter.create(self._fs, wal.file.path, end, self.path)
-                with self._log_sync_lock:
-                    self._log = new_log
-            except BaseException as exc:
-                log.error("btree %s: resume failed, writes stay stopped: %r", self.path, exc)
-                self._failed = exc
-                if not isinstance(exc, Exception):
-                    raise
-                raise BackgroundError(f"the btree database {self.path}: resume failed ({exc}); writes stay "
-                                      "stopped: call db.resume() again once the cause is fixed") from exc
-            self._log_bytes_done += wal.bytes_written
-            try:
-                wal.close()
-            except OSError:
-                pass  # the old log is replaced already
-            self._failed = None
-            self._writable = True
-            self._log_pending = 0
-            self._resumes += 1
-            # The checkpoint holds every write the tree holds.
-            self._commits.syncer.reset(end)
-            log.info("btree %s: resumed writes", self.path)
+            resume_writes(self)
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
         """Run ``fn(tree, *args)``; read-only handles reload their view and
@@ -820,7 +460,7 @@ class DB(KeyValueMapping):
         rec = encode_put(key, value)
         writes = self._writes
         if sync and self._group_commit:
-            self._commits.write_synced(_Queued("put", [(key, value)], rec, len(key) + len(value)))
+            self._commits.write_synced(QueuedWrite("put", [(key, value)], rec, len(key) + len(value)))
         elif writes.try_lead():
             # Nobody else is writing: commit it here, a group of one.
             try:
@@ -849,14 +489,14 @@ class DB(KeyValueMapping):
             finally:
                 writes.release()
         else:
-            self._commits.write(_Queued("put", [(key, value)], rec, len(key) + len(value)), sync)
+            self._commits.write(QueuedWrite("put", [(key, value)], rec, len(key) + len(value)), sync)
 
     def _put_with_ttl(self, key, value, sync: bool, ttl) -> None:
         key = as_key(key, self._max_key - DEADLINE_SIZE)
         value = as_value(value)
         ttl = check_ttl(ttl)
         expiring = Expiring(deadline_ms(self._ttl_clock(), ttl), value)
-        self._commits.write(_Queued("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
+        self._commits.write(QueuedWrite("put", [(key, expiring)], encode_put_ttl(key, expiring), len(key) + len(value)),
                             sync)
 
     def delete(self, key, sync: bool = False) -> None:
@@ -866,9 +506,9 @@ class DB(KeyValueMapping):
         key = as_key(key)
         if len(key) > self._max_key:
             # Longer than any stored key: nothing to delete or log.
-            queued = _Queued("delete", [], b"", len(key))
+            queued = QueuedWrite("delete", [], b"", len(key))
         else:
-            queued = _Queued("delete", [(key, None)], encode_delete(key), len(key))
+            queued = QueuedWrite("delete", [(key, None)], encode_delete(key), len(key))
         self._commits.write(queued, sync)
 
     def write_batch(self, sync: bool = False) -> WriteBatch:
@@ -880,12 +520,7 @@ class DB(KeyValueMapping):
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         """Write a batch (the end of a WriteBatch's block)."""
-        ops = batch.ops
-        user_bytes = sum(len(k) + (0 if v is None else len(v) if type(v) is bytes else len(v.value))
-                         for k, v in ops if type(v) is not MetaEntry)
-        # Too-long deletes are no-ops (metadata names have a limit of their own).
-        ops = [(k, v) for k, v in ops if len(k) <= self._max_key or type(v) is MetaEntry]
-        self._commits.write(_Queued("batch", ops, encode_batch(ops) if ops else b"", user_bytes, batch), sync)
+        self._commits.write(queued_batch(batch, self._max_key), sync)
 
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
         """The log writer's work on a group, under ``_lock`` (lsmkv/base/group_commit.py):
@@ -989,7 +624,7 @@ class DB(KeyValueMapping):
                     keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
                     if keys:
                         ops = [(k, None) for k in keys]
-                        writer = Writer(_Queued("sweep", ops, encode_batch(ops), 0), False)
+                        writer = Writer(QueuedWrite("sweep", ops, encode_batch(ops), 0), False)
                         try:
                             self._append_and_apply([writer], False)
                         except LsmkvError:
@@ -1020,27 +655,11 @@ class DB(KeyValueMapping):
     def flush(self) -> None:
         """Checkpoint: write every changed page to the page file and start a
         new log; then give back the room earlier checkpoints left in the
-        file, if it is more than a little (_compact_file)."""
+        file, if it is more than a little (btree/vacuum.py: compact_file)."""
         with self._lock:
             self._check_writable()
             self._checkpoint()
-            self._compact_file()
-
-    def _compact_file(self) -> None:
-        """At flush() and close(): while writes go on, the page file keeps
-        free slots for the next checkpoint's pages (each changed page goes
-        to a slot the checkpoint on disk does not use). When more than
-        1/COMPACT_FREE of the file is free, one more checkpoint moves the
-        pages in the highest slots down into the free ones and the file is
-        cut after the last slot in use (docs/btree.md)."""
-        pmap = self._pager.map
-        free = pmap.free_slots()
-        if free < 16 or free * COMPACT_FREE <= pmap.slot_count:
-            return
-        try:
-            self._write_checkpoint(self._pager.meta.ckpt_lsn, compact=True)
-        except BaseException as exc:
-            raise self._fail("a checkpoint", exc, applied=True) from exc
+            compact_file(self)
 
     def _checkpoint(self) -> None:
         wal = self._log
@@ -1140,7 +759,7 @@ class DB(KeyValueMapping):
                 self._check_writable()
                 if self._tree.get(key) is None:
                     raise KeyError(key)
-                writer = Writer(_Queued("delete", [(key, None)], encode_delete(key), len(key)), False)
+                writer = Writer(QueuedWrite("delete", [(key, None)], encode_delete(key), len(key)), False)
                 self._append_and_apply([writer], False)
 
     def _live_count(self) -> int:
@@ -1376,7 +995,7 @@ class DB(KeyValueMapping):
                     snap.close()
                 if not self._read_only and self._failed is None:
                     self._checkpoint()
-                    self._compact_file()
+                    compact_file(self)
             finally:
                 self._closed = True
                 self._usable = self._writable = False
@@ -1409,111 +1028,11 @@ class DB(KeyValueMapping):
         state = "closed" if self._closed else ("read-only" if self._read_only else "open")
         return f"<btree.DB {self.path!r} {state}>"
 
-    def _level_fill(self) -> tuple[list[int], list[float]]:
-        """(pages per level, fill factor per level), root level first."""
-        if self._fill_cache is not None and self._fill_cache[0] == self._version:
-            return self._fill_cache[1], self._fill_cache[2]
-        tree, pager, pool = self._tree, self._pager, self._pool
-        ps = pager.page_size
-        counts: list[int] = []
-        fills: list[float] = []
-        level = [tree.root]
-        for depth in range(tree.height):
-            leaf = depth == tree.height - 1
-            used = 0
-            nxt: list[int] = []
-            for pg in level:
-                node = pool.pages.get(pg)
-                if node is None and leaf:
-                    buf = pager.read_page(pg)
-                    hdr = check_header(buf, pg, ps, pager.path)
-                    cell_start = hdr[5] or ps
-                    used += HEADER_SIZE + 2 * hdr[4] + (ps - cell_start)
-                    continue
-                if node is None:
-                    node = tree.node(pg, False)
-                used += node.used
-                if not leaf:
-                    nxt += node.kids
-            counts.append(len(level))
-            fills.append(round(used / (len(level) * ps), 4))
-            level = nxt
-        self._fill_cache = (self._version, counts, fills)
-        return counts, fills
-
     def stats(self) -> dict:
         """Counters and shape of the database, as a plain dict (see docs/btree.md)."""
         with self._lock:
             self._check_open()
-            pager, pool, tree = self._pager, self._pool, self._tree
-            counts, fills = self._read(lambda tree: self._level_fill())
-            log_written = self._log_bytes_done + (self._log.bytes_written if self._log else 0)
-            bytes_written = log_written + pager.bytes_written
-            bytes_read = pager.bytes_read + self._log_bytes_read
-            disk = 0
-            for name in self._fs.listdir(self.path):
-                try:
-                    disk += self._fs.file_size(os.path.join(self.path, name))
-                except OSError:
-                    pass
-            lookups = pool.lookups
-            return {
-                "engine": "btree",
-                "entries": tree.entries,
-                # Metadata entries (set_meta) and the bytes of each value.
-                "meta": describe_meta(self._meta),
-                "user_bytes_written": self._user_bytes,
-                "bytes_written": bytes_written,
-                "write_amp": round(bytes_written / self._user_bytes, 3) if self._user_bytes else 0.0,
-                "bytes_read": bytes_read,
-                "gets": self._gets,
-                "read_amp": round(self._get_page_reads / self._gets, 4) if self._gets else 0.0,
-                "disk_bytes": disk,
-                "puts": self._puts,
-                "deletes": self._deletes,
-                "batches": self._batches,
-                "page_size": pager.page_size,
-                "height": tree.height,
-                "page_count": pager.page_count,
-                "pages_per_level": counts,
-                "fill_factor": fills,
-                "free_pages": len(pager.free),
-                "cache_size": pool.cache_size,
-                "cache_bytes": pool.memory_bytes(),
-                "cache_page_bytes": round(pool.page_bytes),
-                "cache_capacity_pages": pool.capacity,
-                "cache_pages": len(pool.pages),
-                "dirty_pages": pool.dirty_count(),
-                "cache_hit_rate": round(1 - pool.misses / lookups, 4) if lookups else 0.0,
-                "cache_misses": pool.misses,
-                "hash_index_hits": self._ahi_hits,
-                "hash_index_entries": len(tree.ahi) if tree.ahi is not None else 0,
-                "page_reads": pager.page_reads,
-                "log_bytes_written": log_written,
-                "data_bytes_written": pager.data_bytes,
-                "slot_count": pager.map.slot_count,
-                "free_slots": pager.map.free_slots(),
-                "map_pages": len(pager.map.map_slots) + len(pager.map.dir_slots),
-                "format_version": pager.meta.version,
-                "log_bytes": (self._log.end_lsn - self._log.base_lsn) if self._log else 0,
-                "data_file_bytes": pager.file.size(),
-                "checkpoints": self._checkpoints,
-                "vacuums": self._vacuums,
-                "ingests": self._ingests,
-                "vacuum_pages_freed": self._vacuum_pages_freed,
-                "checkpoint_epoch": pager.meta.epoch,
-                "replayed_batches": self._replayed,
-                "max_key_size": self._max_key,
-                "read_only": self._read_only,
-                "background_error": None if self._failed is None else repr(self._failed),
-                "writes_stopped": self._failed is not None,
-                "resumes": self._resumes,
-                **self._commits.stats(),
-                # Keys whose value has a ttl (expired ones included until a
-                # sweep deletes them), and keys the sweeps deleted so far.
-                "ttl_entries": tree.ttl_entries,
-                "ttl_swept": self._ttl_swept,
-            }
+            return collect_stats(self)
 
     # ---- invariant checking (tests and btree.check) --------------------------------------------------
 
@@ -1521,39 +1040,13 @@ class DB(KeyValueMapping):
         """Verify the in-memory tree (dirty pages included): key order,
         separator bounds, sibling links, free list disjoint from the tree,
         every page accounted for. Returns a list of problems (empty if fine)."""
-        from .check import verify_structure
         with self._lock:
             self._check_open()
             pager = self._pager
-            problems = self._read(lambda tree: verify_structure(
-                root=tree.root, height=tree.height, page_count=pager.page_count,
-                free=set(pager.free) | set(tree.deferred), entries=tree.entries, ttl_entries=tree.ttl_entries,
-                node=tree.node,
-                overflow=lambda ref: [pg for pg, _ in tree._overflow_chain(ref)],
-                max_key=tree.max_key, page_size=pager.page_size, meta_chain=self._meta_chain)[0])
-            problems += self._check_hash_index()
+            problems = self._read(lambda tree: verify_tree(tree, pager, self._meta_chain))
+            problems += verify_hash_index(self._tree, self._pool.pages)
             self._pool.trim()
             return problems
-
-    def _check_hash_index(self) -> list[str]:
-        """Every hash-index entry names a resident leaf that holds that key
-        with that value."""
-        tree, pages = self._tree, self._pool.pages
-        if tree.ahi is None:
-            return []
-        problems = []
-        if tree.ahi.keys() != tree.ahi_page.keys():
-            problems.append("hash index: the value and page maps hold different keys")
-        for key, value in tree.ahi.items():
-            node = pages.get(tree.ahi_page.get(key))
-            if node is None or not node.leaf:
-                problems.append(f"hash index: {key!r} points at page {tree.ahi_page.get(key)}, not a cached leaf")
-                break
-            i = bisect_left(node.keys, key)
-            if i >= len(node.keys) or node.keys[i] != key or node.vals[i] != value:
-                problems.append(f"hash index: {key!r} is not in page {node.pgno} with that value")
-                break
-        return problems
 
 
 def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the API's name
@@ -1564,7 +1057,5 @@ def open(path: str | bytes | os.PathLike, **options) -> DB:  # noqa: A001 - the 
     default None: 1/16 of physical memory, 32 MiB to 1 GiB), read_only (default False), fs (an lsmkv.base.fs.FileSystem),
     checkpoint_log_bytes (default 256 MiB), hash_index (default True).
     """
-    for name in options:
-        if name not in OPTIONS:
-            raise OptionError(f"unknown btree option {name!r}; the options are {', '.join(OPTIONS)}")
+    check_option_names(options)
     return DB(path, **options)

@@ -418,7 +418,7 @@ def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(t
     newest image of each page, and counts two of one epoch as damage). The
     unfinished checkpoint may also have grown the file: its pages past the
     last slot count too."""
-    monkeypatch.setattr(btree.db, "COMPACT_FREE", 0)  # close() keeps the unused slots
+    monkeypatch.setattr(btree.vacuum, "COMPACT_FREE", 0)  # close() keeps the unused slots
     path = str(tmp_path / "db")
     model: dict[bytes, bytes] = {}
     with btree.open(path, **OPTS) as db:

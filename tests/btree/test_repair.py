@@ -34,7 +34,7 @@ def keep_stale_images(monkeypatch):
     free slots, where stale images lie): the scenarios here need the stale
     images, so compaction is off, except in the random histories of odd
     seeds (random_history_and_damage)."""
-    monkeypatch.setattr(btree.db, "COMPACT_FREE", 0)
+    monkeypatch.setattr(btree.vacuum, "COMPACT_FREE", 0)
 
 
 def build(path: str, *, log_tail: bool = True) -> dict[bytes, bytes]:
@@ -386,7 +386,7 @@ def random_history_and_damage(tmp_path, seed: int) -> None:
     rng = random.Random(seed)
     path = str(tmp_path / "db")
     if seed % 2:
-        btree.db.COMPACT_FREE = 64  # compaction as by default (the fixture puts it back)
+        btree.vacuum.COMPACT_FREE = 64  # compaction as by default (the fixture puts it back)
     model, ever = random_history(path, rng)
     slots = os.path.getsize(os.path.join(path, PAGES_FILE)) // PS
     for slot in rng.sample(range(slots), rng.randint(1, 4)):
