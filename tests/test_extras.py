@@ -4,7 +4,7 @@ For each extra that brings commands (kafka, spark, bench; ``references``
 only adds engines to the bench), a fresh virtual environment
 (``python -m venv``) gets lsmkv's wheel with that extra alone
 (``pip install 'lsmkv-...whl[EXTRA]'``, packages from PyPI or from pip's
-own cache), and runs its commands' ``--help`` and one real command. The
+own cache, not compiled to .pyc: the commands run once), and runs its commands' ``--help`` and one real command. The
 wheel is built once, from a copy of the sources (pip's in-tree build would
 leave build/ and *.egg-info in the work tree). Slow: minutes, most of it
 pip installing the extra's packages (pyspark is the largest).
@@ -78,7 +78,7 @@ def test_an_extra_alone_installs_what_its_commands_import(extra, wheel, tmp_path
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
-    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                                 f"{wheel}[{extra}]"], capture_output=True, text=True, timeout=1800)
     assert installed.returncode == 0, installed.stderr[-3000:]
     # The venv's own lsmkv, not this work tree's (the tests run with PYTHONPATH set to it).
