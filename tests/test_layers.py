@@ -7,6 +7,10 @@
 * What drives them: ``lsmkv`` itself (the public names, ``lsmkv.dbm``,
   ``lsmkv.stores``), ``lsmkv.terminal``, ``lsmkv.kafka``, ``lsmkv.spark``,
   ``lsmkv.crashtest``, ``lsmkv.faults``, ``lsmkv.cli`` and ``bench``.
+  ``lsmkv.kafka`` is three groups over its shared modules, each importing
+  only from those below it: ``lsmkv.kafka.tools`` over ``lsmkv.kafka.runtime``
+  over ``lsmkv.kafka.scaleout`` over ``lsmkv.kafka``'s own modules (its
+  ``__init__``, the facade, re-exports names of all of them).
 
 The import graph is read from the source with ``ast`` (every ``import`` and
 ``from ... import``, at module level and inside functions), so a layer
@@ -32,8 +36,12 @@ TOP = ("lsmkv", "btree", "bench")
 
 #: The packages of the graph, lowest layer first; a module belongs to the
 #: longest one its name starts with ("lsmkv": lsmkv/__init__.py, dbm.py, stores.py).
-PACKAGES = ("lsmkv.base", "lsmkv.lsm", "btree", "lsmkv", "lsmkv.terminal", "lsmkv.kafka", "lsmkv.spark",
-            "lsmkv.crashtest", "lsmkv.faults", "bench", "lsmkv.cli")
+PACKAGES = ("lsmkv.base", "lsmkv.lsm", "btree", "lsmkv", "lsmkv.terminal", "lsmkv.kafka", "lsmkv.kafka.scaleout",
+            "lsmkv.kafka.runtime", "lsmkv.kafka.tools", "lsmkv.spark", "lsmkv.crashtest", "lsmkv.faults", "bench",
+            "lsmkv.cli")
+#: lsmkv.kafka's groups, lowest first: each imports only the ones before it
+#: (but for the package's __init__, the facade that re-exports them all).
+KAFKA_GROUPS = ("lsmkv.kafka", "lsmkv.kafka.scaleout", "lsmkv.kafka.runtime", "lsmkv.kafka.tools")
 ENGINE_PACKAGES = ("lsmkv.lsm", "btree")
 #: What each package of the two lower layers may import (besides itself).
 MAY_IMPORT = {"lsmkv.base": set(), "lsmkv.lsm": {"lsmkv.base"}, "btree": {"lsmkv.base"}}
@@ -208,14 +216,30 @@ def test_the_shared_layer_and_the_engines_import_only_what_is_below_them():
     assert broken == [], "imports against the layers:\n" + "\n".join(broken)
 
 
+def _facade_edge(edge: Import) -> bool:
+    """Whether ``edge`` is a package's __init__ importing from a package
+    inside it: a facade re-exporting what is below it, not an edge up."""
+    return edge.source in PACKAGES and edge.target.startswith(edge.source + ".")
+
+
 def test_no_import_cycle_between_packages():
     graph: dict[str, set[str]] = {}
     for edge in EDGES:
         source, target = package_of(edge.source), package_of(edge.target)
-        if source != target:
+        if source != target and not _facade_edge(edge):
             graph.setdefault(source, set()).add(target)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle between packages:\n" + describe_cycle(cycle, EDGES, package_of)
+
+
+def test_the_kafka_groups_import_only_the_groups_below_them():
+    broken = []
+    for edge in EDGES:
+        source, target = package_of(edge.source), package_of(edge.target)
+        if source in KAFKA_GROUPS and target in KAFKA_GROUPS and not _facade_edge(edge):
+            if KAFKA_GROUPS.index(target) > KAFKA_GROUPS.index(source):
+                broken.append(str(edge))
+    assert broken == [], "lsmkv.kafka imports against its groups:\n" + "\n".join(broken)
 
 
 def test_no_import_cycle_between_the_files_of_a_package():

@@ -15,14 +15,14 @@ import lsmkv
 from lsmkv.base.errors import CorruptionError, OptionError
 from lsmkv.base.timer import Timer
 from lsmkv.kafka import LoaderSettings, WorkloadSpec, expected_table, stored_offset, stored_offsets
-from lsmkv.kafka.commit_control import OffsetWindow
-from lsmkv.kafka.metrics import LoaderMetrics
 from lsmkv.kafka.offsets import meta_name
-from lsmkv.kafka.partition import FENCED, PartitionState
-from lsmkv.kafka.processor import BadResult, Record, load_processor, store_ops
-from lsmkv.kafka.retry import RetryPolicy, RetryScheduler
-from lsmkv.kafka.units import ProcessorUnit, unit_of
-from lsmkv.kafka.workload import generate, parse_value
+from lsmkv.kafka.runtime.commit_control import OffsetWindow
+from lsmkv.kafka.runtime.metrics import LoaderMetrics
+from lsmkv.kafka.runtime.partition import FENCED, PartitionState
+from lsmkv.kafka.runtime.processor import BadResult, Record, load_processor, store_ops
+from lsmkv.kafka.runtime.retry import RetryPolicy, RetryScheduler
+from lsmkv.kafka.runtime.units import ProcessorUnit, unit_of
+from lsmkv.kafka.tools.workload import generate, parse_value
 
 
 # -- the workload --------------------------------------------------------------------------------------
@@ -346,7 +346,7 @@ def test_records_fetched_from_before_a_restores_seek_are_dropped_and_none_at_or_
     registered after 2693"). Records below the position are dropped and
     counted; every record from 2694 on is registered exactly once."""
     from lsmkv.kafka import Loader
-    from lsmkv.kafka.partition import ACTIVE
+    from lsmkv.kafka.runtime.partition import ACTIVE
 
     settings = LoaderSettings(**BASE, changelog=True, processor=processor)
     loader = Loader(settings, tmp_path / "shards", partitioned=True)

@@ -189,7 +189,7 @@ def test_gets_and_scans_are_exact_however_keys_were_placed_across_a_sigkill(brok
 
 def _tallies(db_path: str, topic: str) -> dict[int, tuple]:
     from lsmkv.kafka import ShardedStore, stored_offset
-    from lsmkv.kafka.placement import PlacementTally
+    from lsmkv.kafka.scaleout.placement import PlacementTally
     out = {}
     with ShardedStore(db_path, None, read_only=True) as store:
         for p in store.present():
@@ -205,7 +205,7 @@ def test_a_shard_restored_from_the_changelog_keeps_an_exact_tally(broker, name, 
     import subprocess
 
     from lsmkv.kafka import WorkloadSpec
-    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.tools.producer import produce_workload
     from instances import ROOT
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
@@ -228,7 +228,7 @@ def test_a_shard_restored_from_the_changelog_keeps_an_exact_tally(broker, name, 
 def test_a_standby_copy_that_takes_over_keeps_an_exact_tally(broker, name, tmp_path, instances, ground_truth,
                                                               partition_ends):
     from lsmkv.kafka import WorkloadSpec
-    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.tools.producer import produce_workload
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     produce_workload(bs, topic, WorkloadSpec(records=8000, keys=800, seed=4), partitions=4)

@@ -38,9 +38,9 @@ import time
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .members import Member, read_members
-from .offsets import meta_name, stored_offset
+from ..offsets import meta_name, stored_offset
 from .placement import PlacementTally
-from .settings import with_logger
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 

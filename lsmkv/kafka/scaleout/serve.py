@@ -46,7 +46,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from .errors import LoaderError
+from ..errors import LoaderError
 
 log = logging.getLogger(__name__)
 

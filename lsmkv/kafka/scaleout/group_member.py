@@ -42,7 +42,7 @@ import time
 
 from lsmkv.base.errors import OptionError
 
-from .errors import KafkaIntegrationError
+from ..errors import KafkaIntegrationError
 
 log = logging.getLogger(__name__)
 

@@ -78,20 +78,20 @@ from dataclasses import dataclass
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 from lsmkv.base.timer import Timer
 
-from .admin import wait_for_topics
+from ..admin import wait_for_topics
 from .applier import Applier
-from .client_log import CLIENT_LOG, ClientLog
+from ..client_log import CLIENT_LOG, ClientLog
 from .dead_letters import DeadLetters
 from .end_offsets import observe_end_offsets
-from .errors import LoaderError
+from ..errors import LoaderError
 from .metrics import LoaderMetrics
-from .offsets import stored_offset
+from ..offsets import stored_offset
 from .partition import ACTIVE, FENCED, REVOKING, PartitionState
 from .processor import Record
 from .retry import RetryPolicy, RetryScheduler
-from .settings import LoaderSettings
-from .shards import ShardedStore
-from .store import open_store
+from ..settings import LoaderSettings
+from ..scaleout.shards import ShardedStore
+from ..store import open_store
 from .units import ProcessorUnit, unit_of
 
 log = logging.getLogger(__name__)
@@ -345,7 +345,7 @@ class Loader:
                                 linger=s.linger, metrics=self.metrics,
                                 on_written=self._to_changelog if self._changelog is not None else None)
         if self._changelog is not None:
-            from .restore import ChangelogRestorer
+            from ..scaleout.restore import ChangelogRestorer
             self._restorer = ChangelogRestorer(self, self._applier, self._changelog.topic)
         consumer = Consumer({**s.consumer_config(), "logger": self._client_log, "on_commit": self._on_commit,
                              "error_cb": self._on_error})
@@ -370,8 +370,8 @@ class Loader:
     def _start_changelog(self) -> None:
         """Create the changelog topic if missing (as many partitions as the
         source topic) and its writer."""
-        from .admin import partition_count
-        from .changelog import ChangelogWriter, changelog_topic, ensure_changelog_topic
+        from ..admin import partition_count
+        from ..scaleout.changelog import ChangelogWriter, changelog_topic, ensure_changelog_topic
         s = self.settings
         source = self._shards.topic
         topic = changelog_topic(s.group, source)
@@ -733,7 +733,7 @@ class Loader:
             ps = PartitionState(tp.topic, tp.partition, stored, s.max_pending, self.metrics)
             ps.db = None if self._shards is None else db
             if self._shards is not None:
-                from .placement import PlacementTally
+                from ..scaleout.placement import PlacementTally
                 ps.placement = PlacementTally.load(db, tp.topic, tp.partition, self._shards.partitions, stored,
                                                    declared=s.partitioner)
             # A shard counts as restoring until it holds the end the partition

@@ -103,7 +103,7 @@ def _load_parser(sub) -> None:
     p.add_argument("--changelog", action="store_true",
                    help="write what each shard applies to the topic <group>-<topic>-changelog and restore shards "
                    "from it instead of reprocessing the topic (needs --partitioned or --serve; docs/kafka.md)")
-    from .partitioners import NAMES as partitioners
+    from ..partitioners import NAMES as partitioners
     p.add_argument("--partitioner", choices=list(partitioners), metavar="NAME",
                    help="with partitioned state: the partitioner the topic's producers use, for routing reads "
                    f"({', '.join(partitioners)}; default: found from the keys; docs/kafka.md, 'Routing')")
@@ -126,8 +126,8 @@ def _load_parser(sub) -> None:
 
 
 def _settings(args):
-    from .processor import load_processor
-    from .settings import LoaderSettings
+    from ..runtime.processor import load_processor
+    from ..settings import LoaderSettings
     return LoaderSettings(
         bootstrap_servers=args.bootstrap_servers, topics=args.topic, group=args.group,
         concurrency=args.concurrency, max_pending=args.max_pending, batch_records=args.batch_records,
@@ -204,10 +204,10 @@ def _cmd_load(args) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    from .loader import Loader
+    from ..runtime.loader import Loader
     usage = _scale_out_usage(args)
     if usage is None and args.serve is not None:
-        from .group_member import kafka_python_security
+        from ..scaleout.group_member import kafka_python_security
         try:
             kafka_python_security(_client_config(args))
         except OptionError as exc:
@@ -220,25 +220,25 @@ def _cmd_load(args) -> int:
     partitioned = args.partitioned or args.serve is not None
     address = None
     if args.serve is not None:
-        from .serve import parse_address
+        from ..scaleout.serve import parse_address
         address = parse_address(args.serve)
     server = announcer = standby = shards = coordination = None
     if address is not None:
-        from .loader import check_startup
+        from ..runtime.loader import check_startup
         check_startup(settings)   # (before the shard directory is created; Loader checks again, quickly)
         # The CLI owns the shard directory here: the standby replicator
         # writes it too, and must stop before it closes.
-        from .members import Announcer
-        from .serve import QueryServer
-        from .shards import ShardedStore
+        from ..scaleout.members import Announcer
+        from ..scaleout.serve import QueryServer
+        from ..scaleout.shards import ShardedStore
         if len(settings.topics) != 1:
             raise OptionError(f"partitioned state holds one topic (a shard is one of its partitions), not "
                               f"{len(settings.topics)}: {settings.topics!r}")
         shards = ShardedStore(args.db, args.engine, topic=settings.topics[0], options=options)
         try:
-            from .assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS
-            from .coordination import DEFAULT_PROBING_INTERVAL, LagAwareCoordination
-            from .standby import StandbyReplicator
+            from ..scaleout.assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS
+            from ..scaleout.coordination import DEFAULT_PROBING_INTERVAL, LagAwareCoordination
+            from ..scaleout.standby import StandbyReplicator
             loader = Loader(settings, shards)
             server = QueryServer(loader, *address, advertised=args.advertise)
             # A serving group assigns partitions lag-aware (coordination.py):
@@ -328,7 +328,7 @@ def _query_parser(sub) -> None:
 
 
 def _cmd_query(args) -> int:
-    from .client import StoreClient
+    from ..scaleout.client import StoreClient
     modes = sum([args.key is not None, args.scan, args.owners])
     if modes != 1:
         args.parser.error("lsmkv kafka query needs exactly one of KEY, --scan or --owners")
@@ -388,7 +388,7 @@ def _shards_parser(sub) -> None:
 
 
 def _cmd_shards(args) -> int:
-    from .shards import ShardedStore
+    from ..scaleout.shards import ShardedStore
     rows = []
     with ShardedStore(args.db, None, read_only=True) as store:
         offsets = store.offsets()

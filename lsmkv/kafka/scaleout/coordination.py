@@ -33,7 +33,7 @@ import time
 
 from .assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS, MemberInfo, assign
 from .group_member import GroupMember, coordination_group
-from .settings import with_logger
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 
