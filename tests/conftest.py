@@ -1,4 +1,5 @@
-"""Shared test fixtures and the --soak option (long soak tests are opt-in)."""
+"""Shared test fixtures, the --soak option (long soak tests are opt-in) and
+the --fast option (the fast tier: FAST_TIER_DESELECTS says what it leaves out)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,65 @@ import textwrap
 import pytest
 
 
+#: What --fast (scripts/test --fast) deselects, as a marker expression. The
+#: fast tier left is every test that needs no broker, no Spark and no child
+#: process, and is not slow (pyproject.toml's marker list says what each means).
+FAST_TIER_DESELECTS = "slow or crash or subprocess or kafka or spark or soak"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", default=False,
                      help="also run the long soak tests (marked 'soak')")
+    parser.addoption("--fast", action="store_true", default=False,
+                     help=f"the fast tier: deselect the tests marked {FAST_TIER_DESELECTS} "
+                          "(combines with -m); a test left that starts a child process fails")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("--fast"):
+        return
+    fast = f"not ({FAST_TIER_DESELECTS})"
+    config.option.markexpr = f"({config.option.markexpr}) and {fast}" if config.option.markexpr else fast
+    sys.addaudithook(_note_child_process)
+
+
+# -- the fast tier starts no child process ----------------------------------------
+
+#: Audit events of starting a child process (multiprocessing's fork start method
+#: raises os.fork).
+_CHILD_PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn",
+                                   "os.posix_spawnp", "os.spawn", "os.system", "os.exec"})
+_children_started: list[str] = []
+
+
+def _note_child_process(event: str, args: tuple) -> None:
+    if event not in _CHILD_PROCESS_EVENTS:
+        return
+    command = args[1] if event == "subprocess.Popen" else args
+    words = [str(w) for w in command] if isinstance(command, (list, tuple)) else [str(command)]
+    if not _started_by_the_code_on_its_own(words):
+        _children_started.append(f"{event}: {' '.join(words)[:200]}")
+
+
+def _started_by_the_code_on_its_own(words: list[str]) -> bool:
+    """Helper processes the code under test starts by itself, which leave a
+    test in the fast tier: the lsm engine's compaction worker (a database
+    with default options starts one), the `git rev-parse` that records the
+    commit in bench results, and ldconfig (ctypes.util.find_library)."""
+    program = os.path.basename(words[0]) if words else ""
+    return program in ("git", "ldconfig") or any(w.endswith("compaction_worker") for w in words)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    if not item.config.getoption("--fast"):
+        return (yield)
+    _children_started.clear()
+    result = yield
+    if _children_started:
+        pytest.fail(f"{item.nodeid} started a child process ({_children_started[0]}) but is not marked "
+                    "subprocess (or crash): the fast tier starts none", pytrace=False)
+    return result
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

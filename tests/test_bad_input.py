@@ -328,6 +328,7 @@ def test_newer_format_version(engine, dbpath):
     assert files(dbpath) == before
 
 
+@pytest.mark.subprocess
 def test_second_writer_process(engine, dbpath):
     opener = "lsmkv.open" if engine == "lsm" else "btree.open"
     code = textwrap.dedent(f"""

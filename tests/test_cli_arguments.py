@@ -116,6 +116,7 @@ def test_the_walk_reaches_the_typed_options_of_every_command_line():
     ["bench", "--records", "lots"],
     ["nosuchcommand"],
 ])
+@pytest.mark.subprocess
 def test_usage_errors_through_the_console_script_are_one_line_and_exit_2(tmp_path, argv):
     argv = [a.replace("DB", str(tmp_path / "db")) for a in argv]
     proc = subprocess.run([sys.executable, "-m", "lsmkv.cli", *argv], capture_output=True, text=True, timeout=120)

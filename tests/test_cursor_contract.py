@@ -101,6 +101,7 @@ def exercise(cursor, model, move_list):
         assert list(cursor) == model.iterated(), (op, key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())

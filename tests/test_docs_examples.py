@@ -152,6 +152,7 @@ def _write_page(tmp_path, text: str) -> list[Block]:
     return parse_page(str(path))[0]
 
 
+@pytest.mark.subprocess
 def test_a_comment_that_is_not_what_the_statement_prints_fails_the_page(tmp_path):
     blocks = _write_page(tmp_path, "```python\nx = b'bob'\nprint(x)       # b'bob'\nprint(x * 2)   # b'bob'\n"
                                    "print(len(x))  # a length\nx.upper()      # not printed, not compared\n```\n")
@@ -164,6 +165,7 @@ def test_a_comment_that_is_not_what_the_statement_prints_fails_the_page(tmp_path
     assert "page.md:3" not in message and "page.md:6" not in message
 
 
+@pytest.mark.subprocess
 def test_a_console_block_runs_its_commands_in_order_and_compares_their_output(tmp_path):
     good = _write_page(tmp_path, "```console\n$ printf 'a\\nb\\nc\\n'; false\na\n...\nc\n$ echo $?\n1\n"
                                  "$ echo took 1.5 s\ntook ... s\n$ lsmkv --help | head -1\nusage: lsmkv ...\n```\n")
@@ -175,6 +177,7 @@ def test_a_console_block_runs_its_commands_in_order_and_compares_their_output(tm
         check_page(bad, str(tmp_path / "work"), bin_dir)
 
 
+@pytest.mark.subprocess
 def test_a_failing_example_fails_the_page_and_the_blocks_after_it_do_not_run(tmp_path):
     blocks = _write_page(tmp_path, "```python\nopen('first', 'w').close()\nraise RuntimeError('boom')\n```\n\n"
                                    "```python\nopen('second', 'w').close()\n```\n")

@@ -57,6 +57,9 @@ from lsmkv.lsm.version import VersionEdit, VersionSet
 from lsmkv.lsm.wal import LogReader, LogWriter
 from lsmkv.lsm.write_batch import decode_batch, encode_batch
 
+#: Many cases per decoder: seconds each, out of the fast tier.
+pytestmark = pytest.mark.slow
+
 #: Seconds one case may take (generous: the machine may be busy).
 TIME_LIMIT = 20.0
 _U32 = struct.Struct("<I")

@@ -243,6 +243,8 @@ _INGESTER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 def test_sigkill_during_an_ingest_leaves_all_of_it_or_none(tmp_path):
     outcomes = set()
     for attempt, delay in enumerate([0.0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.4]):
@@ -310,6 +312,7 @@ _GROUP_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("engine", ENGINES)
 def test_checkpoint_of_a_store_another_process_writes_to_is_one_version(tmp_path, engine):
     mod = ENGINES[engine]

@@ -78,6 +78,7 @@ def test_destroy_refuses_what_is_not_its_database_and_deletes_nothing(tmp_path, 
         assert db[b"after-flush"] == b"in the log"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_destroy_refuses_a_database_open_for_writing(tmp_path, engine, writer_process):
     module = ENGINES[engine]

@@ -44,6 +44,7 @@ def test_btree_the_lock_follows_the_page_file_a_vacuum_renames(tmp_path):
         assert again.get(b"k") == b"v"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_an_open_while_another_process_writes_says_another_process(tmp_path, engine, writer_process):
     module = ENGINES[engine]

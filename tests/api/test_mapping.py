@@ -129,6 +129,7 @@ def make_machine(engine: str):
     return MappingModel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_mapping_protocol_agrees_with_a_dict(engine):
     machine = make_machine(engine)

@@ -72,6 +72,8 @@ def test_bad_metadata_arguments_change_nothing(tmp_path, engine):
             db.get_meta(b"bytes")
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_a_sigkill_never_separates_data_from_its_metadata(tmp_path, engine):
     path = str(tmp_path / "db")

@@ -29,6 +29,7 @@ def test_open_takes_str_bytes_and_pathlike(tmp_path, engine):
         assert db[b"k"] == b"v"
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_the_command_line_takes_paths_that_are_not_utf8(tmp_path, engine):
     raw = os.fsencode(tmp_path) + b"/cli-\xff"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import cli
 from bench.engines import availability
 
@@ -15,6 +17,7 @@ def _run(tmp_path, suite, *args):
     return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_cursor_suite_reads_the_same_entries_on_every_engine(tmp_path):
     doc = _run(tmp_path, "cursor", "--keys", "3000", "--seeks", "50", "--steps", "20")
     runs = doc["runs"]
@@ -35,6 +38,8 @@ def test_dbm_suite_covers_both_engines_and_the_stdlib(tmp_path):
     assert any(row[0] == "lsmkv.dbm" and row[1] == "dbm.dumb" for row in doc["tables"][0]["rows"])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
     engines = ["lsm", "btree"] + [e for e in ("leveldb", "lmdb", "dbm") if availability(e) is None]
     doc = _run(tmp_path, "defaults", "--keys", "3000", "--reads", "500", "--engines", ",".join(engines))

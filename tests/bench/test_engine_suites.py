@@ -37,6 +37,7 @@ def _is_ratio(cell):
     return cell.endswith("x") and float(cell[:-1]) > 0
 
 
+@pytest.mark.slow
 def test_lsm_suite_runs_every_phase_on_every_engine_with_ratios(tmp_path):
     out = tmp_path / "lsm"
     assert cli.main(["--suite", "lsm", "--keys", "3000", "--reads", "500", "--quiet", "--out", str(out)]) == 0
@@ -60,6 +61,7 @@ def test_lsm_suite_runs_every_phase_on_every_engine_with_ratios(tmp_path):
     assert _table(doc, "lsmkv after the put phase")["rows"]
 
 
+@pytest.mark.slow
 def test_btree_suite_records_warm_and_small_cache_phases_with_ratios(tmp_path):
     out = tmp_path / "btree"
     # The scripts' engine names (sqlite3, lsmkv) are still accepted.
@@ -89,6 +91,7 @@ def test_btree_suite_records_warm_and_small_cache_phases_with_ratios(tmp_path):
     assert "btree height" in details
 
 
+@pytest.mark.slow
 def test_compaction_suite_records_fills_amplification_and_its_plot(tmp_path):
     out = tmp_path / "compaction"
     copy = tmp_path / "img" / "fill.png"
@@ -130,11 +133,13 @@ def test_an_unknown_engine_fails_before_anything_runs(tmp_path):
 
 
 @pytest.mark.parametrize("script,args,engines", [
-    ("bench_lsm.py", ["--keys", "2000", "--reads", "200", "--engines", "lsmkv,dict"], {"lsm", "dict"}),
+    pytest.param("bench_lsm.py", ["--keys", "2000", "--reads", "200", "--engines", "lsmkv,dict"], {"lsm", "dict"},
+                 marks=pytest.mark.slow),
     ("bench_btree.py", ["--keys", "2000", "--small-ops", "200", "--rounds", "1", "--engines", "btree,sqlite3"],
      {"btree", "sqlite"}),
     ("bench_compaction.py", ["--keys", "2000", "--skip-rocksdb", "--executor", "thread"], {"lsm"}),
 ])
+@pytest.mark.subprocess
 def test_the_scripts_are_wrappers_that_keep_their_options(tmp_path, script, args, engines):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args, "--quiet", "--out", str(out)],

@@ -45,6 +45,7 @@ def test_percentiles_within_histogram_precision(seed, shape):
     assert summary["p50"] <= summary["p95"] <= summary["p99"] <= summary["p999"] <= summary["max"]
 
 
+@pytest.mark.slow
 def test_bulk_recording_equals_one_by_one():
     rng = np.random.default_rng(9)
     samples = np.maximum(rng.lognormal(9, 2, 5_000).astype(np.int64), 1)

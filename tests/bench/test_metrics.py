@@ -24,6 +24,7 @@ def test_bytes_written_prefers_the_larger_lower_bound():
     assert metrics.bytes_written(IoCounters(False), None) == (None, None)
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io")
 def test_io_counts_a_live_child_process(tmp_path):
     target = tmp_path / "child.bin"

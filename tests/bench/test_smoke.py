@@ -39,6 +39,7 @@ def full_run(tmp_path_factory):
     return code, out, json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_exit_code_and_files(full_run):
     code, out, _ = full_run
     assert code == 0
@@ -50,6 +51,7 @@ def test_exit_code_and_files(full_run):
     assert not (out / "db").exists()  # databases are removed after the run
 
 
+@pytest.mark.slow
 def test_results_structure(full_run):
     _, _, doc = full_run
     assert doc["format"] == "lsmkv-bench-results/1"
@@ -80,6 +82,7 @@ def by(doc, engine, workload):
     return next(r for r in doc["runs"] if r["engine"] == engine and r["workload"] == workload)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", AVAILABLE)
 def test_phases_did_what_they_say(full_run, engine):
     _, _, doc = full_run
@@ -112,6 +115,7 @@ def test_phases_did_what_they_say(full_run, engine):
     assert d["operations"] == OPERATIONS and d["live_records"] == before - OPERATIONS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ordered", [True, False])
 def test_every_engine_got_the_same_operations(full_run, ordered):
     _, _, doc = full_run
@@ -125,12 +129,14 @@ def test_every_engine_got_the_same_operations(full_run, ordered):
             assert len({r[field] for r in runs}) == 1, (w, field, [r[field] for r in runs])
 
 
+@pytest.mark.slow
 def test_ycsb_load_happens_once_per_engine(full_run):
     _, _, doc = full_run
     assert [ld["engine"] for ld in doc["loads"]] == AVAILABLE
     assert all(ld["records"] == RECORDS and ld["before"] == "ycsb-a" for ld in doc["loads"])
 
 
+@pytest.mark.slow
 def test_csv_and_report(full_run):
     _, out, doc = full_run
     with open(out / "results.csv", newline="") as f:
@@ -146,6 +152,7 @@ def test_csv_and_report(full_run):
     assert "| workload |" in report and "| fillrandom |" in report
 
 
+@pytest.mark.subprocess
 def test_console_script(tmp_path):
     """Once through the installed ``lsmkv`` command, as a user runs it."""
     script = os.path.join(os.path.dirname(sys.executable), "lsmkv")
@@ -168,6 +175,7 @@ def _small(tmp_path, name, *extra):
     return out
 
 
+@pytest.mark.slow
 def test_compare_flags_regressions(tmp_path, capsys):
     old = _small(tmp_path, "old")
     new = _small(tmp_path, "new")
@@ -185,6 +193,7 @@ def test_compare_flags_regressions(tmp_path, capsys):
     assert main(["compare", str(old), str(tmp_path / "missing")]) == 1
 
 
+@pytest.mark.slow
 def test_rate_threads_and_duration(tmp_path):
     out = _small(tmp_path, "rate", "--rate", "4000", "--threads", "2")
     doc = json.loads((out / "results.json").read_text())

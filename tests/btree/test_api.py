@@ -151,6 +151,7 @@ def test_scan_bounds_reverse_prefix(db):
     assert dict(db.scan(prefix=b"a")) == {k: k * 3 for k in keys if k[:1] == b"a"}
 
 
+@pytest.mark.slow
 def test_scan_stays_valid_while_writing(db):
     for i in range(0, 3000, 2):
         db.put(b"%06d" % i, b"v")

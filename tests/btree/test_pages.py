@@ -74,6 +74,7 @@ def test_overflow_chains_are_freed_on_overwrite_and_delete(dbpath):
         assert db.check_invariants() == []
 
 
+@pytest.mark.slow
 def test_file_size_is_bounded_under_churn(dbpath):
     rng = random.Random(3)
     sizes = []
@@ -243,7 +244,7 @@ def _check_consistent(items):
     return r
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_read_only_handle_beside_a_writer_process(dbpath):
     """A read-only handle reads while another process rewrites and
     checkpoints (pages overwritten in place under it): every snapshot it

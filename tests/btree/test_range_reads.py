@@ -127,6 +127,7 @@ def _record_pages(draw):
     return page_size, bytes(img), at
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_record_pages(), st.data())
 def test_runs_of_fixed_size_records_decode_as_the_format_says(page, data):
@@ -235,6 +236,7 @@ class _Recorder:
             assert items and items == want[:len(items)]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_runs, st.sampled_from([16 * 512, 64 * 512, 1 << 22]))
 def test_each_chunk_of_a_scan_is_the_tree_as_it_was_when_read(tmp_path_factory, ops, cache_size):

@@ -131,6 +131,7 @@ def _agree(img: bytes, probe: bytes) -> None:
         assert got is not UNCHECKED and _same(got, want), probe
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_keys, _values, min_size=1, max_size=40), st.lists(_keys, max_size=10), st.data())
 def test_malformed_cells_in_a_sound_page_are_left_to_the_checks_one_by_one(entries, others, data):
@@ -333,6 +334,7 @@ def test_a_damaged_leaf_outside_the_pool_is_reported_by_a_get(tmp_path, damage):
     assert table[key]
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
     import tracemalloc
     path = str(tmp_path / "db")
@@ -368,7 +370,8 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
     assert peak - warm < 512 << 10, peak - warm
 
 
-@pytest.mark.parametrize("value_size", [10, 100, 1000])
+@pytest.mark.parametrize("value_size", [pytest.param(10, marks=pytest.mark.slow),
+                                        pytest.param(100, marks=pytest.mark.slow), 1000])
 def test_the_pool_and_hash_index_take_no_more_memory_than_cache_size(tmp_path, value_size):
     """The pool is charged by decoded pages, not page images: filled over
     data several times cache_size (every key read twice, so every leaf it
@@ -406,6 +409,7 @@ def test_the_pool_and_hash_index_take_no_more_memory_than_cache_size(tmp_path, v
     assert held < 1.1 * cache_size + (64 << 10), (held, stats)
 
 
+@pytest.mark.slow
 def test_scans_over_a_small_pool_read_what_is_stored_and_do_not_fill_it(tmp_path):
     path = str(tmp_path / "db")
     table = _fill(path, 20_000)

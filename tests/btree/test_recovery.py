@@ -120,6 +120,7 @@ def _workload(db, model, rng, n):
             model[k] = v
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [256, 3])
 def test_checkpoint_cut_at_every_write_recovers(tmp_path, monkeypatch, chunk):
     """Fill a DB, then checkpoint through a file system that dies at write N
@@ -357,6 +358,7 @@ def test_damaged_meta_pages_of_a_database_with_a_log_are_corruption(tmp_path):
         btree.open(path, **OPTS)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_holds_a_chunk_of_page_images_at_a_time(tmp_path):
     """A checkpoint of thousands of dirty pages makes and writes their images
     a chunk at a time: its memory does not grow with the number of dirty

@@ -339,6 +339,7 @@ def test_truncated_page_file(db):
     assert_repaired(path, model, report, DELETED)
 
 
+@pytest.mark.subprocess
 def test_repair_refuses_while_a_writer_process_holds_the_lock(db, writer_process, directory_bytes):
     path, _ = db
     with writer_process("btree", path):
@@ -364,6 +365,7 @@ def _leaf_keys(path: str, pg: int) -> list[bytes]:
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_history_and_random_damage(tmp_path, seed):
     """Random writes, deletes and checkpoints, then a few random slots
@@ -420,6 +422,7 @@ def random_history(path: str, rng) -> tuple[dict[bytes, bytes], set[bytes]]:
     return model, ever
 
 
+@pytest.mark.slow
 def test_scan_mode_keeps_out_freed_leaves_whose_neighbours_left_no_image(tmp_path):
     """Format 4: a freed leaf's stale image can outlive every image of the
     pages it links to (their slots were reused). A link to a page no slot

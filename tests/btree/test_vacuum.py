@@ -25,6 +25,7 @@ def _dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
 
 
+@pytest.mark.slow
 def test_deleting_90_percent_then_vacuuming_gives_the_space_back(tmp_path):
     path = str(tmp_path / "db")
     rng = random.Random(5)
@@ -144,6 +145,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_sigkill_at_random_moments_of_vacuuming_loses_no_acknowledged_write(tmp_path):
     path = str(tmp_path / "db")

@@ -56,6 +56,7 @@ def test_a_child_that_fails_by_itself_is_a_failure_with_its_stderr(tmp_path):
     assert "deliberate failure in a writer thread" in failure.child_stderr
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_cli_runs_cycles_and_prints_the_figures(tmp_path, capsys):
     workdir = str(tmp_path / "work")

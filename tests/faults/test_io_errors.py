@@ -88,6 +88,7 @@ def test_eio_then_reopen_without_resume(calls, ops, fresh_dir, operation, reques
     assert {o.result for o in outcomes} == {scenarios.RECOVERED}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", [True, False], ids=["resume", "reopen"])
 def test_torn_write_then_resume_or_reopen(calls, ops, fresh_dir, resume, request):
     """A write of which only a prefix lands before EIO (a log record, a

@@ -46,6 +46,7 @@ def _sweep(engine, ops, fresh_dir, values, seed):
     return outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine_name", ["lsm", "btree"])
 def test_power_cut_at_any_call_keeps_a_prefix_with_every_synced_write(engine_name, fresh_dir, request):
     engine = workload.engine(engine_name)
@@ -58,6 +59,7 @@ def test_power_cut_at_any_call_keeps_a_prefix_with_every_synced_write(engine_nam
         assert all(o.result == scenarios.RECOVERED for o in outcomes)
 
 
+@pytest.mark.slow
 def test_lsm_with_background_flushes_and_compactions(fresh_dir, request):
     """lsmkv flushing and compacting on its own threads (small memtables,
     automatic compaction): the calls interleave differently from run to

@@ -123,6 +123,7 @@ def groups(draw):
     return members, ends
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(groups(), st.integers(0, 3), st.integers(0, 500), st.integers(0, 3))
 def test_invariants(group, replicas, acceptable, warmups):

@@ -73,6 +73,7 @@ def test_the_watermark_lags_the_end_and_the_end_is_observed_past_it(broker, name
     assert all(marks[tp] <= observed[tp] for tp in parts)
 
 
+@pytest.mark.slow
 def test_a_seek_during_an_offset_query_is_undone_and_records_before_it_come_again(own_broker, name):
     """Measured quirk (librdkafka, on this broker): a partition assigned at
     BEGINNING and paused at once gets its offset query answered as

@@ -10,7 +10,7 @@ but never produced) is reprocessed from where the changelog ends, so a
 later restore is exact; a changelog the store refuses falls back to the
 source topic and leaves nothing of itself; --changelog without
 partitioned state is refused before anything exists. The batch rules
-(restore.Batches) are also tested on their own."""
+(restore.Batches) are tested on their own in test_changelog_batches.py."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ import pytest
 import lsmkv
 from lsmkv.kafka import Loader, LoaderSettings, ShardedStore, WorkloadSpec, expected_table, stored_offset
 from lsmkv.kafka.admin import ensure_topic, partition_count
-from lsmkv.kafka.scaleout.changelog import HEADER, batch_header, changelog_topic, ensure_changelog_topic, parse_header
-from lsmkv.kafka.scaleout.restore import Batches, NotAChangelog
+from lsmkv.kafka.scaleout.changelog import HEADER, batch_header, changelog_topic, ensure_changelog_topic
 from lsmkv.kafka.tools.cli import main as kafka_main
 from lsmkv.kafka.tools.producer import produce_workload
 
@@ -64,75 +63,7 @@ def _calls(path) -> list[tuple[int, int]]:
         return [tuple(int(x) for x in line.split()) for line in f]
 
 
-def _feed(batches, records):
-    """Batches.add over [(header, key, value), ...]: the records to apply, in order."""
-    out = []
-    for header, key, value in records:
-        out.extend(batches.add(header, key, value))
-    return out
-
-
-def test_the_batch_rules():
-    H = batch_header
-    assert parse_header(H(5, 250, "r1", 3, 7)) == (5, 250, b"r1", 3, 7)
-    for bad in (b"250", b"5 250 r1 3", b"x 250 r1 3 7", b"5 250 r1 0 7", b"5 250 r1 3 0", b"300 250 r1 3 7",
-                b"5 250  3 7", b"-1 250 r 3 7", "5 250 r1 3 7", None):
-        assert parse_header(bad) is None, bad
-    with pytest.raises(NotAChangelog):
-        Batches().add(b"15", b"k", b"v")
-
-    # One run: a batch applies once all its records are read, or once the
-    # run's next batch begins (compaction removed one of its records); a
-    # batch cut short is dropped at the end.
-    one = Batches()
-    assert _feed(one, []) == [] and one.highest is None
-    assert _feed(one, [(H(0, 5, "a", 1, 2), b"k1", b"1"), (H(0, 5, "a", 1, 2), b"k2", None)]) == [
-        (b"k1", b"1"), (b"k2", None)]
-    assert one.highest == 5
-    got = _feed(one, [(H(5, 20, "a", 2, 3), b"k1", b"2"), (H(5, 20, "a", 2, 3), b"k3", b"2"),
-                      (H(20, 30, "a", 3, 1), b"k4", b"3"), (H(30, 40, "a", 4, 4), b"k1", b"CUT")])
-    assert got == [(b"k1", b"2"), (b"k3", b"2"), (b"k4", b"3")] and one.highest == 30
-    one.close()
-    assert (one.highest, one.skipped, one.incomplete) == (30, 1, 1)
-
-    # Two runs interleave (n took the partition over at 100 while a still
-    # wrote): finished batches apply in the order they finish, one ending
-    # below the highest is skipped (n2), one cut short (a3) never applies;
-    # n4 lost a record to compaction and is finished by m's first batch,
-    # which starts at its end; q started lower, from a shard of its own.
-    records = [(H(0, 100, "a", 1, 2), b"x", b"a1"), (H(0, 100, "a", 1, 2), b"y", b"a1"),
-               (H(100, 200, "a", 2, 3), b"x", b"a2"), (H(100, 150, "n", 1, 1), b"x", b"n1"),
-               (H(100, 200, "a", 2, 3), b"y", b"a2"), (H(100, 200, "a", 2, 3), b"z", b"a2"),
-               (H(150, 180, "n", 2, 1), b"y", b"n2"), (H(200, 260, "a", 3, 4), b"x", b"a3"),
-               (H(180, 260, "n", 3, 1), b"z", b"n3"), (H(260, 300, "n", 4, 2), b"y", b"n4"),
-               (H(300, 320, "m", 1, 1), b"x", b"m1"), (H(250, 280, "q", 1, 1), b"x", b"q1"),
-               (H(280, 330, "q", 2, 1), b"y", b"q2")]
-    runs = Batches()
-    assert _feed(runs, records) == [(b"x", b"a1"), (b"y", b"a1"), (b"x", b"n1"), (b"x", b"a2"), (b"y", b"a2"),
-                                    (b"z", b"a2"), (b"z", b"n3"), (b"y", b"n4"), (b"x", b"m1"), (b"y", b"q2")]
-    runs.close()
-    assert (runs.highest, runs.skipped, runs.incomplete) == (330, 3, 1)
-
-
-def test_the_end_read_from_a_tail_is_never_above_the_end_of_the_whole():
-    # What the resume check reads (the last records) against a full restore,
-    # after every prefix of the sequence above, from every place in it.
-    H = batch_header
-    headers = [H(0, 100, "a", 1, 2), H(0, 100, "a", 1, 2), H(100, 200, "a", 2, 3), H(100, 150, "n", 1, 1),
-               H(100, 200, "a", 2, 3), H(100, 200, "a", 2, 3), H(150, 180, "n", 2, 1), H(200, 260, "a", 3, 4),
-               H(180, 260, "n", 3, 1), H(260, 300, "n", 4, 2), H(300, 320, "m", 1, 1), H(250, 280, "q", 1, 1),
-               H(280, 330, "q", 2, 1)]
-    for end in range(1, len(headers) + 1):
-        whole = Batches()
-        for h in headers[:end]:
-            whole.add(h, b"k", b"v")
-        for begin in range(end):
-            tail = Batches()
-            for h in headers[begin:end]:
-                tail.add(h, b"k", b"v")
-            assert tail.highest is None or tail.highest <= whole.highest, (begin, end)
-
-
+@pytest.mark.slow
 def test_a_new_instance_restores_from_the_changelog_without_running_the_processor_again(
         broker, name, tmp_path, ground_truth, partition_ends):
     bs = broker.bootstrap_servers
@@ -172,6 +103,7 @@ def _produce_batch(producer, topic, records, start, offset, run, seq, count=None
         producer.produce(topic, value, key, partition=0, headers=header)
 
 
+@pytest.mark.slow
 def test_stale_writers_and_batches_cut_short_are_left_out(broker, name, tmp_path, ground_truth):
     from confluent_kafka import Producer
     bs = broker.bootstrap_servers
@@ -207,6 +139,7 @@ def test_stale_writers_and_batches_cut_short_are_left_out(broker, name, tmp_path
         assert dict(store.scan()) == table_of(truth)
 
 
+@pytest.mark.slow
 def test_a_batch_cut_short_is_reprocessed_and_later_restores_are_exact(broker, name, tmp_path, ground_truth):
     from confluent_kafka import Producer
     bs = broker.bootstrap_servers
@@ -239,6 +172,8 @@ def test_a_batch_cut_short_is_reprocessed_and_later_restores_are_exact(broker, n
             assert dict(store.scan()) == table_of(truth), db
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 def test_a_writer_sigkilled_mid_load_then_restores_from_its_changelog_are_exact(broker, name, tmp_path,
                                                                                  ground_truth, partition_ends):
     bs = broker.bootstrap_servers
@@ -289,6 +224,7 @@ def test_a_writer_sigkilled_mid_load_then_restores_from_its_changelog_are_exact(
           f"{b.metrics['changelog_records_skipped']:,} unapplied (of batches A's kill cut short)")
 
 
+@pytest.mark.slow
 def test_deletes_reach_a_restored_shard_as_deletes(broker, name, tmp_path, ground_truth):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
@@ -313,6 +249,7 @@ def test_deletes_reach_a_restored_shard_as_deletes(broker, name, tmp_path, groun
     assert not deleted & table.keys()
 
 
+@pytest.mark.slow
 def test_a_shard_ahead_of_its_changelog_is_reprocessed_from_where_the_changelog_ends(
         broker, name, tmp_path, ground_truth, partition_ends):
     bs = broker.bootstrap_servers
@@ -340,6 +277,7 @@ def test_a_shard_ahead_of_its_changelog_is_reprocessed_from_where_the_changelog_
         assert dict(store.scan()) == {k: v for p in truth for k, v in table_of(truth[p]).items()}
 
 
+@pytest.mark.slow
 def test_a_changelog_the_store_refuses_falls_back_to_the_source_and_leaves_nothing(broker, name, tmp_path,
                                                                                  ground_truth, caplog):
     from confluent_kafka import Producer
@@ -380,6 +318,7 @@ def test_changelog_without_partitioned_state_is_refused_before_anything_exists(b
     assert partition_count(broker.bootstrap_servers, changelog_topic(group, topic)) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.kafka
 @pytest.mark.crash
 def test_serving_instances_take_a_killed_owners_partitions_from_the_changelog(broker, name, tmp_path, instances,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
+
 from lsmkv.kafka.client_log import ClientLog
 
 
@@ -67,6 +69,7 @@ def test_the_first_line_of_a_kind_is_logged_and_the_rest_counted_until_settled()
                                            "Connect to ipv4#127.0.0.1:1 failed (after 7ms in state CONNECT)")]
 
 
+@pytest.mark.slow
 def test_a_kind_that_goes_quiet_is_counted_then_logged_anew():
     logger, lines = _logger("quiet")
     client_log = ClientLog(logger, quiet=1.0)

@@ -79,6 +79,7 @@ def _load_through(broker, name, tmp_path, ground_truth, partition_ends, seed: in
     return {**seen, "records": spec.records}
 
 
+@pytest.mark.slow
 def test_a_broker_that_stops_answering_mid_load(own_broker, name, tmp_path, ground_truth, partition_ends):
     def freeze(loader, thread, topic, spec):
         own_broker.pause()  # frozen: connections stay open, nothing answers
@@ -92,6 +93,7 @@ def test_a_broker_that_stops_answering_mid_load(own_broker, name, tmp_path, grou
     assert seen["stored_while_down"] < seen["records"]
 
 
+@pytest.mark.slow
 def test_a_broker_restarted_mid_load_then_the_topic_restored(own_broker, name, tmp_path, ground_truth,
                                                              partition_ends):
     def restart_and_republish(loader, thread, topic, spec):
@@ -106,6 +108,7 @@ def test_a_broker_restarted_mid_load_then_the_topic_restored(own_broker, name, t
     _load_through(own_broker, name, tmp_path, ground_truth, partition_ends, 32, restart_and_republish)
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(OPENERS))
 def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(broker, name, tmp_path, engine,
@@ -152,6 +155,7 @@ def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(brok
     assert offsets == ends
 
 
+@pytest.mark.slow
 def test_sigterm_drains_stores_and_commits_then_a_restart_finishes(broker, name, tmp_path, ground_truth,
                                                                   partition_ends, table_below):
     from confluent_kafka import Consumer, TopicPartition

@@ -50,6 +50,7 @@ def offsets_of(db_or_path, topic: str, engine: str = "lsm") -> dict[int, int]:
     return {p: o for (t, p), o in stored_offsets(db_or_path).items() if t == topic}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["lsm", "btree"])
 def test_a_load_ends_with_exactly_the_topics_table_and_offsets(broker, name, tmp_path, engine, ground_truth,
                                                                partition_ends):
@@ -68,6 +69,7 @@ def test_a_load_ends_with_exactly_the_topics_table_and_offsets(broker, name, tmp
     assert [p["first_fetched"] for p in summary.metrics["partitions"]] == [0, 0, 0, 0]
 
 
+@pytest.mark.slow
 def test_until_caught_up_does_not_stop_at_a_lagging_watermark(broker, name, tmp_path, ground_truth, partition_ends):
     """The broker's watermark lags the end by most of a record batch. A
     loader that took it as the end stops early (the first run, which
@@ -95,6 +97,7 @@ def test_until_caught_up_does_not_stop_at_a_lagging_watermark(broker, name, tmp_
             assert p["first_fetched"] == stopped_at[p["partition"]] == p["start"]
 
 
+@pytest.mark.slow
 def test_per_key_order_holds_under_parallelism_in_every_observed_state(broker, name, tmp_path):
     topic = name()
     spec = WorkloadSpec(records=30_000, keys=300, distribution="zipfian", value_size=40, seed=4)
@@ -150,6 +153,7 @@ def _produce_records(bootstrap: str, topic: str, records: list[tuple[bytes | Non
     assert p.flush(30) == 0 and not errors
 
 
+@pytest.mark.slow
 def test_poison_and_keyless_records_go_to_the_dead_letter_topic_and_the_rest_proceeds(broker, name, tmp_path,
                                                                                       ground_truth, partition_ends):
     topic, dlq = name(), name("dlq")
@@ -204,6 +208,7 @@ def test_poison_and_keyless_records_go_to_the_dead_letter_topic_and_the_rest_pro
     assert got == len(dead)
 
 
+@pytest.mark.slow
 def test_backpressure_pauses_a_partition_and_bounds_its_window(broker, name, tmp_path):
     topic = name()
     spec = WorkloadSpec(records=4000, keys=500, seed=6)
@@ -333,6 +338,7 @@ def _wait(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_stop_drains_and_commits_and_a_restart_finishes_where_the_store_ends(broker, name, tmp_path, ground_truth,
                                                                             table_below, partition_ends):
     from confluent_kafka import Consumer, TopicPartition
@@ -362,6 +368,7 @@ def test_stop_drains_and_commits_and_a_restart_finishes_where_the_store_ends(bro
     assert all(p["first_fetched"] in (None, p["start"]) for p in summary.metrics["partitions"])
 
 
+@pytest.mark.slow
 def test_the_cli_produces_loads_and_shows_the_offsets(broker, name, tmp_path, capsys, partition_ends, ground_truth):
     topic = name()
     path = str(tmp_path / "store")

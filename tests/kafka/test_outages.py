@@ -42,6 +42,7 @@ def _wait(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_batch_load_of_a_missing_topic_exits_with_one_line_and_creates_no_store(broker, name, tmp_path):
     near = name()
     produce_workload(broker.bootstrap_servers, near, WorkloadSpec(records=10, keys=10), partitions=1)
@@ -55,6 +56,7 @@ def test_a_batch_load_of_a_missing_topic_exits_with_one_line_and_creates_no_stor
     assert not os.path.exists(db)
 
 
+@pytest.mark.slow
 def test_a_batch_load_against_unreachable_servers_exits_with_one_line_and_creates_no_store(tmp_path):
     servers = f"127.0.0.1:{free_port()}"   # nothing listens there
     db = str(tmp_path / "store")

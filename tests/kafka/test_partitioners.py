@@ -42,6 +42,16 @@ def test_murmur2_equals_kafkas_known_values(data, expected):
     assert partition_of("murmur2", data, 7) == (expected & 0x7FFFFFFF) % 7 == partition_for(data, 7)
 
 
+def test_partition_for_is_positive_mod_and_checks_input():
+    assert partition_for(b"21", 1) == 0
+    assert all(0 <= partition_for(bytes([i]) * i, 7) < 7 for i in range(40))
+    assert partition_for(b"", 5) == (murmur2(b"") & 0x7FFFFFFF) % 5
+    with pytest.raises(ValueError, match="partitions must be a positive int"):
+        partition_for(b"k", 0)
+    with pytest.raises(TypeError, match="murmur2 hashes bytes"):
+        murmur2("text")
+
+
 @pytest.mark.parametrize("data,expected", FNV1A)
 def test_fnv1a_equals_librdkafkas_known_values(data, expected):
     assert fnv1a(data) == expected

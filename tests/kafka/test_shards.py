@@ -1,11 +1,12 @@
-"""Partitioned state (stage 1 of issue 15): Kafka's murmur2 exactly (known
-values from Kafka's own tests, and where librdkafka's murmur2 partitioner
-really puts records), a sharded load on both engines ending with each
-shard holding exactly its partition's table and offset (each shard an
-ordinary store lsmkv.open/btree.open opens), ShardedStore reads (get routed
-to one shard, scan merged in key order), a dropped shard rebuilt from the
-source topic while the others resume from their own offsets, and bad
-layouts refused with one clear error."""
+"""Partitioned state (stage 1 of issue 15): Kafka's murmur2 exactly (where
+librdkafka's murmur2 partitioner really puts records; the known values from
+Kafka's own tests are in test_partitioners.py), a sharded load on both
+engines ending with each shard holding exactly its partition's table and
+offset (each shard an ordinary store lsmkv.open/btree.open opens),
+ShardedStore reads (get routed to one shard, scan merged in key order), a
+dropped shard rebuilt from the source topic while the others resume from
+their own offsets, and bad layouts refused with one clear error (the
+command line's own checks, which need no broker, are in test_cli_checks.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 import btree
 import lsmkv
 from lsmkv.kafka import Loader, LoaderSettings, LoaderError, WorkloadSpec, stored_offset
-from lsmkv.kafka.scaleout.routing import murmur2, partition_for
+from lsmkv.kafka.scaleout.routing import partition_for
 from lsmkv.kafka.scaleout.shards import MARKER, ShardedStore
 from lsmkv.kafka.tools.cli import main as kafka_main
 from lsmkv.kafka.tools.producer import produce_workload
@@ -30,27 +31,6 @@ from instances import table_of  # noqa: E402
 pytestmark = pytest.mark.kafka
 
 OPENERS = {"lsm": lsmkv.open, "btree": btree.open}
-
-# Kafka's UtilsTest.testMurmur2 values.
-KNOWN = [(b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
-         (b"a-little-bit-longer-string", -1486304829),
-         (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971), (b"abc", 479470107)]
-
-
-@pytest.mark.parametrize("data,expected", KNOWN)
-def test_murmur2_equals_kafkas_known_values(data, expected):
-    assert murmur2(data) == expected
-
-
-def test_partition_for_is_positive_mod_and_checks_input():
-    assert partition_for(b"21", 1) == 0
-    assert all(0 <= partition_for(bytes([i]) * i, 7) < 7 for i in range(40))
-    assert partition_for(b"", 5) == (murmur2(b"") & 0x7FFFFFFF) % 5
-    with pytest.raises(ValueError, match="partitions must be a positive int"):
-        partition_for(b"k", 0)
-    with pytest.raises(TypeError, match="murmur2 hashes bytes"):
-        murmur2("text")
-
 
 def test_partition_for_agrees_with_librdkafkas_murmur2_partitioner(broker, name, ground_truth):
     from confluent_kafka import Producer
@@ -74,6 +54,7 @@ def _settings(broker, topic, group, **kw):
     return LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=[topic], group=group, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["lsm", "btree"])
 def test_a_sharded_load_keeps_one_exact_store_per_partition(broker, name, tmp_path, engine, ground_truth,
                                                             partition_ends, capsys):
@@ -114,6 +95,7 @@ def test_a_sharded_load_keeps_one_exact_store_per_partition(broker, name, tmp_pa
             assert store.get(key) == expected.get(key)
 
 
+@pytest.mark.slow
 def test_a_dropped_shard_is_restored_from_the_topic_and_the_rest_resume(broker, name, tmp_path, ground_truth,
                                                                          partition_ends):
     topic = name()
@@ -165,17 +147,3 @@ def test_bad_layouts_get_one_clear_error(broker, name, tmp_path):
     two = LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=["a", "b"], group="g")
     with pytest.raises(LoaderError, match="partitioned state holds one topic"):
         Loader(two, tmp_path / "p2", partitioned=True)
-
-
-def test_cli_bad_input_gets_one_clear_error(tmp_path, capsys):
-    base = ["load", "--topic", "t", "--group", "g", "--db", str(tmp_path / "d")]
-    assert kafka_main(base + ["--serve", "localhost"]) == 1
-    assert "--serve needs HOST:PORT (e.g. 127.0.0.1:8080), not 'localhost'" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as usage:  # usage errors: argparse's exit 2
-        kafka_main(["query", "--group", "g"])
-    assert usage.value.code == 2 and "needs exactly one of KEY, --scan or --owners" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as usage:
-        kafka_main(["query", "--group", "g", "zz", "--hex"])
-    assert usage.value.code == 2 and "'zz' is not hex" in capsys.readouterr().err
-    assert kafka_main(["shards", str(tmp_path)]) == 1
-    assert "is not a shard directory" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.cursor import visible_entries
@@ -58,6 +59,7 @@ def blocks(draw):
     return entries
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(blocks(), st.lists(keys_strategy, max_size=6), st.integers(0, 60))
 def test_raw_search_agrees_with_a_decoded_search(entries, probes, read_seq):
@@ -93,6 +95,7 @@ def fixed_length_blocks(draw):
     return entries, length
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(fixed_length_blocks(), st.integers(0, 60))
 def test_raw_search_of_keys_of_one_length_agrees_with_a_decoded_search(block, read_seq):

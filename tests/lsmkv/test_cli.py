@@ -88,6 +88,7 @@ def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
     assert code == 1 and "too short to be a table" in err
 
 
+@pytest.mark.subprocess
 def test_demo_and_console_script(tmp_path, capsys):
     code, out, _ = run(capsys, "demo", str(tmp_path / "demo"), "--keys", "3000")
     assert code == 0 and "wrote 3000 keys" in out and "user:00000001" in out
@@ -114,7 +115,7 @@ def filled(path, n: int, engine: str = "lsm") -> str:
     return str(path)
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_reader_that_goes_away_ends_scan_quietly_with_exit_0(tmp_path):
     """`lsmkv scan DB | head -1`: head reads a line and closes the pipe while
     the scan still has most of its 10,000 lines (about 600 KB, far more than
@@ -135,6 +136,7 @@ def test_a_reader_that_goes_away_ends_scan_quietly_with_exit_0(tmp_path):
     ["check", "{db}"], ["sst-dump", "{table}"], ["--version"], ["scan", "--help"], ["bench", "list"],
     ["kafka", "--help"], ["spark", "--help"],
 ])
+@pytest.mark.subprocess
 def test_a_stdout_already_closed_ends_every_command_quietly_with_exit_0(tmp_path, command):
     """A pipe whose reading end is closed before the command starts: its
     first write fails, whatever it prints and however little."""
@@ -152,6 +154,7 @@ def test_a_stdout_already_closed_ends_every_command_quietly_with_exit_0(tmp_path
     assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
 
 
+@pytest.mark.subprocess
 def test_only_a_closed_stdout_is_quiet_a_broken_pipe_elsewhere_is_an_error():
     """is_closed_stdout tells stdout's own EPIPE from another one (a socket
     whose peer went away): the latter is reported like any OSError."""
@@ -217,6 +220,7 @@ def test_an_engine_that_disagrees_with_the_directory_is_an_error_naming_both(tmp
     assert run(capsys, "put", db, "new", "v", "--engine", found)[0] == 0  # the right engine is fine
 
 
+@pytest.mark.subprocess
 def test_version_prints_the_installed_package_version():
     from importlib.metadata import version
     proc = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60)
@@ -255,6 +259,7 @@ def test_a_key_that_is_not_a_valid_encoding_is_a_usage_error_and_changes_nothing
     assert run(capsys, "scan", db)[1].count("\n") == 3
 
 
+@pytest.mark.subprocess
 def test_typed_keys_and_values_use_the_printed_encoding(tmp_path, capsys):
     """What scan prints can be typed back: bytes no shell argument can hold
     (NUL), tabs, newlines, backslashes, and raw bytes that are not UTF-8
@@ -292,6 +297,7 @@ def _parsed(output: bytes, form: list[str]) -> list[tuple[bytes, bytes]]:
     return [tuple(map(to_bytes, line.split("\t"))) for line in lines[:-1]]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(table=st.dictionaries(st.binary(min_size=1, max_size=30), st.binary(max_size=50), min_size=1, max_size=60))

@@ -24,6 +24,7 @@ def blocks_of(rows_per_block):
                          [v for _, _, _, v in rows]) for rows in rows_per_block]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(entry, max_size=12), max_size=8))
 def test_from_blocks_decodes_what_the_block_codec_decodes(rows_per_block):

@@ -124,6 +124,7 @@ def test_background_compaction_keeps_levels_sorted_and_data_intact(db_path):
     assert check_db(db_path).ok
 
 
+@pytest.mark.slow
 def test_deleting_half_then_compacting_removes_tombstones_and_dead_values(db_path):
     with lsmkv.open(db_path, **SMALL) as db:
         keys = fill(db, 6000, value_size=200)
@@ -195,6 +196,7 @@ def test_open_scan_keeps_its_files_until_it_is_done(db_path):
         assert not before & after  # the scan's tables were deleted once it was gone
 
 
+@pytest.mark.slow
 def test_level0_triggers_slow_and_stop_writers(db_path):
     opts = dict(SMALL, write_buffer_size=4096, l0_compaction_trigger=2, l0_slowdown_trigger=3, l0_stop_trigger=4,
                 delayed_write_rate=2 * 1024 * 1024, max_immutable_memtables=1)
@@ -233,6 +235,7 @@ def _exited(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X")
 
 
+@pytest.mark.crash
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to watch a process that is not our child")
 def test_worker_whose_database_process_died_while_it_started_exits(tmp_path):
     """A DB process killed while its compaction worker is still starting (its
@@ -329,6 +332,7 @@ def test_compact_range_on_a_subrange(db_path):
             db.compact_range("a")
 
 
+@pytest.mark.slow
 def test_concurrent_writes_reads_and_compactions(db_path):
     with lsmkv.open(db_path, **dict(SMALL, compaction_executor="process")) as db:
         stop = threading.Event()

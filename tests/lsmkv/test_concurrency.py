@@ -6,9 +6,12 @@ import os
 import random
 import threading
 
+import pytest
+
 import lsmkv
 
 
+@pytest.mark.slow
 def test_readers_see_whole_batches_while_writers_flush(db_path):
     """Each batch sets every key of a group to the same value; no reader may
     ever see a group half-updated, in gets under a snapshot or in scans."""

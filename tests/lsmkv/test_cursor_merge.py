@@ -56,6 +56,7 @@ def reference(srcs, bound, reverse):
     return live[::-1] if reverse else live
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(sources(), st.none() | keys_strategy, st.booleans())
 def test_merged_sources_agree_with_a_dict_merge(srcs, bound, reverse):

@@ -246,6 +246,7 @@ def test_read_only_of_missing_database_fails_without_creating(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.subprocess
 def test_second_writer_process_gets_a_lock_error(db_path):
     with lsmkv.open(db_path) as db:
         db.put(b"k", b"v", sync=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
@@ -124,7 +125,7 @@ class LsmModel(RuleBasedStateMachine):
 
 
 LsmModel.TestCase.settings = settings(max_examples=60, stateful_step_count=60, deadline=None)
-TestLsmModel = LsmModel.TestCase
+TestLsmModel = pytest.mark.slow(LsmModel.TestCase)
 
 
 class CompactingLsmModel(LsmModel):
@@ -157,4 +158,4 @@ class CompactingLsmModel(LsmModel):
 
 
 CompactingLsmModel.TestCase.settings = settings(max_examples=40, stateful_step_count=60, deadline=None)
-TestCompactingLsmModel = CompactingLsmModel.TestCase
+TestCompactingLsmModel = pytest.mark.slow(CompactingLsmModel.TestCase)

@@ -8,6 +8,8 @@ import os
 import random
 import tracemalloc
 
+import pytest
+
 import lsmkv
 
 
@@ -20,6 +22,7 @@ def _fill(path, n, value_size=100, **options):
     return db, keys
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_by_the_cache_on_data_several_times_its_size(tmp_path):
     cache = 1 << 20
     path = str(tmp_path / "db")
@@ -72,6 +75,7 @@ def test_default_cache_size_follows_the_rule_and_says_so(tmp_path):
         assert info["capacity"] == 123456 and info["sizing"] == "block_cache_size option"
 
 
+@pytest.mark.slow
 def test_a_scan_reads_tables_that_compaction_deleted_under_it(tmp_path):
     path = str(tmp_path / "db")
     db, keys = _fill(path, 20_000, write_buffer_size=256 << 10, block_cache_size=64 << 10,

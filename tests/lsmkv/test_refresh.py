@@ -135,7 +135,7 @@ def current_manifest(path: str) -> str:
 # A writer process and a reader process
 # ----------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "not-synced"])
 def test_refresh_sees_every_write_the_writer_acknowledged(tmp_path, sync):
     """Every write the writer acknowledged before refresh() -- synced or
@@ -207,7 +207,7 @@ def test_writes_acknowledged_before_the_writer_was_killed_are_seen(tmp_path):
         reader.close()
 
 
-@pytest.mark.slow
+@pytest.mark.subprocess
 def test_refreshes_while_the_writer_writes_see_prefixes_holding_every_acknowledged_write(tmp_path):
     """The writer puts key000000, key000001, ... as fast as it can (small
     memtables: it flushes, rotates logs and compacts all the time) while
@@ -253,6 +253,7 @@ def test_refreshes_while_the_writer_writes_see_prefixes_holding_every_acknowledg
         writer.close()
 
 
+@pytest.mark.subprocess
 def test_snapshot_scan_and_cursor_taken_before_refresh_keep_their_view(tmp_path):
     """A compaction in the writer drops the versions the reader's snapshot
     sees and deletes their tables; the snapshot, a scan half read and a

@@ -214,6 +214,7 @@ def test_damaged_log_record_drops_only_that_batch(tmp_path):
     assert os.path.exists(os.path.join(report.set_aside, logs[0]))
 
 
+@pytest.mark.subprocess
 def test_repair_refuses_while_a_writer_process_holds_the_lock(damaged_db, writer_process, directory_bytes):
     path, _ = damaged_db
     with writer_process("lsmkv", path):

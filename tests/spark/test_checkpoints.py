@@ -40,6 +40,7 @@ def _store(tmp_path, engine, n=2000):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_fingerprint_follows_every_visible_write(tmp_path, engine):
     path = _store(tmp_path, engine)
@@ -53,6 +54,7 @@ def test_fingerprint_follows_every_visible_write(tmp_path, engine):
         assert checkpoints.fingerprint(path) not in (None, first)  # seen by another process: a new version
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_an_unchanged_store_has_one_checkpoint_and_a_changed_one_a_new_one(tmp_path, engine):
     path = _store(tmp_path, engine)
@@ -108,6 +110,7 @@ def test_a_read_of_a_removed_checkpoint_fails_with_a_clear_error(tmp_path):
         checkpoints.Lease(taken)
 
 
+@pytest.mark.subprocess
 def test_a_checkpoint_a_dead_planner_was_taking_is_removed(tmp_path):
     path = _store(tmp_path, "lsm")
     ckpts = tmp_path / "ckpts"

@@ -31,6 +31,7 @@ def _load(*args: str) -> tuple[str, list[str]]:
     return result.stdout.strip(), result.stderr.strip().splitlines()
 
 
+@pytest.mark.subprocess
 def test_each_bad_request_is_one_line_before_spark_starts(tmp_path, directory_bytes):
     data = tmp_path / "events.parquet"
     data.write_bytes(b"PAR1")  # never read: the checks look only at its name and that it exists

@@ -10,8 +10,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from lsmkv.spark import staging
 from lsmkv.spark.owners import Owner, driver
+
+pytestmark = pytest.mark.subprocess
 
 
 def _dead_owner() -> Owner:
