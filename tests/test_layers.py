@@ -178,6 +178,7 @@ def _modules_loaded_by(code: str) -> list[str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.subprocess
 def test_import_btree_loads_nothing_of_the_lsm_engine_and_no_integration():
     loaded = _modules_loaded_by("import btree, btree.dbm")
     above = [m for m in loaded if not (m in ("lsmkv", "lsmkv.base") or m.startswith(("lsmkv.base.", "btree")))]
@@ -185,6 +186,7 @@ def test_import_btree_loads_nothing_of_the_lsm_engine_and_no_integration():
     assert above == [], f"import btree loads {above}"
 
 
+@pytest.mark.subprocess
 def test_import_lsmkv_loads_the_lsm_engine_when_a_name_of_it_is_first_used():
     loaded = _modules_loaded_by("import lsmkv, lsmkv.dbm")
     assert "lsmkv.base.errors" in loaded
