@@ -7,7 +7,13 @@ The Python API the ``lsmkv kafka`` command wraps (docs/kafka.md):
                               until_caught_up=True)
     summary = Loader(settings, "orders.db", engine="lsm").run()
 
-Three groups of modules (docs/kafka.md, "Package layout"), each
+    from lsmkv.kafka import InstanceSettings, ServingInstance
+    settings = InstanceSettings(topics=["orders"], group="orders-table", db="orders-shards",
+                                bootstrap_servers="localhost:9092", serve="127.0.0.1:0")
+    with ServingInstance(settings) as instance:     # what `lsmkv kafka load --serve` runs
+        print(instance.url)
+
+Three groups of modules (docs/architecture.md, "Kafka loading"), each
 importing only from those listed after it:
 
 * :mod:`.tools`: what is run on top: the ``lsmkv kafka`` command
@@ -16,11 +22,13 @@ importing only from those listed after it:
   the benchmark compares against;
 * :mod:`.runtime`: what runs a load: ``Loader`` and the pieces its
   threads are made of (the commit window, processor units, retries, dead
-  letters, the applier, the per-partition state, the metrics);
+  letters, the applier, the per-partition state, the metrics), and
+  ``ServingInstance``, a loader instance with its serving parts built and
+  run from one ``InstanceSettings``;
 * :mod:`.scaleout`: the parts of partitioned state and serving: shards,
   placement and routing, the changelog and restoring from it, standbys,
-  the lag-aware assignment, member announcements, the query server and
-  ``StoreClient``;
+  the lag-aware assignment, member announcements, the query server,
+  ``StoreClient`` and ``InstanceSettings`` (every knob of an instance);
 * the modules here, shared by all three: :mod:`.settings`
   (``LoaderSettings``: every knob, its default and check; the tuned
   librdkafka configuration), :mod:`.errors`, :mod:`.store` (one store of
@@ -40,11 +48,13 @@ importing this package does not need them, using it does.
 from __future__ import annotations
 
 from .errors import (BrokerError, KafkaIntegrationError, LoaderError, ProducerError, ServersUnreachableError,
-                     StartupError, TopicNotFoundError)
+                     SettingError, SettingUsageError, StartupError, TopicNotFoundError)
 from .offsets import stored_offset, stored_offsets
+from .runtime.instance import ServingInstance
 from .runtime.loader import Loader, LoadSummary
 from .runtime.processor import Record
 from .scaleout.client import Lookup, Owner, QueryError, StoreClient
+from .scaleout.instance_settings import InstanceSettings
 from .scaleout.shards import ShardedStore
 from .settings import LoaderSettings
 from .store import open_store
@@ -55,5 +65,6 @@ __all__ = [
     "Loader", "LoaderSettings", "LoadSummary", "Record", "EmbeddedBroker", "WorkloadSpec", "expected_table",
     "stored_offset", "stored_offsets", "open_store", "KafkaIntegrationError", "BrokerError", "LoaderError",
     "ProducerError", "ShardedStore", "StoreClient", "Lookup", "Owner", "QueryError", "StartupError",
-    "ServersUnreachableError", "TopicNotFoundError",
+    "ServersUnreachableError", "TopicNotFoundError", "InstanceSettings", "ServingInstance", "SettingError",
+    "SettingUsageError",
 ]

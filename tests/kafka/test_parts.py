@@ -19,9 +19,10 @@ from lsmkv.kafka.offsets import meta_name
 from lsmkv.kafka.runtime.commit_control import OffsetWindow
 from lsmkv.kafka.runtime.metrics import LoaderMetrics
 from lsmkv.kafka.runtime.partition import FENCED, PartitionState
-from lsmkv.kafka.runtime.processor import BadResult, Record, load_processor, store_ops
+from lsmkv.kafka.runtime.processor import BadResult, Record, store_ops
 from lsmkv.kafka.runtime.retry import RetryPolicy, RetryScheduler
 from lsmkv.kafka.runtime.units import ProcessorUnit, unit_of
+from lsmkv.kafka.settings import load_processor
 from lsmkv.kafka.tools.workload import generate, parse_value
 
 

@@ -149,6 +149,9 @@ class Loader:
         self._stop = threading.Event()
         self._stop_reason = "stopped"
         self._running = False
+        #: Whether a run started (it closes the store role as it ends) and whether close() closed it.
+        self._ran = False
+        self._closed = False
 
     # -- what others read (any thread) -----------------------------------------------------------------
 
@@ -223,6 +226,15 @@ class Loader:
             self._stop_reason = reason
             self._stop.set()
 
+    def close(self) -> None:
+        """Close the store the constructor opened (given a path) if no run
+        did: a run closes it as it ends. Not while running."""
+        if self._running:
+            raise LoaderError("stop the loader and let its run return before closing it")
+        if not self._ran and not self._closed:
+            self._closed = True
+            self._stores.close()
+
     # -- the run ------------------------------------------------------------------------------
 
     def run(self) -> LoadSummary:
@@ -231,6 +243,9 @@ class Loader:
         from confluent_kafka import Consumer
         if self._running:
             raise LoaderError("this loader is already running")
+        if self._closed:
+            raise LoaderError("this loader is closed (make a new Loader to load again)")
+        self._ran = True
         self._running = True
         s = self.settings
         self._stores.start()

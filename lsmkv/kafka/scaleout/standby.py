@@ -26,7 +26,7 @@ warm-ups, and the replicator keeps exactly the partitions its
 ``wanted()`` callable returns (this instance's standby and warm-up
 partitions). Without it (``wanted=None``) each instance places standbys
 itself from the announcements, on the ring described above. Standbys
-store records as they are, so they refuse ``--processor`` (cli.py).
+store records as they are, so they refuse a processor (instance_settings.py).
 """
 
 from __future__ import annotations
