@@ -200,6 +200,8 @@ class StandbyReplicator:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
         if want == set(self._held):
             return
+        if want - set(self._held) and self._partition_count() is None:
+            return   # a copy's placement tally is checked against the count: taken on a later round
         add = []
         with self._shards.ownership:
             for p in sorted(set(self._held) - want):
@@ -218,6 +220,21 @@ class StandbyReplicator:
         if add:
             log.info("standby of %s from %s", [tp.partition for tp in add], [tp.offset for tp in add])
             self._consumer.incremental_assign(add)
+
+    def _partition_count(self) -> int | None:
+        """The topic's partition count, noted in the shard directory first if
+        nothing noted it yet (an instance holding no partition active): a
+        tally started without it checks no key, and a copy taking over
+        could not route reads (placement.py). None: not known yet."""
+        if self._shards.partitions is None:
+            try:
+                info = self._consumer.list_topics(self._topic, timeout=10).topics.get(self._topic)
+            except Exception as exc:  # noqa: BLE001 - the next round asks again
+                log.warning("reading %s's partition count: %r", self._topic, exc)
+                return None
+            if info is not None and info.error is None and info.partitions:
+                self._shards.note_partitions(len(info.partitions))
+        return self._shards.partitions
 
     def _apply(self, msgs: list) -> None:
         groups: dict[int, list] = {}
