@@ -14,7 +14,7 @@ import pytest
 
 import bench.cli
 import lsmkv.cli
-import lsmkv.kafka.cli
+import lsmkv.kafka.tools.cli
 import lsmkv.spark.cli
 from bench.suites import discover, suite_parser
 
@@ -35,7 +35,7 @@ def parsers() -> list[tuple[list[str], argparse.ArgumentParser]]:
                         walk([*prefix, name], sub)
 
     walk([], lsmkv.cli.build_parser())
-    walk(["kafka"], lsmkv.kafka.cli.build_parser())
+    walk(["kafka"], lsmkv.kafka.tools.cli.build_parser())
     walk(["spark"], lsmkv.spark.cli.build_parser())
     walk(["bench"], bench.cli.build_parser())
     walk(["bench", "compare"], bench.cli._compare_parser())

@@ -77,8 +77,8 @@ def _open(engine: str, path: str):
 
 def run(args: argparse.Namespace, rec) -> None:
     from lsmkv.kafka import EmbeddedBroker, Loader, LoaderSettings, WorkloadSpec
-    from lsmkv.kafka.naive import naive_load
-    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.tools.naive import naive_load
+    from lsmkv.kafka.tools.producer import produce_workload
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     for engine in engines:

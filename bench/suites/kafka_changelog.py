@@ -95,9 +95,9 @@ def run(args: argparse.Namespace, rec) -> None:
 
 
 def _rounds(args: argparse.Namespace, work: str, rec) -> None:
-    from lsmkv.kafka.broker import EmbeddedBroker
-    from lsmkv.kafka.producer import produce_workload
-    from lsmkv.kafka.workload import WorkloadSpec
+    from lsmkv.kafka.tools.broker import EmbeddedBroker
+    from lsmkv.kafka.tools.producer import produce_workload
+    from lsmkv.kafka.tools.workload import WorkloadSpec
 
     rows = []
     rec.progress("starting the embedded broker")

@@ -84,10 +84,10 @@ def _wait(cond, timeout: float, what: str):
 
 def run(args: argparse.Namespace, rec) -> None:
     from lsmkv.kafka.admin import partition_count
-    from lsmkv.kafka.broker import EmbeddedBroker, free_port
-    from lsmkv.kafka.end_offsets import observe_end_offsets
-    from lsmkv.kafka.producer import produce_workload
-    from lsmkv.kafka.workload import WorkloadSpec
+    from lsmkv.kafka.runtime.end_offsets import observe_end_offsets
+    from lsmkv.kafka.tools.broker import EmbeddedBroker, free_port
+    from lsmkv.kafka.tools.producer import produce_workload
+    from lsmkv.kafka.tools.workload import WorkloadSpec
 
     for name in ("records", "keys", "partitions", "instances"):
         if getattr(args, name) < 1:

@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.cli import main as bench_main
         return bench_main(argv[1:])
     if argv and argv[0] == "kafka":
-        from lsmkv.kafka.cli import main as kafka_main
+        from lsmkv.kafka.tools.cli import main as kafka_main
         return kafka_main(argv[1:])
     if argv and argv[0] == "spark":
         return spark_main(argv[1:])

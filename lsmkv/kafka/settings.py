@@ -1,5 +1,6 @@
 """LoaderSettings: every knob of the loader, its default, its check, and the
-librdkafka configuration derived from it.
+librdkafka configuration derived from it; and :func:`load_processor`, the
+processor a ``module:function`` text names.
 
 The defaults are the documented configuration (docs/kafka.md says why
 each one is what it is). ``client_config`` is passed to librdkafka as it
@@ -9,18 +10,22 @@ security settings (``security.protocol``, ``sasl.mechanism``,
 The settings the loader's guarantees rest on (manual commits of offsets
 the store already holds) cannot be overridden.
 
-This module validates and derives; it never connects to anything.
+A bad setting raises :class:`~.errors.SettingError`, its message naming
+the knob as ``{knob}`` (the CLI words it as its flag). This module
+validates and derives; it never connects to anything.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from lsmkv.base.errors import OptionError
-
 from .client_log import CLIENT_LOG, ClientLog
+from .errors import SettingError
+
+_text = SettingError.literal
 
 #: librdkafka settings the loader tunes (measured on the embedded broker
 #: and on loopback; docs/kafka.md has the figures), before client_config.
@@ -69,12 +74,34 @@ def with_logger(config: dict) -> dict:
 
 def _positive_int(name: str, value: object, minimum: int = 1) -> None:
     if type(value) is not int or value < minimum:
-        raise OptionError(f"{name} must be an int of at least {minimum}, not {value!r}")
+        raise SettingError(f"{{{name}}} must be an int of at least {minimum}, not {_text(repr(value))}")
 
 
 def _seconds(name: str, value: object, minimum: float = 0.0) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value < math.inf:
-        raise OptionError(f"{name} must be a number of seconds of at least {minimum}, not {value!r}")
+        raise SettingError(f"{{{name}}} must be a number of seconds of at least {minimum}, not {_text(repr(value))}")
+
+
+def load_processor(spec: str) -> Callable:
+    """The function named ``module:function`` (imported now); SettingError
+    naming ``{processor}`` if there is none."""
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise SettingError(f"{{processor}} must be given as module:function, not {_text(repr(spec))}")
+    module_name, func_name = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SettingError(f"{{processor}} module {_text(repr(module_name))} cannot be imported: "
+                           f"{_text(exc)}") from None
+    func = module
+    for part in func_name.split("."):
+        func = getattr(func, part, None)
+        if func is None:
+            raise SettingError(f"{{processor}} {_text(repr(spec))}: module {_text(repr(module_name))} has no "
+                               f"{_text(repr(func_name))}")
+    if not callable(func):
+        raise SettingError(f"{{processor}} {_text(repr(spec))} is not callable")
+    return func
 
 
 @dataclass
@@ -142,15 +169,16 @@ class LoaderSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.bootstrap_servers, str) or not self.bootstrap_servers.strip():
-            raise OptionError(f"bootstrap_servers must be HOST:PORT[,...], not {self.bootstrap_servers!r}")
+            raise SettingError(f"{{bootstrap_servers}} must be HOST:PORT[,...], not "
+                               f"{_text(repr(self.bootstrap_servers))}")
         if isinstance(self.topics, str):
             self.topics = [self.topics]
         if not self.topics or not all(isinstance(t, str) and t and ":" not in t for t in self.topics):
-            raise OptionError(f"topics must be a non-empty list of topic names, not {self.topics!r}")
+            raise SettingError(f"{{topics}} must be a non-empty list of topic names, not {_text(repr(self.topics))}")
         if len(set(self.topics)) != len(self.topics):
-            raise OptionError(f"topics are listed twice: {self.topics!r}")
+            raise SettingError(f"{{topics}} are listed twice: {_text(repr(self.topics))}")
         if not isinstance(self.group, str) or not self.group:
-            raise OptionError(f"group must be a non-empty consumer group id, not {self.group!r}")
+            raise SettingError(f"{{group}} must be a non-empty consumer group id, not {_text(repr(self.group))}")
         for name in ("concurrency", "max_pending", "batch_records", "batch_bytes", "poll_records"):
             _positive_int(name, getattr(self, name))
         _positive_int("max_retries", self.max_retries, 0)
@@ -161,31 +189,33 @@ class LoaderSettings:
         if self.startup_timeout is not None:
             _seconds("startup_timeout", self.startup_timeout, 0.001)
         if self.retry_backoff_max < self.retry_backoff:
-            raise OptionError(f"retry_backoff_max ({self.retry_backoff_max}) is below retry_backoff "
-                              f"({self.retry_backoff})")
+            raise SettingError(f"{{retry_backoff_max}} ({self.retry_backoff_max}) is below {{retry_backoff}} "
+                               f"({self.retry_backoff})")
         if self.dlq_topic is not None and (not isinstance(self.dlq_topic, str) or not self.dlq_topic
                                            or self.dlq_topic in self.topics):
-            raise OptionError(f"dlq_topic must be a topic name other than the source topics, not {self.dlq_topic!r}")
+            raise SettingError(f"{{dlq_topic}} must be a topic name other than the source topics, not "
+                               f"{_text(repr(self.dlq_topic))}")
         _positive_int("session_timeout_ms", self.session_timeout_ms, 1000)
         _positive_int("heartbeat_interval_ms", self.heartbeat_interval_ms, 10)
         if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
-            raise OptionError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be at most a third of "
-                              f"session_timeout_ms ({self.session_timeout_ms})")
+            raise SettingError(f"{{heartbeat_interval_ms}} ({self.heartbeat_interval_ms}) must be at most a third "
+                               f"of {{session_timeout_ms}} ({self.session_timeout_ms})")
         if not isinstance(self.changelog, bool):
-            raise OptionError(f"changelog must be True or False, not {self.changelog!r}")
+            raise SettingError(f"{{changelog}} must be True or False, not {_text(repr(self.changelog))}")
         if self.processor is not None and not callable(self.processor):
-            raise OptionError(f"processor must be callable, not {type(self.processor).__name__}")
+            raise SettingError(f"{{processor}} must be callable, not {type(self.processor).__name__}")
         if self.partitioner is not None:
             from .partitioners import NAMES
             if self.partitioner not in NAMES:
-                raise OptionError(f"partitioner must be one of librdkafka's {', '.join(NAMES)}, not "
-                                  f"{self.partitioner!r}")
+                raise SettingError(f"{{partitioner}} must be one of librdkafka's {', '.join(NAMES)}, not "
+                                   f"{_text(repr(self.partitioner))}")
         if not isinstance(self.client_config, dict) or not all(isinstance(k, str) for k in self.client_config):
-            raise OptionError(f"client_config must be a dict of librdkafka settings, not {self.client_config!r}")
+            raise SettingError(f"{{client_config}} must be a dict of librdkafka settings, not "
+                               f"{_text(repr(self.client_config))}")
         fixed = [k for k in self.client_config if k in FIXED_CONSUMER or k in ("group.id", "bootstrap.servers")]
         if fixed:
-            raise OptionError(f"client_config may not set {', '.join(sorted(fixed))}: the loader's guarantees "
-                              "depend on them (use the loader's own settings for the group and servers)")
+            raise SettingError(f"{{client_config}} may not set {_text(', '.join(sorted(fixed)))}: the loader's "
+                               "guarantees depend on them (use the loader's own settings for the group and servers)")
 
     @property
     def startup_wait(self) -> float | None:

@@ -14,7 +14,7 @@ import time
 import urllib.request
 
 from lsmkv.kafka import StoreClient
-from lsmkv.kafka.broker import free_port
+from lsmkv.kafka.tools.broker import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsmkv.kafka.assignor import MemberInfo, assign
+from lsmkv.kafka.scaleout.assignor import MemberInfo, assign
 
 
 def _m(name, offsets=None, active=(), seen=None):

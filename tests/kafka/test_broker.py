@@ -12,10 +12,10 @@ import pytest
 
 from lsmkv.kafka import EmbeddedBroker, WorkloadSpec
 from lsmkv.kafka.admin import ensure_topic, partition_count
-from lsmkv.kafka.end_offsets import observe_end_offsets
 from lsmkv.kafka.errors import BrokerError
-from lsmkv.kafka.producer import produce_workload
-from lsmkv.kafka.workload import generate
+from lsmkv.kafka.runtime.end_offsets import observe_end_offsets
+from lsmkv.kafka.tools.producer import produce_workload
+from lsmkv.kafka.tools.workload import generate
 
 pytestmark = pytest.mark.kafka
 

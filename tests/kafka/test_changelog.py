@@ -27,9 +27,9 @@ import pytest
 import lsmkv
 from lsmkv.kafka import Loader, LoaderSettings, ShardedStore, WorkloadSpec, expected_table, stored_offset
 from lsmkv.kafka.admin import ensure_topic, partition_count
-from lsmkv.kafka.changelog import HEADER, batch_header, changelog_topic, ensure_changelog_topic
-from lsmkv.kafka.cli import main as kafka_main
-from lsmkv.kafka.producer import produce_workload
+from lsmkv.kafka.scaleout.changelog import HEADER, batch_header, changelog_topic, ensure_changelog_topic
+from lsmkv.kafka.tools.cli import main as kafka_main
+from lsmkv.kafka.tools.producer import produce_workload
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

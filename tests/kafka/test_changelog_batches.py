@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from lsmkv.kafka.changelog import batch_header, parse_header
-from lsmkv.kafka.restore import Batches, NotAChangelog
+from lsmkv.kafka.scaleout.changelog import batch_header, parse_header
+from lsmkv.kafka.scaleout.restore import Batches, NotAChangelog
 
 
 def _feed(batches, records):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsmkv.kafka.cli import main as kafka_main
+from lsmkv.kafka.tools.cli import main as kafka_main
 
 
 def test_cli_bad_input_gets_one_clear_error(tmp_path, capsys):

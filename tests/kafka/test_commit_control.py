@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.kafka.commit_control import OffsetWindow, complete
+from lsmkv.kafka.runtime.commit_control import OffsetWindow, complete
 
 
 def test_progress_is_the_first_offset_not_completed():

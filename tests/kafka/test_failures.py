@@ -22,7 +22,7 @@ import pytest
 import btree
 import lsmkv
 from lsmkv.kafka import Loader, LoaderSettings, WorkloadSpec, expected_table, stored_offsets
-from lsmkv.kafka.producer import produce_workload
+from lsmkv.kafka.tools.producer import produce_workload
 
 pytestmark = pytest.mark.kafka
 

@@ -29,9 +29,9 @@ import pytest
 import lsmkv
 from lsmkv.base.errors import OptionError
 from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
-from lsmkv.kafka.cli import main
-from lsmkv.kafka.group_member import kafka_python_security
-from lsmkv.kafka.producer import produce_workload
+from lsmkv.kafka.scaleout.group_member import kafka_python_security
+from lsmkv.kafka.tools.cli import main
+from lsmkv.kafka.tools.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instances import Instance, Reader, check_answers, table_of, wait_for  # noqa: E402

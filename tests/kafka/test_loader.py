@@ -22,8 +22,8 @@ import btree
 import lsmkv
 from lsmkv.cli import main as lsmkv_main
 from lsmkv.kafka import Loader, LoaderSettings, WorkloadSpec, expected_table, stored_offsets
-from lsmkv.kafka.producer import produce_workload, producer_config
-from lsmkv.kafka.workload import parse_value
+from lsmkv.kafka.tools.producer import produce_workload, producer_config
+from lsmkv.kafka.tools.workload import parse_value
 
 pytestmark = pytest.mark.kafka
 
@@ -103,7 +103,7 @@ def test_per_key_order_holds_under_parallelism_in_every_observed_state(broker, n
     spec = WorkloadSpec(records=30_000, keys=300, distribution="zipfian", value_size=40, seed=4)
     produce_workload(broker.bootstrap_servers, topic, spec, partitions=4)
     stream_values = {}
-    from lsmkv.kafka.workload import generate
+    from lsmkv.kafka.tools.workload import generate
     for key, value in generate(spec):
         stream_values[(key, parse_value(value)[1])] = value
     unit_threads: set[str] = set()
@@ -372,7 +372,7 @@ def test_stop_drains_and_commits_and_a_restart_finishes_where_the_store_ends(bro
 def test_the_cli_produces_loads_and_shows_the_offsets(broker, name, tmp_path, capsys, partition_ends, ground_truth):
     topic = name()
     path = str(tmp_path / "store")
-    from lsmkv.kafka.cli import main
+    from lsmkv.kafka.tools.cli import main
     assert main(["produce", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic, "--records", "5000",
                  "--keys", "400", "--partitions", "2", "--tombstone-ratio", "0.1", "--seed", "3", "--json"]) == 0
     produced = json.loads(capsys.readouterr().out)

@@ -23,8 +23,8 @@ import lsmkv
 from lsmkv.base.errors import OptionError
 from lsmkv.kafka import (Loader, LoaderSettings, ServersUnreachableError, TopicNotFoundError, WorkloadSpec,
                          expected_table, stored_offsets)
-from lsmkv.kafka.broker import free_port
-from lsmkv.kafka.producer import produce_workload
+from lsmkv.kafka.tools.broker import free_port
+from lsmkv.kafka.tools.producer import produce_workload
 
 pytestmark = pytest.mark.kafka
 

@@ -21,10 +21,10 @@ import lsmkv
 from lsmkv.base.errors import OptionError
 from lsmkv.kafka.offsets import encode_offset, meta_name
 from lsmkv.kafka.partitioners import FAMILIES, NAMES, family_of, fnv1a, murmur2, partition_of, partitions_of
-from lsmkv.kafka.placement import PlacementTally, placement_meta_name
-from lsmkv.kafka.routing import accepted, choose_route, partition_for
+from lsmkv.kafka.scaleout.placement import PlacementTally, placement_meta_name
+from lsmkv.kafka.scaleout.routing import accepted, choose_route, partition_for
+from lsmkv.kafka.scaleout.shards import ShardedStore
 from lsmkv.kafka.settings import LoaderSettings
-from lsmkv.kafka.shards import ShardedStore
 
 # Kafka's UtilsTest.testMurmur2 values.
 MURMUR2 = [(b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
@@ -131,7 +131,7 @@ def test_a_declared_partitioner_is_checked_and_a_contradiction_counted_and_logge
     tally.observe_keys(_placed("murmur2", 1, 4, 10))
     assert tally.contradicting == 0 and "murmur2" in tally.fitting()
     stray = _placed("consistent", 1, 4, 30, seed=7)
-    with caplog.at_level(logging.WARNING, logger="lsmkv.kafka.placement"):
+    with caplog.at_level(logging.WARNING, logger="lsmkv.kafka.scaleout.placement"):
         tally.observe_keys(stray)
         tally.observe_keys(stray)
     wrong = sum(partition_of("murmur2", k, 4) != 1 for k in stray)
@@ -160,7 +160,7 @@ def test_a_tally_is_persisted_with_the_offset_and_trusted_only_when_it_covers_th
         _write(db, tally, [(k, b"v") for k in keys], 25)
         again = PlacementTally.load(db, "t", 0, 3, 25)
         assert again.complete and again.keys == 25 and again.fitting() == ["fnv1a"]
-        with caplog.at_level(logging.INFO, logger="lsmkv.kafka.placement"):
+        with caplog.at_level(logging.INFO, logger="lsmkv.kafka.scaleout.placement"):
             behind = PlacementTally.load(db, "t", 0, 3, 30)   # offset 30: 5 records no tally counted
             grown = PlacementTally.load(db, "t", 0, 4, 25)    # the topic grew: keys placed for 3 partitions
         assert not behind.complete and not grown.complete
@@ -171,7 +171,7 @@ def test_a_tally_is_persisted_with_the_offset_and_trusted_only_when_it_covers_th
         assert accepted(PlacementTally.load(db, "t", 0, 3, 30, declared="consistent").summary(), 3) is None
         with db.write_batch() as batch:                       # a shard without a tally (an older writer)
             batch.set_meta(placement_meta_name("t", 0), b"{not json")
-        with caplog.at_level(logging.ERROR, logger="lsmkv.kafka.placement"):
+        with caplog.at_level(logging.ERROR, logger="lsmkv.kafka.scaleout.placement"):
             broken = PlacementTally.load(db, "t", 0, 3, 25)
         assert not broken.complete and any("not a placement tally" in r.message for r in caplog.records)
 
@@ -265,7 +265,7 @@ def test_the_partitioner_setting_takes_librdkafkas_names_only():
 
 
 def test_partitioner_without_partitioned_state_is_refused_before_anything_is_created(tmp_path, capsys):
-    from lsmkv.kafka.cli import main
+    from lsmkv.kafka.tools.cli import main
     db = tmp_path / "db"
     code = main(["load", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--group", "g", "--db", str(db),
                  "--partitioner", "murmur2"])
@@ -282,7 +282,7 @@ def test_the_server_reads_the_partition_it_is_told_and_names_a_missing_or_unknow
     import urllib.request
 
     from lsmkv.kafka import Loader
-    from lsmkv.kafka.serve import QueryServer
+    from lsmkv.kafka.scaleout.serve import QueryServer
     store = ShardedStore(tmp_path / "shards", "lsm", topic="t")
     store.note_partitions(3)
     loader = Loader(LoaderSettings(bootstrap_servers="127.0.0.1:1", topics=["t"], group="g"), store)

@@ -15,14 +15,15 @@ import lsmkv
 from lsmkv.base.errors import CorruptionError, OptionError
 from lsmkv.base.timer import Timer
 from lsmkv.kafka import LoaderSettings, WorkloadSpec, expected_table, stored_offset, stored_offsets
-from lsmkv.kafka.commit_control import OffsetWindow
-from lsmkv.kafka.metrics import LoaderMetrics
 from lsmkv.kafka.offsets import meta_name
-from lsmkv.kafka.partition import FENCED, PartitionState
-from lsmkv.kafka.processor import BadResult, Record, load_processor, store_ops
-from lsmkv.kafka.retry import RetryPolicy, RetryScheduler
-from lsmkv.kafka.units import ProcessorUnit, unit_of
-from lsmkv.kafka.workload import generate, parse_value
+from lsmkv.kafka.runtime.commit_control import OffsetWindow
+from lsmkv.kafka.runtime.metrics import LoaderMetrics
+from lsmkv.kafka.runtime.partition import FENCED, PartitionState
+from lsmkv.kafka.runtime.processor import BadResult, Record, store_ops
+from lsmkv.kafka.runtime.retry import RetryPolicy, RetryScheduler
+from lsmkv.kafka.runtime.units import ProcessorUnit, unit_of
+from lsmkv.kafka.settings import load_processor
+from lsmkv.kafka.tools.workload import generate, parse_value
 
 
 # -- the workload --------------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def test_offset_window_ignores_a_fenced_unit_completion():
 
 
 class _Msg:
-    """A consumed record as confluent_kafka hands it out (what _dispatch reads)."""
+    """A consumed record as confluent_kafka hands it out (what the dispatch reads)."""
 
     def __init__(self, offset: int, topic: str = "t", partition: int = 0) -> None:
         self._offset, self._topic, self._partition = offset, topic, partition
@@ -346,36 +347,38 @@ def test_records_fetched_from_before_a_restores_seek_are_dropped_and_none_at_or_
     registered after 2693"). Records below the position are dropped and
     counted; every record from 2694 on is registered exactly once."""
     from lsmkv.kafka import Loader
-    from lsmkv.kafka.partition import ACTIVE
+    from lsmkv.kafka.runtime.partition import ACTIVE
 
     settings = LoaderSettings(**BASE, changelog=True, processor=processor)
     loader = Loader(settings, tmp_path / "shards", partitioned=True)
     try:
-        loader._applier, loader._restorer, loader._changelog = _Applier(), _Restorer(), _Changelog()
+        applier, restorer, changelog = _Applier(), _Restorer(), _Changelog()
+        loader._changelog.attach(changelog, restorer, applier)
+        dispatch = loader._processing(applier, scheduler=None, dead_letters=None).dispatch
         consumer = _Consumer()
-        # As _on_assign leaves it: no shard offset, assigned at the beginning, paused until restored.
+        # As the assignment leaves it: no shard offset, assigned at the beginning, paused until restored.
         ps = PartitionState("t", 0, None, 20_000, loader.metrics)
         ps.restore_pending = ps.paused = True
         ps.units = [_Unit(), _Unit()] if processor is not None else []
-        loader._parts[ps.key] = ps
-        loader._dispatch([_Msg(0), _Msg(1)])   # fetched before the pause took: not taken while pending
+        loader.partitions.add([ps])
+        dispatch([_Msg(0), _Msg(1)])   # fetched before the pause took: not taken while pending
         assert ps.window.registered == 0 and ps.state == ACTIVE
 
-        loader._restorer.done.append((ps, 2694))   # restored from the changelog up to 2694
-        loader._restored(consumer)
+        restorer.done.append((ps, 2694))   # restored from the changelog up to 2694
+        loader._changelog.resume_restored(consumer)
         assert consumer.calls == [("seek", "t", 0, 2694), ("resume", "t", 0)]
-        assert loader._changelog.runs == [(0, 2694)] and not ps.restore_pending
+        assert changelog.runs == [(0, 2694)] and not ps.restore_pending
 
         # The first batch after the seek starts at the assigned start (the failure's order) ...
-        loader._dispatch([_Msg(0), _Msg(1), _Msg(2694), _Msg(2695)])
+        dispatch([_Msg(0), _Msg(1), _Msg(2694), _Msg(2695)])
         # ... and librdkafka goes back again after records past the seek: those come twice.
-        loader._dispatch([_Msg(2693), _Msg(2694), _Msg(2695), _Msg(2696), _Msg(2697)])
-        loader._dispatch([_Msg(2697), _Msg(2698)])
+        dispatch([_Msg(2693), _Msg(2694), _Msg(2695), _Msg(2696), _Msg(2697)])
+        dispatch([_Msg(2697), _Msg(2698)])
 
         if processor is None:
             ops, count, _, progress = ps.window.take_ready(1000, 1 << 30)
             taken = [int(key[1:]) for chunk in ops for key, _ in chunk]
-            assert loader._applier.completed_records == count
+            assert applier.completed_records == count
         else:
             taken = sorted(r.offset for unit in ps.units for r in unit.records)
             count, progress = len(taken), ps.window.last_registered
@@ -393,28 +396,30 @@ def test_records_fetched_from_before_a_restores_seek_are_dropped_and_none_at_or_
 
 
 def test_a_restored_partition_whose_seek_failed_resumes_once_the_seek_again_succeeds(tmp_path):
-    """The seek in _restored failed, so the partition stayed paused in the
-    client; the loader counts it as running. The seek tried again later
+    """The seek that resumes a restored partition failed, so it stayed
+    paused in the client; the loader counts it as running. The seek tried again later
     resumes it too (otherwise it would never fetch again)."""
     from lsmkv.kafka import Loader
 
     loader = Loader(LoaderSettings(**BASE, changelog=True), tmp_path / "shards", partitioned=True)
     try:
-        loader._applier, loader._restorer, loader._changelog = _Applier(), _Restorer(), _Changelog()
+        restorer = _Restorer()
+        loader._changelog.attach(_Changelog(), restorer, _Applier())
+        reseeks = loader._errors.reseeks
         consumer = _Consumer(failing_seeks=1)
         ps = PartitionState("t", 0, None, 20_000, loader.metrics)
         ps.restore_pending = ps.paused = True
-        loader._parts[ps.key] = ps
-        loader._restorer.done.append((ps, 40))
-        loader._restored(consumer)
-        assert consumer.calls == [] and not ps.paused and ps.key in loader._reseek
-        loader._seek_again(consumer, time.monotonic() + 60)
-        assert consumer.calls == [("seek", "t", 0, 40), ("resume", "t", 0)] and not loader._reseek
+        loader.partitions.add([ps])
+        restorer.done.append((ps, 40))
+        loader._changelog.resume_restored(consumer)
+        assert consumer.calls == [] and not ps.paused and ps.key in reseeks
+        loader._errors.seek_again(consumer, time.monotonic() + 60, loader.partitions)
+        assert consumer.calls == [("seek", "t", 0, 40), ("resume", "t", 0)] and not reseeks
         # A partition paused by flow control is sought but stays paused.
         consumer.calls.clear()
         ps.paused = True
-        loader._reseek[ps.key] = 0.0
-        loader._seek_again(consumer, time.monotonic())
+        reseeks[ps.key] = 0.0
+        loader._errors.seek_again(consumer, time.monotonic(), loader.partitions)
         assert consumer.calls == [("seek", "t", 0, 40)]
     finally:
         loader.shards.close()

@@ -15,7 +15,7 @@ import pytest
 
 from lsmkv.kafka import StoreClient
 from lsmkv.kafka.admin import ensure_topic
-from lsmkv.kafka.producer import producer_config
+from lsmkv.kafka.tools.producer import producer_config
 from lsmkv.terminal.textcodec import decode, encode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -189,7 +189,7 @@ def test_gets_and_scans_are_exact_however_keys_were_placed_across_a_sigkill(brok
 
 def _tallies(db_path: str, topic: str) -> dict[int, tuple]:
     from lsmkv.kafka import ShardedStore, stored_offset
-    from lsmkv.kafka.placement import PlacementTally
+    from lsmkv.kafka.scaleout.placement import PlacementTally
     out = {}
     with ShardedStore(db_path, None, read_only=True) as store:
         for p in store.present():
@@ -205,7 +205,7 @@ def test_a_shard_restored_from_the_changelog_keeps_an_exact_tally(broker, name, 
     import subprocess
 
     from lsmkv.kafka import WorkloadSpec
-    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.tools.producer import produce_workload
     from instances import ROOT
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
@@ -228,7 +228,7 @@ def test_a_shard_restored_from_the_changelog_keeps_an_exact_tally(broker, name, 
 def test_a_standby_copy_that_takes_over_keeps_an_exact_tally(broker, name, tmp_path, instances, ground_truth,
                                                               partition_ends):
     from lsmkv.kafka import WorkloadSpec
-    from lsmkv.kafka.producer import produce_workload
+    from lsmkv.kafka.tools.producer import produce_workload
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     produce_workload(bs, topic, WorkloadSpec(records=8000, keys=800, seed=4), partitions=4)
@@ -254,3 +254,30 @@ def test_a_standby_copy_that_takes_over_keeps_an_exact_tally(broker, name, tmp_p
     for records in truth.values():
         table.update(table_of(records))
     assert all(client.get(k) == v for k, v in table.items())
+
+
+@pytest.mark.slow
+def test_a_standby_copy_taken_before_the_shard_directory_knows_the_partition_count_keeps_an_exact_tally(
+        broker, name, tmp_path, ground_truth, partition_ends):
+    """An instance that holds no partition active yet has not noted the
+    topic's partition count in its shard directory; a standby copy it takes
+    then still keeps a tally that routes (complete, checked against the count)."""
+    from lsmkv.kafka import Loader, LoaderSettings, ShardedStore, WorkloadSpec
+    from lsmkv.kafka.scaleout.placement import PlacementTally
+    from lsmkv.kafka.scaleout.standby import StandbyReplicator
+    from lsmkv.kafka.tools.producer import produce_workload
+    bs = broker.bootstrap_servers
+    topic, group = name(), name("g")
+    produce_workload(bs, topic, WorkloadSpec(records=2000, keys=200, seed=8), partitions=4)   # murmur2_random
+    ends = partition_ends(ground_truth(bs, topic))
+    with ShardedStore(tmp_path / "s", "lsm", topic=topic) as shards:
+        assert shards.partitions is None
+        loader = Loader(LoaderSettings(bootstrap_servers=bs, topics=[topic], group=group), shards)
+        standby = StandbyReplicator(loader, "http://copy", 1, wanted=lambda: {1})
+        try:
+            wait_for(lambda: standby.held().get(1) == ends[1], 60, "the copy of partition 1 at its end")
+        finally:
+            standby.close()
+        assert shards.partitions == 4
+        tally = PlacementTally.load(shards.shard(1), topic, 1, 4, ends[1])
+    assert tally.complete and tally.summary()["fitting"] == ["murmur2"]

@@ -22,7 +22,7 @@ import pytest
 
 import lsmkv
 from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
-from lsmkv.kafka.producer import produce_workload
+from lsmkv.kafka.tools.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instances import ROOT, Instance, Reader, check_answers, held, table_of, wait_for  # noqa: E402

@@ -20,10 +20,10 @@ import pytest
 import btree
 import lsmkv
 from lsmkv.kafka import Loader, LoaderSettings, LoaderError, WorkloadSpec, stored_offset
-from lsmkv.kafka.cli import main as kafka_main
-from lsmkv.kafka.producer import produce_workload
-from lsmkv.kafka.routing import partition_for
-from lsmkv.kafka.shards import MARKER, ShardedStore
+from lsmkv.kafka.scaleout.routing import partition_for
+from lsmkv.kafka.scaleout.shards import MARKER, ShardedStore
+from lsmkv.kafka.tools.cli import main as kafka_main
+from lsmkv.kafka.tools.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instances import table_of  # noqa: E402

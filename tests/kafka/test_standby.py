@@ -18,9 +18,9 @@ import pytest
 
 import lsmkv
 from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
-from lsmkv.kafka.members import Member
-from lsmkv.kafka.producer import produce_workload
-from lsmkv.kafka.standby import place_standbys
+from lsmkv.kafka.scaleout.members import Member
+from lsmkv.kafka.scaleout.standby import place_standbys
+from lsmkv.kafka.tools.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from instances import Instance, Reader, check_answers, table_of, wait_for  # noqa: E402

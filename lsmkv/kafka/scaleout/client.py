@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from .errors import KafkaIntegrationError
+from ..errors import KafkaIntegrationError
 from .members import Member, claims, read_members, standby_claims
 from .routing import Route, choose_route
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .end_offsets import observe_end_offsets
-from .settings import with_logger
+from ..runtime.end_offsets import observe_end_offsets
+from ..settings import with_logger
 
 
 @dataclass

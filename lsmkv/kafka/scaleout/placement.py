@@ -48,7 +48,7 @@ import logging
 from lsmkv.base.errors import CorruptionError
 from lsmkv.base.meta import MAX_META_NAME
 
-from .partitioners import FAMILIES, NAMES, partitions_of
+from ..partitioners import FAMILIES, NAMES, partitions_of
 
 log = logging.getLogger(__name__)
 

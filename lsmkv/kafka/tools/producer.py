@@ -1,6 +1,6 @@
 """Publishing a keyed workload (``lsmkv kafka produce``).
 
-:func:`produce_workload` publishes a :class:`~lsmkv.kafka.workload.WorkloadSpec`'s
+:func:`produce_workload` publishes a :class:`~lsmkv.kafka.tools.workload.WorkloadSpec`'s
 stream to a topic: each record keyed, a tombstone's value null, keys
 placed on partitions by murmur2 (``murmur2_random``: the partitioner of
 Kafka's Java client, so every client puts a key on the same partition),
@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .admin import ensure_topic
-from .errors import ProducerError
-from .settings import with_logger
+from ..admin import ensure_topic
+from ..errors import ProducerError
+from ..settings import with_logger
 from .workload import WorkloadSpec, generate
 
 log = logging.getLogger(__name__)

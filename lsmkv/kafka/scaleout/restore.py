@@ -69,9 +69,8 @@ import uuid
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .changelog import HEADER, header_value, parse_header, shared_config
-from .offsets import encode_offset
-from .partition import ACTIVE
-from .settings import with_logger
+from ..offsets import encode_offset
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +325,7 @@ class ChangelogRestorer:
         return consumer
 
     def _check_active(self, ps) -> None:
-        if self._stop.is_set() or ps.state != ACTIVE:
+        if self._stop.is_set() or not ps.active:
             raise _Gone()
 
     def _read(self, ps, consumer):

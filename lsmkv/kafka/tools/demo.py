@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .broker import EmbeddedBroker
-from .loader import Loader, LoadSummary
-from .offsets import stored_offsets
+from ..runtime.loader import Loader, LoadSummary
+from ..offsets import stored_offsets
 from .producer import ProduceResult, produce_workload
-from .settings import LoaderSettings
-from .store import open_store
+from ..settings import LoaderSettings
+from ..store import open_store
 from .workload import WorkloadSpec, expected_table
 
 

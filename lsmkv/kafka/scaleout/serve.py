@@ -46,7 +46,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from .errors import LoaderError
+from ..errors import LoaderError, SettingError
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,10 @@ class _BadRequest(Exception):
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); LoaderError naming what is wrong."""
+    """``HOST:PORT`` -> (host, port); SettingError naming ``{serve}`` if it is not one."""
     host, sep, port = str(text).rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise LoaderError(f"--serve needs HOST:PORT (e.g. 127.0.0.1:8080), not {text!r}")
+        raise SettingError(f"{{serve}} needs HOST:PORT (e.g. 127.0.0.1:8080), not {SettingError.literal(repr(text))}")
     return host.strip("[]"), int(port)
 
 

@@ -31,18 +31,13 @@ import logging
 import threading
 import time
 
-from .assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS, MemberInfo, assign
+from ..settings import with_logger
+from .assignor import MemberInfo, assign
 from .group_member import GroupMember, coordination_group
-from .settings import with_logger
+from .instance_settings import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS, DEFAULT_PROBING_INTERVAL
 
 log = logging.getLogger(__name__)
 
-#: Default seconds between probing rebalances while warm-ups exist. Kafka
-#: Streams waits 10 minutes; a rebalance here costs about 3 s of the
-#: embedded broker's join window and moves no data (shards are local), and
-#: a warm-up of a million records catches up in well under a minute, so a
-#: minute keeps the wait for the move short without rebalancing often.
-DEFAULT_PROBING_INTERVAL = 60.0
 FORMAT = 1
 #: Seconds between snapshots of the local copies' offsets (the JoinGroup
 #: user data is the latest one).

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from .errors import BrokerError
+from ..errors import BrokerError
 
 log = logging.getLogger(__name__)
 

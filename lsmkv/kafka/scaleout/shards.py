@@ -40,12 +40,12 @@ from lsmkv.base.keys import MAX_KEY_SIZE
 from lsmkv.base.errors import InvalidDatabaseError
 from lsmkv.stores import open_store as open_engine_store, which_engine
 
-from .errors import LoaderError
-from .offsets import stored_offset
-from .partitioners import FAMILIES
+from ..errors import LoaderError
+from ..offsets import stored_offset
+from ..partitioners import FAMILIES
 from .placement import PlacementTally
 from .routing import Route, choose_route
-from .store import MARKER, open_store
+from ..store import MARKER, open_store
 
 LAYOUT = "lsmkv-kafka-shards"
 FORMAT = 1

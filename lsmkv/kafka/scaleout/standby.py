@@ -26,7 +26,7 @@ warm-ups, and the replicator keeps exactly the partitions its
 ``wanted()`` callable returns (this instance's standby and warm-up
 partitions). Without it (``wanted=None``) each instance places standbys
 itself from the announcements, on the ring described above. Standbys
-store records as they are, so they refuse ``--processor`` (cli.py).
+store records as they are, so they refuse a processor (instance_settings.py).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import time
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 from .members import Member, read_members
-from .offsets import meta_name, stored_offset
+from ..offsets import meta_name, stored_offset
 from .placement import PlacementTally
-from .settings import with_logger
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,8 @@ class StandbyReplicator:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
         if want == set(self._held):
             return
+        if want - set(self._held) and self._partition_count() is None:
+            return   # a copy's placement tally is checked against the count: taken on a later round
         add = []
         with self._shards.ownership:
             for p in sorted(set(self._held) - want):
@@ -218,6 +220,21 @@ class StandbyReplicator:
         if add:
             log.info("standby of %s from %s", [tp.partition for tp in add], [tp.offset for tp in add])
             self._consumer.incremental_assign(add)
+
+    def _partition_count(self) -> int | None:
+        """The topic's partition count, noted in the shard directory first if
+        nothing noted it yet (an instance holding no partition active): a
+        tally started without it checks no key, and a copy taking over
+        could not route reads (placement.py). None: not known yet."""
+        if self._shards.partitions is None:
+            try:
+                info = self._consumer.list_topics(self._topic, timeout=10).topics.get(self._topic)
+            except Exception as exc:  # noqa: BLE001 - the next round asks again
+                log.warning("reading %s's partition count: %r", self._topic, exc)
+                return None
+            if info is not None and info.error is None and info.partitions:
+                self._shards.note_partitions(len(info.partitions))
+        return self._shards.partitions
 
     def _apply(self, msgs: list) -> None:
         groups: dict[int, list] = {}

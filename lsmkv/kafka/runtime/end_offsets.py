@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 
-from .settings import with_logger
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 

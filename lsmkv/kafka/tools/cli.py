@@ -18,7 +18,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 
 from lsmkv.base.errors import LsmkvError, OptionError
 from lsmkv.lsm.options import parse_option_text
@@ -62,7 +61,25 @@ def _add_client(p) -> None:
 
 # -- load --------------------------------------------------------------------------------------------
 
+#: The flags of InstanceSettings' knobs whose flag is not ``--`` and the knob's name dashed.
+_LOAD_FLAGS = {"topics": "--topic", "store_options": "-o", "client_config": "-X"}
+
+
+def _load_flag(knob: str) -> str:
+    """The flag of `lsmkv kafka load` that sets InstanceSettings' ``knob``."""
+    return _LOAD_FLAGS.get(knob, "--" + knob.replace("_", "-"))
+
+
 def _load_parser(sub) -> None:
+    from ..partitioners import NAMES as partitioners
+    from ..scaleout.instance_settings import (DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS,
+                                              DEFAULT_PROBING_INTERVAL, InstanceSettings)
+    from ..settings import DEFAULT_STARTUP_TIMEOUT
+
+    def default(knob: str) -> str:
+        return f"{InstanceSettings.__dataclass_fields__[knob].default:g}"
+
+    # The knobs' defaults are InstanceSettings': a flag not given is left out (None).
     p = sub.add_parser("load", help="consume topics into an lsmkv or btree store",
                        description="Consume keyed topics into a store: a value puts, a null value deletes, a record "
                        "without a key is dead-lettered. Offsets live in the store (exactly-once effect). "
@@ -70,7 +87,7 @@ def _load_parser(sub) -> None:
     _add_client(p)
     p.add_argument("--topic", action="append", required=True, help="topic to load (repeatable)")
     p.add_argument("--group", required=True, help="consumer group id")
-    p.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of a new store (default lsm)")
+    p.add_argument("--engine", choices=["lsm", "btree"], help="engine of a new store (default lsm)")
     p.add_argument("--db", required=True, help="store directory (created if missing)")
     p.add_argument("-o", "--store-option", action="append", default=[], metavar="NAME=VALUE",
                    help="engine option for opening the store (repeatable)")
@@ -78,22 +95,32 @@ def _load_parser(sub) -> None:
                    help="exit once every assigned partition reaches the end it had when assigned")
     p.add_argument("--startup-timeout", type=float, metavar="SECONDS",
                    help="seconds to wait for the servers to answer and every --topic to exist before giving up "
-                   "(exit 1, no store created); default 20 with --until-caught-up, else wait as long as it takes")
+                   f"(exit 1, no store created); default {DEFAULT_STARTUP_TIMEOUT:g} with --until-caught-up, else "
+                   "wait as long as it takes")
     p.add_argument("--processor", metavar="MODULE:FUNCTION", help="transform each record before it is stored")
-    p.add_argument("--concurrency", type=int, default=4, help="processor units per partition (default 4)")
-    p.add_argument("--max-pending", type=int, default=20_000,
-                   help="records fetched, not yet stored, per partition before it is paused (default 20000)")
-    p.add_argument("--batch-records", type=int, default=8192, help="records per store write batch (default 8192)")
-    p.add_argument("--batch-bytes", type=int, default=8 << 20, help="bytes per store write batch (default 8 MiB)")
-    p.add_argument("--linger-ms", type=float, default=5.0, help="wait for a batch to fill, ms (default 5)")
-    p.add_argument("--commit-interval", type=float, default=5.0, help="seconds between Kafka commits (default 5)")
-    p.add_argument("--max-retries", type=int, default=3, help="retries of a failing record before the DLQ (default 3)")
-    p.add_argument("--retry-backoff-ms", type=float, default=100.0, help="first retry delay, ms (default 100)")
+    p.add_argument("--concurrency", type=int, help=f"processor units per partition (default {default('concurrency')})")
+    p.add_argument("--max-pending", type=int,
+                   help="records fetched, not yet stored, per partition before it is paused "
+                   f"(default {default('max_pending')})")
+    p.add_argument("--batch-records", type=int,
+                   help=f"records per store write batch (default {default('batch_records')})")
+    p.add_argument("--batch-bytes", type=int,
+                   help=f"bytes per store write batch (default {InstanceSettings.batch_bytes >> 20} MiB)")
+    p.add_argument("--linger-ms", type=float, help=f"wait for a batch to fill, ms (default {default('linger_ms')})")
+    p.add_argument("--commit-interval", type=float,
+                   help=f"seconds between Kafka commits (default {default('commit_interval')})")
+    p.add_argument("--max-retries", type=int,
+                   help=f"retries of a failing record before the DLQ (default {default('max_retries')})")
+    p.add_argument("--retry-backoff-ms", type=float,
+                   help=f"first retry delay, ms (default {default('retry_backoff_ms')})")
     p.add_argument("--dlq-topic", help="dead-letter topic (default: <topic>.dlq)")
-    p.add_argument("--revoke-timeout", type=float, default=10.0,
-                   help="seconds in-flight records may take when partitions are revoked (default 10)")
-    p.add_argument("--session-timeout-ms", type=int, default=6000, help="group session timeout (default 6000)")
-    p.add_argument("--heartbeat-interval-ms", type=int, default=500, help="group heartbeat interval (default 500)")
+    p.add_argument("--revoke-timeout", type=float,
+                   help="seconds in-flight records may take when partitions are revoked "
+                   f"(default {default('revoke_timeout')})")
+    p.add_argument("--session-timeout-ms", type=int,
+                   help=f"group session timeout (default {default('session_timeout_ms')})")
+    p.add_argument("--heartbeat-interval-ms", type=int,
+                   help=f"group heartbeat interval (default {default('heartbeat_interval_ms')})")
     p.add_argument("--partitioned", action="store_true",
                    help="partitioned state: --db is a directory of shards, one store per partition of the topic "
                    "(implied by --serve; docs/kafka.md, 'Scale-out')")
@@ -103,41 +130,42 @@ def _load_parser(sub) -> None:
     p.add_argument("--changelog", action="store_true",
                    help="write what each shard applies to the topic <group>-<topic>-changelog and restore shards "
                    "from it instead of reprocessing the topic (needs --partitioned or --serve; docs/kafka.md)")
-    from .partitioners import NAMES as partitioners
     p.add_argument("--partitioner", choices=list(partitioners), metavar="NAME",
                    help="with partitioned state: the partitioner the topic's producers use, for routing reads "
                    f"({', '.join(partitioners)}; default: found from the keys; docs/kafka.md, 'Routing')")
-    p.add_argument("--standby-replicas", type=int, default=0, metavar="N",
-                   help="keep warm copies of up to N other instances' partitions (needs --serve; default 0)")
+    p.add_argument("--standby-replicas", type=int, metavar="N",
+                   help="keep warm copies of up to N other instances' partitions (needs --serve; default "
+                   f"{default('standby_replicas')})")
     p.add_argument("--advertise", metavar="URL",
                    help="address clients reach --serve at (default http://HOST:PORT)")
     p.add_argument("--acceptable-recovery-lag", type=int, metavar="RECORDS",
                    help="with --serve: a copy at most this many records behind a partition's end counts as caught "
-                   "up and may take it active (default 10000)")
+                   f"up and may take it active (default {DEFAULT_ACCEPTABLE_RECOVERY_LAG})")
     p.add_argument("--max-warmup-replicas", type=int, metavar="N",
                    help="with --serve: warm-up copies the whole group keeps at once for partitions waiting to move "
-                   "to an instance that is not caught up (default 2)")
+                   f"to an instance that is not caught up (default {DEFAULT_MAX_WARMUP_REPLICAS})")
     p.add_argument("--probing-rebalance-interval", type=float, metavar="SECONDS",
                    help="with --serve: seconds between rebalances while warm-ups exist, moving caught-up warm-ups "
-                   "to active (default 60)")
+                   f"to active (default {DEFAULT_PROBING_INTERVAL:g})")
     p.add_argument("--quiet", action="store_true", help="no live display, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_load)
 
 
-def _settings(args):
-    from .processor import load_processor
-    from .settings import LoaderSettings
-    return LoaderSettings(
-        bootstrap_servers=args.bootstrap_servers, topics=args.topic, group=args.group,
-        concurrency=args.concurrency, max_pending=args.max_pending, batch_records=args.batch_records,
-        batch_bytes=args.batch_bytes, linger=args.linger_ms / 1000, commit_interval=args.commit_interval,
-        max_retries=args.max_retries, retry_backoff=args.retry_backoff_ms / 1000, dlq_topic=args.dlq_topic,
-        until_caught_up=args.until_caught_up, startup_timeout=args.startup_timeout,
-        revoke_timeout=args.revoke_timeout,
-        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
-        processor=load_processor(args.processor) if args.processor else None,
-        changelog=args.changelog, client_config=_client_config(args), partitioner=args.partitioner)
+def _instance_settings(args):
+    """The InstanceSettings of `lsmkv kafka load`'s arguments (the flags not
+    given left out: InstanceSettings' defaults apply)."""
+    from ..scaleout.instance_settings import InstanceSettings
+    given = {knob: getattr(args, knob) for knob in (
+        "engine", "startup_timeout", "processor", "concurrency", "max_pending", "batch_records", "batch_bytes",
+        "linger_ms", "commit_interval", "max_retries", "retry_backoff_ms", "dlq_topic", "revoke_timeout",
+        "session_timeout_ms", "heartbeat_interval_ms", "serve", "advertise", "partitioner", "standby_replicas",
+        "acceptable_recovery_lag", "max_warmup_replicas", "probing_rebalance_interval")}
+    return InstanceSettings(
+        topics=args.topic, group=args.group, db=args.db, bootstrap_servers=args.bootstrap_servers,
+        store_options=dict(parse_option_text(o) for o in args.store_option), client_config=_client_config(args),
+        until_caught_up=args.until_caught_up, partitioned=args.partitioned, changelog=args.changelog,
+        **{knob: value for knob, value in given.items() if value is not None})
 
 
 def _partition_table(snapshot: dict, title: str):
@@ -166,103 +194,22 @@ def _headline(s: dict) -> str:
             f"{s['rebalances']} rebalances{changelog}")
 
 
-def _scale_out_usage(args) -> str | None:
-    """What is wrong with the scale-out flags of ``lsmkv kafka load`` (None:
-    nothing). Checked before anything is opened or created."""
-    if args.changelog and not (args.partitioned or args.serve is not None):
-        return ("--changelog needs partitioned state (--partitioned or --serve): the changelog holds what each "
-                "partition's shard applied")
-    if args.partitioner and not (args.partitioned or args.serve is not None):
-        return ("--partitioner needs partitioned state (--partitioned or --serve): it routes reads of a shard "
-                "directory")
-    if args.standby_replicas < 0:
-        return f"--standby-replicas must be 0 or more, not {args.standby_replicas}"
-    if args.standby_replicas and args.serve is None:
-        return "--standby-replicas needs --serve (standbys belong to a serving group's assignment)"
-    if args.standby_replicas and args.processor:
-        return ("--standby-replicas does not go with --processor: a standby copy applies the topic's records as "
-                "they are, while the active shard stores what the processor makes of them, so a standby taking "
-                "over would serve a different table (run without standbys, or without the processor)")
-    lag_aware = {"--acceptable-recovery-lag": args.acceptable_recovery_lag,
-                 "--max-warmup-replicas": args.max_warmup_replicas,
-                 "--probing-rebalance-interval": args.probing_rebalance_interval}
-    for flag, value in lag_aware.items():
-        if value is None:
-            continue
-        if args.serve is None:
-            return f"{flag} needs --serve (the lag-aware assignment is that of a serving group)"
-        if flag == "--probing-rebalance-interval":
-            if not value > 0:
-                return f"{flag} must be a positive number of seconds, not {value:g}"
-        elif value < 0:
-            return f"{flag} must be 0 or more, not {value}"
-    return None
-
-
 def _cmd_load(args) -> int:
     from rich.console import Group as RichGroup
     from rich.live import Live
     from rich.text import Text
 
-    from .loader import Loader
-    usage = _scale_out_usage(args)
-    if usage is None and args.serve is not None:
-        from .group_member import kafka_python_security
-        try:
-            kafka_python_security(_client_config(args))
-        except OptionError as exc:
-            usage = str(exc)
-    if usage is not None:
-        print(f"lsmkv kafka load: error: {usage}", file=sys.stderr)
-        return 2
-    settings = _settings(args)
-    options = dict(parse_option_text(o) for o in args.store_option)
-    partitioned = args.partitioned or args.serve is not None
-    address = None
-    if args.serve is not None:
-        from .serve import parse_address
-        address = parse_address(args.serve)
-    server = announcer = standby = shards = coordination = None
-    if address is not None:
-        from .loader import check_startup
-        check_startup(settings)   # (before the shard directory is created; Loader checks again, quickly)
-        # The CLI owns the shard directory here: the standby replicator
-        # writes it too, and must stop before it closes.
-        from .members import Announcer
-        from .serve import QueryServer
-        from .shards import ShardedStore
-        if len(settings.topics) != 1:
-            raise OptionError(f"partitioned state holds one topic (a shard is one of its partitions), not "
-                              f"{len(settings.topics)}: {settings.topics!r}")
-        shards = ShardedStore(args.db, args.engine, topic=settings.topics[0], options=options)
-        try:
-            from .assignor import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS
-            from .coordination import DEFAULT_PROBING_INTERVAL, LagAwareCoordination
-            from .standby import StandbyReplicator
-            loader = Loader(settings, shards)
-            server = QueryServer(loader, *address, advertised=args.advertise)
-            # A serving group assigns partitions lag-aware (coordination.py):
-            # actives go to caught-up copies, standbys and warm-ups are placed
-            # by the group leader and kept by the standby replicator.
-            coordination = server.coordination = LagAwareCoordination(
-                loader, server.url, standby_replicas=args.standby_replicas,
-                acceptable_recovery_lag=(DEFAULT_ACCEPTABLE_RECOVERY_LAG if args.acceptable_recovery_lag is None
-                                         else args.acceptable_recovery_lag),
-                max_warmup_replicas=(DEFAULT_MAX_WARMUP_REPLICAS if args.max_warmup_replicas is None
-                                     else args.max_warmup_replicas),
-                probing_interval=(DEFAULT_PROBING_INTERVAL if args.probing_rebalance_interval is None
-                                  else args.probing_rebalance_interval))
-            standby = server.standby = coordination.standby = StandbyReplicator(
-                loader, server.url, args.standby_replicas, wanted=coordination.copies)
-            announcer = Announcer(loader, server.url, standby=standby)
-        except BaseException:
-            for part in (coordination, standby, server, shards):
-                if part is not None:
-                    part.close()
-            raise
-        print(f"serving {server.url} (group {args.group}, announced on {announcer.topic})", flush=True)
-    else:
-        loader = Loader(settings, args.db, engine=args.engine, store_options=options, partitioned=partitioned)
+    from ..errors import SettingError, SettingUsageError
+    from ..runtime.instance import ServingInstance
+    try:
+        settings = _instance_settings(args)
+    except SettingError as exc:
+        # Checked before anything is opened or created; the settings named as the flags that set them.
+        print(f"lsmkv kafka load: error: {exc.worded(_load_flag)}", file=sys.stderr)
+        return 2 if isinstance(exc, SettingUsageError) else 1
+    instance = ServingInstance(settings).open()
+    if instance.url is not None:
+        print(f"serving {instance.url} (group {settings.group}, announced on {instance.members_topic})", flush=True)
     console = pipe_aware_console(stderr=False)
     interrupted = []
 
@@ -270,7 +217,7 @@ def _cmd_load(args) -> int:
         if interrupted:
             raise KeyboardInterrupt
         interrupted.append(signum)
-        loader.stop(f"signal {signal.Signals(signum).name}: drained and committed")
+        instance.stop(f"signal {signal.Signals(signum).name}: drained and committed")
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     live = None
@@ -281,16 +228,13 @@ def _cmd_load(args) -> int:
 
         def refresh() -> None:
             while not stop_display.wait(0.5):
-                snap = loader.snapshot()
+                snap = instance.snapshot()
                 live.update(RichGroup(Text(_headline(snap)), _partition_table(snap, "partitions")))
 
         threading.Thread(target=refresh, daemon=True).start()
     try:
-        summary = loader.run()
+        summary = instance.run()   # closes the instance's parts as it ends
     finally:
-        for part in (coordination, announcer, standby, server, shards):
-            if part is not None:
-                part.close()
         stop_display.set()
         if live is not None:
             live.stop()
@@ -328,7 +272,7 @@ def _query_parser(sub) -> None:
 
 
 def _cmd_query(args) -> int:
-    from .client import StoreClient
+    from ..scaleout.client import StoreClient
     modes = sum([args.key is not None, args.scan, args.owners])
     if modes != 1:
         args.parser.error("lsmkv kafka query needs exactly one of KEY, --scan or --owners")
@@ -388,7 +332,7 @@ def _shards_parser(sub) -> None:
 
 
 def _cmd_shards(args) -> int:
-    from .shards import ShardedStore
+    from ..scaleout.shards import ShardedStore
     rows = []
     with ShardedStore(args.db, None, read_only=True) as store:
         offsets = store.offsets()

@@ -42,8 +42,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from .errors import KafkaIntegrationError
-from .settings import with_logger
+from ..errors import KafkaIntegrationError
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def ensure_members_topic(bootstrap_servers: str, topic: str, client_config: dict
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from .admin import ensure_topic, partition_count
+    from ..admin import ensure_topic, partition_count
     admin = AdminClient(with_logger({**(client_config or {}), "bootstrap.servers": bootstrap_servers}))
     if partition_count(bootstrap_servers, topic, client_config=client_config, timeout=timeout, admin=admin):
         return
@@ -116,7 +116,7 @@ def read_members(bootstrap_servers: str, group: str, *, topic: str | None = None
     group never announced anything)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from .admin import partition_count
+    from ..admin import partition_count
     topic = topic or members_topic(group)
     if not partition_count(bootstrap_servers, topic, client_config=client_config, timeout=timeout):
         return []

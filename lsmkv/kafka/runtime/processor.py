@@ -21,16 +21,15 @@ idempotent; its effect on the store happens exactly once.
 Without a processor a record's key and value are stored as they are, a
 null value deleting the key (a compacted topic's tombstone).
 
-This module owns the record type, the loading of ``module:function`` and
-the check of a processor's result; it never touches a store.
+This module owns the record type and the check of a processor's result
+(a ``module:function`` text is turned into the processor by
+``load_processor``, settings.py); it never touches a store.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
-from lsmkv.base.errors import OptionError
 from lsmkv.base.keys import MAX_VALUE_SIZE
 
 #: One store operation: (key, value) puts, (key, None) deletes.
@@ -57,25 +56,6 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record({self.topic}[{self.partition}]@{self.offset}, key={self.key!r})"
-
-
-def load_processor(spec: str) -> Processor:
-    """The function named ``module:function`` (imported now)."""
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise OptionError(f"processor must be given as module:function, not {spec!r}")
-    module_name, func_name = spec.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise OptionError(f"processor module {module_name!r} cannot be imported: {exc}") from None
-    func = module
-    for part in func_name.split("."):
-        func = getattr(func, part, None)
-        if func is None:
-            raise OptionError(f"processor {spec!r}: module {module_name!r} has no {func_name!r}")
-    if not callable(func):
-        raise OptionError(f"processor {spec!r} is not callable")
-    return func
 
 
 class BadResult(Exception):

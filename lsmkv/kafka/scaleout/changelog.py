@@ -57,8 +57,8 @@ import threading
 import time
 import uuid
 
-from .errors import KafkaIntegrationError
-from .settings import with_logger
+from ..errors import KafkaIntegrationError
+from ..settings import with_logger
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def ensure_changelog_topic(bootstrap_servers: str, topic: str, partitions: int, 
     ``cleanup.policy=compact`` unless it exists; returns its partition
     count, which must equal ``partitions`` (KafkaIntegrationError otherwise:
     partition P of the changelog belongs to source partition P)."""
-    from .admin import ensure_topic
+    from ..admin import ensure_topic
     count = ensure_topic(bootstrap_servers, topic, partitions, client_config=client_config, timeout=timeout,
                          config={"cleanup.policy": "compact"})
     if count != partitions:

@@ -40,9 +40,7 @@ import logging
 import threading
 import time
 
-from lsmkv.base.errors import OptionError
-
-from .errors import KafkaIntegrationError
+from ..errors import KafkaIntegrationError, SettingUsageError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 def kafka_python_security(client_config: dict) -> dict:
     """kafka-python client arguments equivalent to the security settings
     (``security.*``, ``sasl.*``, ``ssl.*``) among librdkafka ``client_config``
-    (the others are not the member's business); OptionError naming every
+    (the others are not the member's business); SettingUsageError naming every
     security setting that has no equivalent, or a value that has none."""
     out: dict = {}
     unmapped = []
@@ -93,11 +91,12 @@ def kafka_python_security(client_config: dict) -> dict:
             known = name in ("security.protocol", "ssl.endpoint.identification.algorithm")
             unmapped.append(f"{name}={text}" if known else name)
     if unmapped:
-        raise OptionError(f"the lag-aware group member of --serve (kafka-python) has no equivalent of "
-                          f"{', '.join(unmapped)}; it maps security.protocol, sasl.mechanism(s) "
-                          f"({'/'.join(MECHANISMS)}), sasl.username, sasl.password, ssl.ca.location, "
-                          "ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.crl.location and "
-                          "ssl.endpoint.identification.algorithm=none|https")
+        raise SettingUsageError(
+            f"the lag-aware group member of {{serve}} (kafka-python) has no equivalent of "
+            f"{SettingUsageError.literal(', '.join(unmapped))}; of the security settings among {{client_config}} "
+            f"it maps security.protocol, sasl.mechanism(s) ({'/'.join(MECHANISMS)}), sasl.username, sasl.password, "
+            "ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.crl.location and "
+            "ssl.endpoint.identification.algorithm=none|https")
     return out
 
 
@@ -140,7 +139,7 @@ class GroupMember:
         self._assign_fn = assign
         self._on_assignment = on_assignment
         # ``client_config``: the loader's librdkafka settings; their security
-        # part, mapped (OptionError for what has no equivalent).
+        # part, mapped (SettingUsageError for what has no equivalent).
         self._client = KafkaNetClient(bootstrap_servers=bootstrap_servers, client_id=client_id,
                                       **kafka_python_security(client_config or {}))
         self._client._net.start()

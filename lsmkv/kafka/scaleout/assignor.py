@@ -51,10 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: Kafka Streams' default acceptable.recovery.lag (records).
-DEFAULT_ACCEPTABLE_RECOVERY_LAG = 10_000
-#: Kafka Streams' default max.warmup.replicas.
-DEFAULT_MAX_WARMUP_REPLICAS = 2
+from .instance_settings import DEFAULT_ACCEPTABLE_RECOVERY_LAG, DEFAULT_MAX_WARMUP_REPLICAS
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .commit_control import OffsetWindow
 from .metrics import LoaderMetrics, PartitionMetrics
-from .offsets import encode_offset, meta_name
+from ..offsets import encode_offset, meta_name
 
 ACTIVE, REVOKING, FENCED = "active", "revoking", "fenced"
 

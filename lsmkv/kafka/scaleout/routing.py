@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .partitioners import FAMILIES, NAMES, murmur2, partition_of, to_positive
+from ..partitioners import FAMILIES, NAMES, murmur2, partition_of, to_positive
 
 __all__ = ["Route", "accepted", "choose_route", "murmur2", "partition_for", "to_positive"]
 
