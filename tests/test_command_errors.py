@@ -61,3 +61,12 @@ def test_the_command_lines_use_it(tmp_path, capsys):
     assert code == 1
     assert err.startswith(f"lsmkv spark: error: {plain} is a non-empty directory that is not an lsmkv or btree")
     assert err.count("\n") == 1
+
+
+def test_lsmkv_kafka_uses_it_too(tmp_path, capsys):
+    from lsmkv.kafka.tools.cli import main as kafka_main
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("not a store")
+    assert kafka_main(["shards", str(plain)]) == 1
+    assert capsys.readouterr().err == f"lsmkv kafka: error: {plain} is not a shard directory (no LSMKV-SHARDS file)\n"

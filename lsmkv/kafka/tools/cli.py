@@ -22,7 +22,8 @@ import threading
 from lsmkv.base.errors import LsmkvError, OptionError
 from lsmkv.lsm.options import parse_option_text
 from lsmkv.terminal.cli_entries import bytes_from_arg, entry_object, print_entries, shown
-from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
+from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, pipe_aware_console
+from lsmkv.terminal.command_errors import run_command
 from lsmkv.terminal.textcodec import TextDecodeError
 
 #: Default broker address (the embedded broker's default port).
@@ -524,18 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return args.func(args)
-    except (LsmkvError, OSError) as exc:
-        if is_closed_stdout(exc):
-            raise
-        print(f"lsmkv kafka: error: {exc}", file=sys.stderr)
-        return 1
-    except ImportError as exc:
-        print(f"lsmkv kafka: error: {exc}; install the kafka extra: pip install 'lsmkv[kafka]'", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_command("lsmkv kafka", lambda: args.func(args), extra="kafka")
 
 
 if __name__ == "__main__":
