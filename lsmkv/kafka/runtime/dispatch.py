@@ -25,6 +25,7 @@ This module runs on the consumer thread; it never writes the store.
 from __future__ import annotations
 
 import logging
+from typing import Iterator
 
 from lsmkv.base.keys import MAX_VALUE_SIZE
 
@@ -56,6 +57,43 @@ class Dispatch:
     def units_for(self, ps: PartitionState) -> list:
         """The processor units of a partition being assigned (none)."""
         return []
+
+    def _accepted(self, msgs: list) -> Iterator[tuple[PartitionState, object, int]]:
+        """The records of a poll to take, each with its partition and offset,
+        counted as fetched (the partition's position moves past it). An error
+        in place of a record goes to ClientErrors; a record of a partition not
+        held active (revoked meanwhile: the next owner fetches it again) or
+        not restored yet is left; a stale one (below the position: fetched
+        before a seek, or delivered again) is dropped -- registering it would
+        break the window's offset order, dropping it loses nothing -- and
+        logged once the poll's records are all taken."""
+        by_key = self._by_key
+        stale: dict[PartitionState, list] = {}
+        fetched = 0
+        try:
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    self._errors.consumer_error(err, msg)
+                    continue
+                ps = by_key.get((msg.topic(), msg.partition()))
+                if ps is None or ps.state != ACTIVE or ps.restore_pending:
+                    continue
+                offset = msg.offset()
+                if offset < ps.position:
+                    stale.setdefault(ps, []).append(offset)
+                    continue
+                fetched += 1
+                pm = ps.metrics
+                if pm.first_fetched is None:
+                    pm.first_fetched = offset
+                pm.next_fetch = ps.fetched_next = ps.position = offset + 1
+                pm.fetched += 1
+                yield ps, msg, offset
+        finally:
+            self._metrics.fetched += fetched
+            if stale:
+                self._dropped_stale(stale)
 
     def _invalid(self, key, value, max_key: int) -> str | None:
         """Why a record cannot be stored (None: it can)."""
@@ -91,35 +129,13 @@ class StoreAsIs(Dispatch):
     """No processor: records are registered completed, in runs."""
 
     def dispatch(self, msgs: list) -> None:
-        by_key = self._by_key
         max_key = self._stores.max_key
         max_value = MAX_VALUE_SIZE
         #: partition state -> its run: [first offset, next offset, records, [(key, value)], bytes]
         runs: dict[PartitionState, list] = {}
-        stale: dict[PartitionState, list] = {}
-        fetched = 0
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                self._errors.consumer_error(err, msg)
-                continue
-            ps = by_key.get((msg.topic(), msg.partition()))
-            if ps is None or ps.state != ACTIVE or ps.restore_pending:
-                continue  # revoked meanwhile (the next owner fetches it again), or not restored yet
-            offset = msg.offset()
-            if offset < ps.position:
-                # A stale fetch: registering it would break the window's
-                # offset order; dropping it loses nothing.
-                stale.setdefault(ps, []).append(offset)
-                continue
+        for ps, msg, offset in self._accepted(msgs):
             key = msg.key()
             value = msg.value()
-            fetched += 1
-            pm = ps.metrics
-            if pm.first_fetched is None:
-                pm.first_fetched = offset
-            pm.next_fetch = ps.fetched_next = ps.position = offset + 1
-            pm.fetched += 1
             if key is not None and len(key) <= max_key and (value is None or len(value) <= max_value):
                 run = runs.get(ps)
                 if run is None:
@@ -136,9 +152,6 @@ class StoreAsIs(Dispatch):
                 ps.window.register_done(*run)
             record = Record(msg.topic(), msg.partition(), offset, key, value, msg.headers(), msg.timestamp()[1])
             self._dead_letter(ps, record, ps.window.register(offset), self._invalid(key, value, max_key))
-        self._metrics.fetched += fetched
-        if stale:
-            self._dropped_stale(stale)
         done = 0
         for ps, run in runs.items():
             ps.window.register_done(*run)
@@ -164,32 +177,12 @@ class ProcessorUnits(Dispatch):
                 for i in range(self._concurrency)]
 
     def dispatch(self, msgs: list) -> None:
-        by_key = self._by_key
         max_key = self._stores.max_key
         #: partition state -> [[(record, entry), ...] per unit]
         routed: dict[PartitionState, list] = {}
-        stale: dict[PartitionState, list] = {}
-        fetched = 0
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                self._errors.consumer_error(err, msg)
-                continue
-            ps = by_key.get((msg.topic(), msg.partition()))
-            if ps is None or ps.state != ACTIVE or ps.restore_pending:
-                continue  # revoked meanwhile (the next owner fetches it again), or not restored yet
-            offset = msg.offset()
-            if offset < ps.position:
-                stale.setdefault(ps, []).append(offset)  # a stale fetch (see StoreAsIs)
-                continue
+        for ps, msg, offset in self._accepted(msgs):
             key = msg.key()
             value = msg.value()
-            fetched += 1
-            pm = ps.metrics
-            if pm.first_fetched is None:
-                pm.first_fetched = offset
-            pm.next_fetch = ps.fetched_next = ps.position = offset + 1
-            pm.fetched += 1
             record = Record(msg.topic(), msg.partition(), offset, key, value, msg.headers(), msg.timestamp()[1])
             entry = ps.window.register(offset)
             invalid = self._invalid(key, value, max_key)
@@ -198,9 +191,6 @@ class ProcessorUnits(Dispatch):
                 continue
             units = ps.units
             routed.setdefault(ps, [[] for _ in units])[unit_of(key, len(units))].append((record, entry))
-        self._metrics.fetched += fetched
-        if stale:
-            self._dropped_stale(stale)
         for ps, per_unit in routed.items():
             for unit, items in zip(ps.units, per_unit):
                 if items:
