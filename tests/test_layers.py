@@ -185,6 +185,9 @@ def test_import_lsmkv_loads_the_lsm_engine_when_a_name_of_it_is_first_used():
     assert [m for m in loaded if m.startswith(("lsmkv.lsm", "btree"))] == []
     loaded = _modules_loaded_by("import lsmkv\nlsmkv.open")
     assert "lsmkv.lsm.db" in loaded and not any(m.startswith("btree") for m in loaded)
+    loaded = _modules_loaded_by("import lsmkv\nlsmkv.run_in_transaction")  # a name of the shared layer
+    assert "lsmkv.base.retry" in loaded
+    assert [m for m in loaded if m.startswith(("lsmkv.lsm", "btree"))] == []
 
 
 def test_lsmkv_keeps_its_public_names_and_lists_them():

@@ -34,7 +34,9 @@ their next entry, and ``rollback()`` does nothing (so an ``except
 ConflictError: txn.rollback()`` is harmless). A transaction dropped without
 either is rolled back by the garbage collector. Bad input (a key that is
 not bytes, a value over the limit, a bad ttl) raises one clear error and
-changes nothing.
+changes nothing. On a handle that takes no writes (read-only), a
+transaction reads as anywhere else and each write raises ReadOnlyError
+(``TransactionLimits.writes_refused``), leaving the transaction open.
 
 The engine's side is small (the protocols below):
 
@@ -57,7 +59,7 @@ from typing import Callable, Collection, Iterable, Iterator, Protocol
 
 from .conflicts import ConflictTracker, Ticket
 from .cursor import VALUE, Cursor, Finder, SourceCursor, stream_view
-from .errors import ClosedError, SizeLimitError
+from .errors import ClosedError, ReadOnlyError, SizeLimitError
 from .key_ranges import Range, is_empty
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from .read_set import ReadSet, RecordingCursor, recorded_stream
@@ -71,13 +73,16 @@ class TransactionLimits:
     (``max_ttl_key_size`` for a put with a ttl: the B+tree stores the
     deadline beside the key), the longest value, and the most bytes a
     transaction may write (keys and values, plus ``entry_overhead`` per key;
-    None: no limit but the engine's batch limit at commit)."""
+    None: no limit but the engine's batch limit at commit). ``writes_refused``:
+    None, or why the handle takes no writes at all (a read-only handle): each
+    put and delete then raises ReadOnlyError with it, and changes nothing."""
 
     max_key_size: int = MAX_KEY_SIZE
     max_ttl_key_size: int = MAX_KEY_SIZE
     max_value_size: int = MAX_VALUE_SIZE
     max_write_bytes: int | None = None
     entry_overhead: int = 0
+    writes_refused: str | None = None
 
 
 class SnapshotReader(Protocol):
@@ -207,6 +212,8 @@ class Transaction:
         (seconds), the key expires that long after the commit."""
         self._check_open()
         limits = self._host.limits
+        if limits.writes_refused is not None:
+            raise ReadOnlyError(limits.writes_refused)
         k = as_key(key, limits.max_key_size if ttl is None else limits.max_ttl_key_size)
         v = as_value(value, limits.max_value_size)
         if ttl is not None:
@@ -217,6 +224,9 @@ class Transaction:
     def delete(self, key: object) -> None:
         """Remove ``key`` when the transaction commits (not an error if absent)."""
         self._check_open()
+        refused = self._host.limits.writes_refused
+        if refused is not None:
+            raise ReadOnlyError(refused)
         k = as_key(key)
         self._check_size(k, b"")
         self._writes.delete(k)

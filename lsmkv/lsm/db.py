@@ -13,7 +13,9 @@ what it works on (values, or narrow callables: none of them sees the DB):
 * obsolete_files.py: deleting the files nothing needs any more;
 * ingest.py, checkpoint.py: the work of ingest(), checkpoint(), split_keys();
 * stats.py: the dict stats() returns;
-* read_state.py: ReadState, what a reader sees.
+* read_state.py: ReadState, what a reader sees;
+* transactions.py: the engine's side of ``db.transaction()`` (the
+  transaction itself is lsmkv/base/transaction.py's).
 
 Write path (batch -> write queue -> log -> memtable): a writer hands its
 batch to the write queue (lsmkv/base/write_queue.py, joined to the log
@@ -25,7 +27,9 @@ until the log syncer (lsmkv/base/log_syncer.py) has made the log durable past it
 sequence -- one fsync for everyone waiting -- or ``sync_timeout`` passes. A
 full memtable becomes immutable; a background thread writes it to a level-0
 table, records the table in the manifest, and then the log it came from is
-deleted.
+deleted. While a transaction is open (``_conflicts.active``), the log
+writer validates the transaction batches of a group before the append and
+records the keys of everything it applied after (transactions.py).
 
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
@@ -64,6 +68,7 @@ from typing import Iterator as TypingIterator
 from sortedcontainers import SortedList
 
 from lsmkv.base.cache_size import default_capacity as default_cache_capacity
+from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
@@ -72,6 +77,7 @@ from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer
+from lsmkv.base.transaction import Transaction, TransactionLimits
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
 from lsmkv.base.write_queue import Writer
 
@@ -94,10 +100,13 @@ from .stats import lsm_stats
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
+from .transactions import (LsmTransactionHost, TransactionSnapshot, group_keys, has_transaction, settle_group,
+                           validate_group)
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogWriter
-from .write_batch import TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch, encode_single
+from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
+                          encode_single)
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
@@ -177,6 +186,13 @@ class DB(KeyValueMapping):
         #: (catch_up.py); refresh() runs it under ``_refresh_lock``.
         self._catch_up: CatchUp | None = None
         self._refresh_lock = threading.Lock()
+        #: The commits' writes while transactions are open (lsmkv/base/conflicts.py).
+        self._conflicts = ConflictTracker()
+        refused = (f"{self.path} was opened with read_only=True; a transaction on it may read but not write"
+                   if self._read_only else None)
+        self._transaction_host = LsmTransactionHost(
+            TransactionLimits(max_write_bytes=MAX_BATCH_BYTES, entry_overhead=OP_HEADER.size, writes_refused=refused),
+            self.write, self._ttl_clock, self._conflicts)
         self._open()
 
     # ------------------------------------------------------------------
@@ -341,6 +357,8 @@ class DB(KeyValueMapping):
                 mem.add(seq, kind, key, value)
                 self._last_seq = seq
                 self._user_bytes_written += user_bytes
+                if self._conflicts.active:  # (looked at after the write is published)
+                    self._conflicts.record((key,))
             finally:
                 writes.release()
         else:
@@ -384,8 +402,24 @@ class DB(KeyValueMapping):
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
         """The log writer's work on a group (lsmkv/base/group_commit.py): the
         batches go to the log in one append (fsynced if ``sync_now``), then
-        into the memtable, in order; then they are published."""
-        mem = self._memtable_for_writing()
+        into the memtable, in order; then they are published. While a
+        transaction is open, its batches in the group are validated first
+        (a refused one is left out, its writer gets the ConflictError) and
+        the keys applied are recorded after (transactions.py)."""
+        if not has_transaction(group):
+            self._append_and_apply_to(self._memtable_for_writing(), group, sync_now)
+            return
+        try:
+            mem = self._memtable_for_writing()
+            kept = validate_group(self._conflicts, group)
+            if kept:
+                self._append_and_apply_to(mem, kept, sync_now)
+        except BaseException as exc:
+            settle_group(group, exc)
+            raise
+        settle_group(group, None)
+
+    def _append_and_apply_to(self, mem: MemTable, group: list[Writer], sync_now: bool) -> None:
         first = seq = self._last_seq + 1
         records = []
         user_bytes = 0
@@ -409,6 +443,8 @@ class DB(KeyValueMapping):
             writer.committed = True
         self._last_seq = seq - 1
         self._user_bytes_written += user_bytes
+        if self._conflicts.active:  # (looked at after the writes are published)
+            self._conflicts.record(group_keys(group))
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the sequence that
@@ -775,6 +811,36 @@ class DB(KeyValueMapping):
                         lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
                         release)
 
+    def transaction(self, sync: bool = False) -> Transaction:
+        """An optimistic, serializable transaction beginning now
+        (lsmkv/base/transaction.py; docs/api.md, "Transactions")::
+
+            with db.transaction() as txn:
+                txn.put(b"k", b"%d" % (int(txn.get(b"k", b"0")) + 1))
+
+        It reads a snapshot taken now with its own writes over it, and
+        writes them atomically when the block ends (or at ``commit()``),
+        unless a commit since its snapshot changed what it read, scanned or
+        wrote: then ConflictError, and nothing is written. With sync=True,
+        the commit returns once it is durable."""
+        self._check_open()
+        return Transaction.begin(self._transaction_host, self._conflicts, self._transaction_snapshot, sync=sync)
+
+    def _transaction_snapshot(self) -> TransactionSnapshot:
+        """A transaction's snapshot, taken now (transactions.py): its
+        sequence joins the live snapshots; a read-only handle's also pins
+        the read state of the moment (as _pinned_snapshot does)."""
+        self._check_open()
+        with self._snapshot_lock:
+            seq = self._last_seq
+            pinned = self._state if self._read_only else None
+            if pinned is not None:
+                seq = max(seq, pinned.floor)
+            self._snapshots.add(seq)
+        return TransactionSnapshot(seq, pinned, alive=self._alive, current_state=lambda: self._state,
+                                   get_in=self._get_in, view_finders=self._view_finders,
+                                   check_open=self._check_open, release=self._release_snapshot)
+
     def _release_snapshot(self, seq: int) -> None:
         with self._snapshot_lock:
             self._snapshots.discard(seq)
@@ -985,6 +1051,8 @@ class DB(KeyValueMapping):
                 self._wait_for_flushes()
             with self._compactor.paused():
                 self._install_ingested(tables)
+            if self._conflicts.active:  # (looked at after the tables are published)
+                self._conflicts.record((), [(t.smallest, t.largest + b"\x00") for t in tables])
         if move:
             remove_sources(self._fs, tables)
 

@@ -19,7 +19,7 @@ import pytest
 
 from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import VALUE
-from lsmkv.base.errors import ClosedError, ConflictError, InvalidArgumentError, SizeLimitError
+from lsmkv.base.errors import ClosedError, ConflictError, InvalidArgumentError, ReadOnlyError, SizeLimitError
 from lsmkv.base.retry import backoff_delay, run_in_transaction
 from lsmkv.base.transaction import Transaction, TransactionLimits
 
@@ -308,6 +308,16 @@ def test_bad_input_raises_one_clear_error_and_changes_nothing():
             txn.scan(start=1)
         assert [k for k, _ in txn.scan()] == [b"k2", b"k3", b"ok"]
     assert engine.contents() == {b"ok": b"v", b"k2": b"", b"k3": b"x" * 15}
+
+
+def test_a_handle_that_refuses_writes_lets_a_transaction_read_and_refuses_each_write(engine):
+    engine.limits = TransactionLimits(writes_refused="opened with read_only=True")
+    with engine.transaction() as txn:
+        for write in (lambda: txn.put(b"x", b"1"), lambda: txn.delete(b"a")):
+            with pytest.raises(ReadOnlyError, match="opened with read_only=True"):
+                write()
+        assert txn.state == "open" and txn.get(b"a") == b"1" and txn.get(b"x") is None
+    assert txn.state == "committed" and engine.committed == []
 
 
 # -- serializable: conflicts ----------------------------------------------------------------------
