@@ -43,6 +43,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from functools import partial
 from itertools import chain
 from math import isqrt
@@ -165,7 +166,9 @@ class DB(KeyValueMapping):
         #: Chunks that scan iterators are yielding, with their snapshot or None
         #: (emptied by close() of the DB or of that snapshot).
         self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
-        self._live_snaps: dict[int, Snapshot] = {}
+        #: Open snapshots, held weakly: one dropped unclosed is closed by
+        #: its __del__, which lets go of the pre-images it kept.
+        self._live_snaps: weakref.WeakValueDictionary[int, Snapshot] = weakref.WeakValueDictionary()
         #: Bumped whenever the handle reloads its view (its snapshots and
         #: cursors end), and why it last did (SnapshotEndedError says it).
         self._view_gen = 0
@@ -977,7 +980,8 @@ class DB(KeyValueMapping):
             for chunk, owner in self._chunks.values():
                 if owner is snap:
                     chunk.clear()  # stops this snapshot's iterators
-            if self._live_snaps.pop(snap._id, None) is not None:
+            self._live_snaps.pop(snap._id, None)
+            if snap._gen == self._view_gen:  # (a reload left it out of the tree it has now)
                 self._tree.end_snapshot(snap._id)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
