@@ -550,7 +550,11 @@ class DB(KeyValueMapping):
     def _transaction_snapshot(self) -> TransactionSnapshot:
         snap = self.snapshot()
         return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, read_chunk=self._chunk_reader(snap),
-                                   check=partial(self._check_snapshot, snap))
+                                   check=partial(self._check_transaction_snapshot, snap))
+
+    def _check_transaction_snapshot(self, snap: "Snapshot") -> None:
+        self._check_open()  # (close() closes the snapshot too: the closed database is the news)
+        self._check_snapshot(snap)
 
     def _snapshot_ended(self) -> SnapshotEndedError:
         """What the commit of a transaction whose snapshot ended raises."""

@@ -27,11 +27,13 @@ rollback) with what this module gives it:
   records in the tracker after applying it, while a transaction is open.
 
 A btree snapshot ends when its handle reloads its view: a writer's
-``compact_range()`` or ``ingest()`` (the page file is rewritten) or a
-failed write (the tree is rebuilt from the disk). A transaction open then
-cannot read any more (SnapshotEndedError, as its snapshot's own readers)
-and its commit fails with the same error, writing nothing, even if it had
-read everything before: the error names why; run the transaction again. A
+``compact_range()`` or ``ingest()`` (the page file is rewritten) or a write
+that failed while changing the tree (the tree is rebuilt from the disk). A
+transaction open then cannot read any more (SnapshotEndedError, as its
+snapshot's own readers) and its commit fails with the same error, writing
+nothing, even if it had read everything before: the error names why; run
+the transaction again. SnapshotEndedError, not ConflictError: no other
+commit changed what it read, and it is the error its reads raise. A
 transaction that wrote nothing still commits (its reads, all made before
 the end, were of one snapshot).
 

@@ -373,9 +373,10 @@ def test_a_sync_commit_that_fails_validation_is_woken_by_the_log_syncer(dbpath):
     db.close()
 
 
-@pytest.mark.parametrize("sync", [False, True])
-def test_a_failed_commit_leaves_nothing_in_the_log_or_after_recovery(dbpath, sync):
-    db = btree.open(dbpath, page_size=512)
+@pytest.mark.parametrize("sync", [False, True], ids=["no-sync", "sync"])
+@pytest.mark.parametrize("group_commit", [True, False], ids=["group-commit", "no-group-commit"])
+def test_a_failed_commit_leaves_nothing_in_the_log_or_after_recovery(dbpath, sync, group_commit):
+    db = btree.open(dbpath, page_size=512, group_commit=group_commit)
     db.put(b"x", b"0")
     txn = db.transaction(sync=sync)
     txn.get(b"x")
@@ -588,7 +589,7 @@ def test_closing_the_database_ends_its_transactions(dbpath):
     txn.put(b"b", b"1")
     db.close()
     for use in (lambda: txn.get(key(0)), lambda: next(scan), txn.commit):
-        with pytest.raises(ClosedError):
+        with pytest.raises(ClosedError, match="the btree database .* is closed"):
             use()
     txn.rollback()
     with pytest.raises(ClosedError):
