@@ -19,6 +19,7 @@ reader when ``db.ingest`` reads table files. Modules:
   (ingest, vacuum, checkpoints, repair);
 * :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
 * :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
+* :mod:`btree.transactions`: ``db.transaction()``'s snapshot, commit and validation in the log writer;
 * :mod:`btree.db`: the DB object (locking, the write and read paths, log checkpoints);
 * :mod:`btree.recovery`: opening the files and rebuilding the state from them;
 * :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
@@ -38,6 +39,8 @@ docs/btree.md describes the design, docs/formats.md the bytes on disk.
 import os
 
 from lsmkv.base.destroy import destroy as _destroy_db
+from lsmkv.base.retry import run_in_transaction
+from lsmkv.base.transaction import Transaction
 from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
                                InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
                                SnapshotEndedError, SyncTimeoutError)
@@ -75,7 +78,8 @@ def repair(path: str | bytes | os.PathLike):
     return _repair_db(os.fsdecode(path))
 
 __all__ = [
-    "open", "check", "checkpoint", "destroy", "repair", "DB", "Snapshot", "WriteBatch",
+    "open", "check", "checkpoint", "destroy", "repair", "DB", "Snapshot", "WriteBatch", "Transaction",
+    "run_in_transaction",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
     "ConflictError",

@@ -43,12 +43,14 @@ import logging
 import os
 import threading
 import time
+import weakref
 from functools import partial
 from itertools import chain
 from math import isqrt
 from typing import Callable, Iterator
 
 from lsmkv.base.cache_size import default_capacity
+from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
@@ -58,6 +60,7 @@ from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer, TimerHandle
+from lsmkv.base.transaction import Transaction
 from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
@@ -74,6 +77,8 @@ from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pa
                        retry_while_checkpointing)
 from .snapshot import Snapshot
 from .stats import collect_stats
+from .transactions import (TransactionHost, TransactionSnapshot, recorded_keys, screen_group,
+                           transaction_limits)
 from .tree import Tree
 from .vacuum import compact_file, vacuum
 from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
@@ -165,11 +170,18 @@ class DB(KeyValueMapping):
         #: Chunks that scan iterators are yielding, with their snapshot or None
         #: (emptied by close() of the DB or of that snapshot).
         self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
-        self._live_snaps: dict[int, Snapshot] = {}
+        #: Open snapshots, held weakly: one dropped unclosed is closed by
+        #: its __del__, which lets go of the pre-images it kept.
+        self._live_snaps: weakref.WeakValueDictionary[int, Snapshot] = weakref.WeakValueDictionary()
         #: Bumped whenever the handle reloads its view (its snapshots and
         #: cursors end), and why it last did (SnapshotEndedError says it).
         self._view_gen = 0
         self._view_reason = ""
+        #: Set to [False] at close: the transactions' streams look at it.
+        self._alive = [True]
+        #: Commits' keys while transactions are open, and their validation
+        #: (btree/transactions.py; ``active`` is the one test on the write path).
+        self._conflicts = ConflictTracker()
 
         exists = prepare_directory(self.path, "btree", fs, create=not read_only)
         if read_only and not exists:
@@ -189,6 +201,7 @@ class DB(KeyValueMapping):
                                            on_sync_failure=partial(self._fail, "syncing the log", applied=True),
                                            durable=self._log.end_lsn, commit_delay=commit_delay,
                                            timer=self._get_timer)
+            self._txn_limits = None if read_only else transaction_limits(self._max_key)
             self._closed = False
             self._usable = True
             self._writable = not read_only
@@ -478,7 +491,8 @@ class DB(KeyValueMapping):
                         self._tree.put(key, value)
                     except BaseException as exc:
                         raise self._fail("changing the tree", exc, replay_until=wal.end_lsn - len(rec)) from exc
-                    end = wal.end_lsn
+                    if self._conflicts.active:
+                        self._conflicts.record((key,))
                     self._puts += 1
                     self._user_bytes += len(key) + len(value)
                     pending = self._log_pending = self._log_pending + len(rec)
@@ -522,10 +536,44 @@ class DB(KeyValueMapping):
         """Write a batch (the end of a WriteBatch's block)."""
         self._commits.write(queued_batch(batch, self._max_key), sync)
 
+    def transaction(self, sync: bool = False) -> Transaction:
+        """An optimistic, serializable transaction (lsmkv/base/transaction.py),
+        reading a snapshot taken now; committed at the end of its ``with``
+        block through the write queue, like a write batch, unless another
+        commit since its snapshot changed what it read or wrote
+        (ConflictError; btree/transactions.py). On a read-only handle its
+        reads work and its first write raises ReadOnlyError."""
+        host = TransactionHost(self._txn_limits, self._conflicts, self._commits.write, self._transaction_snapshot,
+                               max_key=self._max_key, clock=self._ttl_clock, path=self.path)
+        return Transaction.begin(host, self._conflicts, host.snapshot, sync=sync)
+
+    def _transaction_snapshot(self) -> TransactionSnapshot:
+        snap = self.snapshot()
+        return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, read_chunk=self._chunk_reader(snap),
+                                   check=partial(self._check_transaction_snapshot, snap))
+
+    def _check_transaction_snapshot(self, snap: "Snapshot") -> None:
+        self._check_open()  # (close() closes the snapshot too: the closed database is the news)
+        self._check_snapshot(snap)
+
+    def _snapshot_ended(self) -> SnapshotEndedError:
+        """What the commit of a transaction whose snapshot ended raises."""
+        return SnapshotEndedError(f"the transaction's snapshot ended: this handle of {self.path} reloaded its "
+                                  f"view ({self._view_reason}), which ends every snapshot taken before; nothing "
+                                  "of the transaction was written: run it again")
+
     def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
         """The log writer's work on a group, under ``_lock`` (lsmkv/base/group_commit.py):
         the group's records go to the log in one append (fsynced if
-        ``sync_now``), then into the tree, in order."""
+        ``sync_now``), then into the tree, in order. While a transaction
+        is open, the group's transaction batches are validated first (one
+        that fails gets its error and is left out) and the keys applied are
+        recorded after (btree/transactions.py)."""
+        conflicts = self._conflicts
+        if conflicts.active:
+            group = screen_group(group, conflicts, self._view_gen, self._snapshot_ended)
+            if not group:
+                return
         wal = self._log
         records = [w.batch.record for w in group]
         data = records[0] if len(records) == 1 else b"".join(records)
@@ -552,9 +600,11 @@ class DB(KeyValueMapping):
                 self._puts += 1
             elif queued.kind == "delete":
                 self._deletes += 1
-            elif queued.kind == "batch":
+            elif queued.kind == "batch" or queued.kind == "transaction":
                 self._batches += 1
             changed = changed or bool(queued.ops)
+        if conflicts.active:
+            conflicts.record(recorded_keys(group))
         if changed:
             self._log_pending += len(data)
             self._version += 1
@@ -977,7 +1027,8 @@ class DB(KeyValueMapping):
             for chunk, owner in self._chunks.values():
                 if owner is snap:
                     chunk.clear()  # stops this snapshot's iterators
-            if self._live_snaps.pop(snap._id, None) is not None:
+            self._live_snaps.pop(snap._id, None)
+            if snap._gen == self._view_gen:  # (a reload left it out of the tree it has now)
                 self._tree.end_snapshot(snap._id)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
@@ -999,6 +1050,7 @@ class DB(KeyValueMapping):
             finally:
                 self._closed = True
                 self._usable = self._writable = False
+                self._alive[0] = False
                 for chunk, _ in self._chunks.values():
                     chunk.clear()
                 if self._log is not None:
@@ -1016,6 +1068,7 @@ class DB(KeyValueMapping):
         with self._lock:
             self._closed = True
             self._usable = self._writable = False
+            self._alive[0] = False
             self._release()
 
     def __enter__(self) -> "DB":

@@ -8,8 +8,11 @@ checkpoint; the tree's live entries and the files' entries merged in key
 order (a file's value replaces the tree's, its tombstone deletes the key)
 and built bottom up into a new page file that replaces the old one as a
 vacuum's does (btree/vacuum.py): all of the ingest or none of it survives
-a crash. With ``move=True`` the source files are removed once the ingest
-is durable. It never changes the store on bad input.
+a crash. While a transaction is open, each file's key range
+[smallest, largest] is recorded in the DB's ConflictTracker as written
+(the rewrite ends the open transactions' snapshots anyway). With
+``move=True`` the source files are removed once the ingest is durable. It
+never changes the store on bad input.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 from typing import TYPE_CHECKING
 
 from lsmkv.base.errors import SizeLimitError
+from lsmkv.base.key_ranges import successor
 
 from .bulk import ingest_tables, merge_ingested
 from .vacuum import rewrite_page_file
@@ -48,6 +52,9 @@ def ingest_files(db: DB, paths, *, move: bool, fill_factor: float) -> None:
         merged = merge_ingested(db._tree.live_entries(), tables, db._tree.max_key, read_table)
         rewrite_page_file(db, merged, "an ingest", fill_factor)
         db._ingests += 1
+        conflicts = db._conflicts
+        if conflicts.active:
+            conflicts.record((), [(t.smallest, successor(t.largest)) for t in tables])
     if move:
         for t in tables:
             fs.remove(t.path)

@@ -22,7 +22,7 @@ class Snapshot:
     manager. It keeps the pre-images of the pages writers change after it
     was taken (in memory), so close it when done."""
 
-    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_iterator", "_end")
+    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_iterator", "_end", "__weakref__")
 
     def __init__(self, sid: int, view: tuple, gen: int, *,
                  get: "Callable[[Snapshot, bytes], bytes | None]",

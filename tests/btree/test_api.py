@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -237,6 +238,22 @@ def test_snapshot_survives_nothing_and_leaks_nothing_across_a_crash(dbpath):
         snap2 = db2.snapshot()
     with pytest.raises(ClosedError):
         snap2.get(b"a")  # the DB was closed
+
+
+def test_a_snapshot_dropped_unclosed_lets_go_of_what_it_kept(dbpath):
+    with btree.open(dbpath, page_size=512) as db:
+        for i in range(300):
+            db.put(b"k%04d" % i, b"v")
+        db.put(b"big", b"x" * 3000)
+        snap = db.snapshot()
+        for i in range(300):
+            db.put(b"k%04d" % i, b"changed")  # pre-images saved for the snapshot
+        db.put(b"big", b"y" * 3000)  # the old chain held back for it
+        assert db._tree.snaps[snap._id] and db._tree.deferred
+        del snap
+        gc.collect()
+        assert not db._tree.snaps and not db._tree.deferred
+        assert db.check_invariants() == []
 
 
 def test_stats_has_the_common_keys(db):

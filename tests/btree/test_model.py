@@ -5,12 +5,23 @@ splits, merges, evictions, overflow chains and checkpoints happen all the
 time; the invariant checker runs as the machine goes, and the machine also
 checkpoints, reopens cleanly and "crashes" (drops the handle without a
 checkpoint, so that open must replay the log).
+
+Transactions interleave with all of it, checked against a serial model:
+each one reads the dict as it was when it began with its own writes over
+it (gets, scans stopped anywhere, cursors), and its commit must succeed,
+applying all of its writes, exactly when no commit since it began wrote a
+key it read or wrote or a key inside a range it walked (so a stale read
+never commits), and otherwise raise ConflictError having written nothing.
+compact_range() ends the open transactions' snapshots: their reads and a
+commit of writes raise SnapshotEndedError.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass, field
+from itertools import islice
 
 import hypothesis.strategies as st
 import pytest
@@ -18,6 +29,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import btree
+from lsmkv.base.errors import ClosedError, ConflictError, SnapshotEndedError
+from lsmkv.base.keys import scan_bounds
 
 OPTIONS = dict(page_size=512, checkpoint_log_bytes=8192)
 #: A tiny pool (evictions and checkpoints all the time) or a large one (the
@@ -32,7 +45,46 @@ values = st.one_of(small_values, small_values, small_values,
 bounds = st.one_of(st.none(), keys)
 
 
-class BTreeModel(RuleBasedStateMachine):
+@dataclass
+class TxnModel:
+    """An open transaction and what the serial model expects of it."""
+
+    txn: object
+    #: How many commits the model had seen when it began.
+    start: int
+    #: The model when it began.
+    snapshot: dict
+    #: key -> value, or None for a delete.
+    writes: dict = field(default_factory=dict)
+    reads: set = field(default_factory=set)
+    #: (low, high) ranges walked: low inclusive, high exclusive, None open.
+    ranges: list = field(default_factory=list)
+    #: compact_range() ended its snapshot.
+    ended: bool = False
+
+    def view(self) -> dict:
+        out = dict(self.snapshot)
+        for key, value in self.writes.items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
+
+
+#: What a transaction_run does between its beginning and its commit (a
+#: compact_range() now and then: it ends the transaction's snapshot).
+RUN_STEPS = ["write"] * 3 + ["get", "scan", "cursor", "put"] * 2 + ["delete", "checkpoint", "compact"]
+
+
+def in_range(key: bytes, low: bytes | None, high: bytes | None) -> bool:
+    return (low is None or key >= low) and (high is None or key < high)
+
+
+class ModelBase(RuleBasedStateMachine):
+    """The database against the model: writes, checkpoints, reopening,
+    crashes, compact_range() and transactions (the rules both machines run)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="btree-model-")
@@ -42,6 +94,9 @@ class BTreeModel(RuleBasedStateMachine):
         self.model: dict[bytes, bytes] = {}
         self.steps = 0
         self.snaps: list = []  # (snapshot, the model when it was taken)
+        #: The keys each commit wrote, in commit order (what validation sees).
+        self.commits: list[frozenset] = []
+        self.txns: list[TxnModel] = []
 
     @initialize(cache_size=cache_sizes)
     def open_db(self, cache_size):
@@ -59,18 +114,13 @@ class BTreeModel(RuleBasedStateMachine):
     def put(self, key, value, sync):
         self.db.put(key, value, sync=sync)
         self.model[key] = value
+        self.commits.append(frozenset([key]))
 
     @rule(key=keys)
     def delete(self, key):
         self.db.delete(key)
         self.model.pop(key, None)
-
-    @precondition(lambda self: self.model)
-    @rule(data=st.data())
-    def delete_existing(self, data):
-        key = data.draw(st.sampled_from(sorted(self.model)))
-        del self.db[key]
-        del self.model[key]
+        self.commits.append(frozenset([key]))
 
     @rule(ops=st.lists(st.tuples(keys, st.one_of(st.none(), values)), max_size=30), fail=st.booleans())
     def batch(self, ops, fail):
@@ -85,11 +135,230 @@ class BTreeModel(RuleBasedStateMachine):
                     raise ValueError("abandon the batch")
         except ValueError:
             return
+        if ops:
+            self.commits.append(frozenset(key for key, _ in ops))
         for key, value in ops:
             if value is None:
                 self.model.pop(key, None)
             else:
                 self.model[key] = value
+
+    @rule()
+    def checkpoint(self):
+        self.db.flush()
+
+    def disruption_allowed(self) -> bool:
+        """Whether a step may reopen, crash or compact (each ends the open transactions)."""
+        return True
+
+    @precondition(lambda self: self.disruption_allowed())
+    @rule(cache_size=cache_sizes)
+    def reopen(self, cache_size):
+        self.snaps.clear()  # closing the DB ends its snapshots
+        self.db.close()
+        for t in self.txns:  # ... and its transactions
+            if t.writes:
+                with pytest.raises(ClosedError):
+                    t.txn.commit()
+            t.txn.rollback()
+        self.txns.clear()
+        self.cache_size = cache_size
+        self.db = btree.open(self.path, cache_size=cache_size, **OPTIONS)
+
+    @precondition(lambda self: self.disruption_allowed())
+    @rule()
+    def crash(self):
+        self.snaps.clear()
+        for t in self.txns:
+            t.txn.rollback()
+        self.txns.clear()
+        # Drop the handle as a killed process would: no checkpoint, files closed.
+        self.db._simulate_crash()
+        self.db = btree.open(self.path, cache_size=self.cache_size, **OPTIONS)
+
+    @precondition(lambda self: self.disruption_allowed())
+    @rule()
+    def compact(self):
+        self.db.compact_range()
+        for snap, _ in self.snaps:
+            with pytest.raises(SnapshotEndedError):
+                snap.get(b"a")
+            snap.close()
+        self.snaps.clear()
+        for t in self.txns:
+            t.ended = True
+
+    # -- transactions, against the serial model ---------------------------------------------
+
+    @precondition(lambda self: len(self.txns) < 3)
+    @rule(sync=st.booleans())
+    def begin_transaction(self, sync):
+        self.txns.append(self._begin(sync))
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), key=keys, value=st.one_of(st.none(), values))
+    def txn_write(self, data, key, value):
+        self._write(data.draw(st.sampled_from(self.txns)), key, value)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), some=st.lists(keys, min_size=1, max_size=4), multi=st.booleans())
+    def txn_get(self, data, some, multi):
+        self._get(data.draw(st.sampled_from(self.txns)), some, multi)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), start=bounds, end=bounds, reverse=st.booleans(), prefix=st.one_of(st.none(), keys),
+          limit=st.one_of(st.none(), st.integers(0, 12)))
+    def txn_scan(self, data, start, end, reverse, prefix, limit):
+        self._scan(data.draw(st.sampled_from(self.txns)), start, end, reverse, prefix, limit)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), lower=bounds, upper=bounds, sought=keys, moves=st.integers(0, 6))
+    def txn_cursor(self, data, lower, upper, sought, moves):
+        self._cursor(data.draw(st.sampled_from(self.txns)), lower, upper, sought, moves)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data())
+    def txn_commit(self, data):
+        self._commit(data.draw(st.sampled_from(self.txns)))
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data())
+    def txn_rollback(self, data):
+        t = data.draw(st.sampled_from(self.txns))
+        self.txns.remove(t)
+        t.txn.rollback()
+
+    @rule(data=st.data(), sync=st.booleans(),
+          steps=st.lists(st.sampled_from(RUN_STEPS), min_size=1, max_size=10))
+    def transaction_run(self, data, sync, steps):
+        """A transaction from its beginning to its commit, other writes,
+        checkpoints and compact_range() landing between its steps."""
+        t = self._begin(sync)
+        self.txns.append(t)
+        for step in steps:
+            if step == "write":
+                self._write(t, data.draw(keys), data.draw(st.one_of(st.none(), small_values)))
+            elif step == "get":
+                self._get(t, data.draw(st.lists(keys, min_size=1, max_size=4)), data.draw(st.booleans()))
+            elif step == "scan":
+                self._scan(t, data.draw(bounds), data.draw(bounds), data.draw(st.booleans()),
+                           data.draw(st.one_of(st.none(), keys)), data.draw(st.one_of(st.none(), st.integers(0, 8))))
+            elif step == "cursor":
+                self._cursor(t, data.draw(bounds), data.draw(bounds), data.draw(keys), data.draw(st.integers(0, 4)))
+            elif step == "put":
+                self.put(data.draw(keys), data.draw(small_values), False)
+            elif step == "delete":
+                self.delete(data.draw(keys))
+            elif step == "checkpoint":
+                self.checkpoint()
+            else:
+                self.compact()
+        self._commit(t)
+
+    def _begin(self, sync: bool) -> TxnModel:
+        return TxnModel(self.db.transaction(sync=sync), len(self.commits), dict(self.model))
+
+    def _write(self, t: TxnModel, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            t.txn.delete(key)
+        else:
+            t.txn.put(key, value)
+        t.writes[key] = value
+
+    def _get(self, t: TxnModel, some: list, multi: bool) -> None:
+        if t.ended:
+            with pytest.raises(SnapshotEndedError):
+                t.txn.get(some[0])
+            return
+        view = t.view()
+        if multi:
+            assert t.txn.multi_get(some) == [view.get(k) for k in some]
+        else:
+            for k in some:
+                assert t.txn.get(k) == view.get(k)
+        t.reads.update(some)
+
+    def _scan(self, t: TxnModel, start, end, reverse: bool, prefix, limit: int | None) -> None:
+        if t.ended:
+            with pytest.raises(SnapshotEndedError):
+                t.txn.scan(start, end, reverse, prefix)
+            return
+        low, high = scan_bounds(start, end, prefix)
+        scan = t.txn.scan(start, end, reverse, prefix)
+        got = list(scan) if limit is None else list(islice(scan, limit))
+        want = sorted((k, v) for k, v in t.view().items() if in_range(k, low, high))
+        if reverse:
+            want.reverse()
+        assert got == (want if limit is None else want[:limit])
+        # What it walked: all of [low, high) once it ended, else up to the last key it yielded.
+        if limit is None or len(got) < limit:
+            t.ranges.append((low, high))
+        elif got:
+            t.ranges.append((got[-1][0], high) if reverse else (low, got[-1][0] + b"\x00"))
+
+    def _cursor(self, t: TxnModel, lower, upper, sought: bytes, moves: int) -> None:
+        if t.ended:
+            with pytest.raises(SnapshotEndedError):
+                t.txn.iterator(lower, upper)
+            return
+        entries = sorted((k, v) for k, v in t.view().items() if in_range(k, lower, upper))
+        low = sought if lower is None or sought >= lower else lower
+        landed = [kv for kv in entries if kv[0] >= low]
+        with t.txn.iterator(lower, upper) as cursor:
+            cursor.seek(sought)
+            seen = []
+            for _ in range(moves + 1):
+                if not cursor.valid():
+                    break
+                seen.append((cursor.key(), cursor.value()))
+                if len(seen) <= moves:
+                    cursor.next()
+            assert seen == landed[:moves + 1]
+            # What it walked: from where it sought to past the key it is on (the bound if none).
+            t.ranges.append((low, cursor.key() + b"\x00" if cursor.valid() else upper))
+
+    def _commit(self, t: TxnModel) -> None:
+        self.txns.remove(t)
+        if not t.writes:  # nothing to validate: it commits whatever changed
+            t.txn.commit()
+            return
+        if t.ended:
+            with pytest.raises(SnapshotEndedError):
+                t.txn.commit()
+            return
+        since = frozenset().union(*self.commits[t.start:])
+        stale = [k for k in since
+                 if k in t.reads or k in t.writes or any(in_range(k, lo, hi) for lo, hi in t.ranges)]
+        if stale:
+            with pytest.raises(ConflictError):
+                t.txn.commit()
+            return
+        t.txn.commit()
+        for key, value in t.writes.items():
+            if value is None:
+                self.model.pop(key, None)
+            else:
+                self.model[key] = value
+        self.commits.append(frozenset(t.writes))
+
+    @invariant()
+    def structure_holds(self):
+        self.steps += 1
+        assert self.db.stats()["entries"] == len(self.model)
+        if self.steps % 3 == 0:
+            assert self.db.check_invariants() == []
+
+
+class BTreeModel(ModelBase):
+    """Everything: the rules above with more kinds of writes, reads, snapshots
+    and read-only views."""
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def delete_existing(self, data):
+        key = data.draw(st.sampled_from(sorted(self.model)))
+        del self.db[key]
+        del self.model[key]
+        self.commits.append(frozenset([key]))
 
     @rule(n=st.integers(min_value=20, max_value=200), prefix=keys, size=st.integers(0, 90))
     def many_puts(self, n, prefix, size):
@@ -98,12 +367,14 @@ class BTreeModel(RuleBasedStateMachine):
             v = bytes([i % 251]) * size
             self.db.put(k, v)
             self.model[k] = v
+            self.commits.append(frozenset([k]))
 
     @rule(prefix=keys)
     def delete_range(self, prefix):
         for k in [k for k in self.model if k.startswith(prefix[:2])][:150]:
             self.db.delete(k)
             del self.model[k]
+            self.commits.append(frozenset([k]))
 
     @rule(key=keys)
     def get(self, key):
@@ -150,36 +421,27 @@ class BTreeModel(RuleBasedStateMachine):
         snap.close()
 
     @rule()
-    def checkpoint(self):
-        self.db.flush()
-
-    @rule(cache_size=cache_sizes)
-    def reopen(self, cache_size):
-        self.snaps.clear()  # closing the DB ends its snapshots
-        self.db.close()
-        self.cache_size = cache_size
-        self.db = btree.open(self.path, cache_size=cache_size, **OPTIONS)
-
-    @rule()
-    def crash(self):
-        self.snaps.clear()
-        # Drop the handle as a killed process would: no checkpoint, files closed.
-        self.db._simulate_crash()
-        self.db = btree.open(self.path, cache_size=self.cache_size, **OPTIONS)
-
-    @rule()
     def read_only_view(self):
         with btree.open(self.path, read_only=True, cache_size=0) as ro:
             assert dict(ro.scan()) == self.model
 
-    @invariant()
-    def structure_holds(self):
-        self.steps += 1
-        assert self.db.stats()["entries"] == len(self.model)
-        if self.steps % 3 == 0:
-            assert self.db.check_invariants() == []
+
+class TransactionModel(ModelBase):
+    """The same rules and a look at the whole contents, with reopening,
+    crashes and compact_range() one step in eight: transactions take a
+    larger share of the steps and live longer."""
+
+    def disruption_allowed(self) -> bool:
+        return self.steps % 8 == 7
+
+    @rule()
+    def contents(self):
+        assert dict(self.db.scan()) == self.model
 
 
 BTreeModel.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestBTreeModel = pytest.mark.slow(BTreeModel.TestCase)
+TransactionModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
+                                              suppress_health_check=[HealthCheck.too_slow])
+TestTransactionModel = pytest.mark.slow(TransactionModel.TestCase)
