@@ -18,8 +18,11 @@ helpers::
 its return value is returned. On ConflictError it sleeps a jittered
 exponential backoff (:func:`backoff_delay`: "full jitter", a random time
 up to a cap that doubles each attempt) and runs ``fn`` again, at most
-``attempts`` times in all; the last ConflictError is raised. Any other
-exception propagates at once (the transaction is rolled back). ``fn`` may
+``attempts`` times in all; the last ConflictError is raised. A
+SnapshotEndedError is run again the same way: on btree, a
+``compact_range()`` or ``ingest()`` ends every open snapshot, a
+transaction's too, and such a transaction has written nothing either. Any
+other exception propagates at once (the transaction is rolled back). ``fn`` may
 run several times, so it should have no effects outside the transaction.
 
 It works with any database whose ``transaction(sync=...)`` returns a
@@ -32,7 +35,7 @@ import random
 import time
 from typing import Callable, TypeVar
 
-from .errors import ConflictError, InvalidArgumentError
+from .errors import ConflictError, InvalidArgumentError, SnapshotEndedError
 
 T = TypeVar("T")
 
@@ -77,7 +80,7 @@ def run_in_transaction(db, fn: Callable[..., T], *, attempts: int = ATTEMPTS, ba
             with db.transaction(sync=sync) as txn:
                 result = fn(txn)
             return result
-        except ConflictError:
+        except (ConflictError, SnapshotEndedError):
             if attempt >= attempts:
                 raise
         delay = backoff_delay(attempt, backoff, max_backoff)

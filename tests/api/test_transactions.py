@@ -22,10 +22,10 @@ import pytest
 
 import btree
 import lsmkv
-from lsmkv import ClosedError, ConflictError, ReadOnlyError, run_in_transaction
+from lsmkv import ClosedError, ConflictError, ReadOnlyError, SnapshotEndedError, run_in_transaction
 
 #: The engines whose transactions these tests run on.
-ENGINES = ["lsm"]
+ENGINES = ["lsm", "btree"]
 MODULE = {"lsm": "lsmkv", "btree": "btree"}
 #: Small memtables and pages, so flushes and splits happen under the transactions.
 SMALL = {"lsm": {"write_buffer_size": 16 * 1024, "compaction_executor": "thread"}, "btree": {"page_size": 512}}
@@ -197,6 +197,13 @@ def _writers(engine, db, tmp_path):
     return {"put": put, "write_batch": batch, "transaction": transaction, "ingest": ingest}
 
 
+def ends_snapshots(engine: str, how: str) -> bool:
+    """Whether the write ends every open snapshot, a transaction's too (a
+    btree ingest rewrites the page file: docs/api.md, "Snapshots"); the
+    transaction's commit then raises SnapshotEndedError and writes nothing."""
+    return engine == "btree" and how == "ingest"
+
+
 @pytest.mark.parametrize("how", ["put", "write_batch", "transaction", "ingest"])
 def test_a_phantom_in_a_scanned_range_is_refused(db, engine, tmp_path, how):
     """Each transaction counts a team's members and adds one while it has
@@ -207,9 +214,13 @@ def test_a_phantom_in_a_scanned_range_is_refused(db, engine, tmp_path, how):
     if len(list(txn.scan(prefix=b"team:"))) < 2:
         txn.put(b"team:me", b"1")
     write(b"team:b", b"1")
-    with pytest.raises(ConflictError) as raised:
-        txn.commit()
-    assert raised.value.access == "scanned" and raised.value.range == (b"team:", b"team;")
+    if ends_snapshots(engine, how):
+        with pytest.raises(SnapshotEndedError, match="nothing of the transaction was written"):
+            txn.commit()
+    else:
+        with pytest.raises(ConflictError) as raised:
+            txn.commit()
+        assert raised.value.access == "scanned" and raised.value.range == (b"team:", b"team;")
     assert db.get(b"team:me") is None and db.get(b"team:b") == b"1"
 
 
@@ -223,9 +234,13 @@ def test_a_phantom_in_a_range_walked_by_a_cursor_is_refused(db, engine, tmp_path
         cursor.next()      # e: [b, e]
     txn.put(b"z", b"1")
     write(b"d", b"phantom")
-    with pytest.raises(ConflictError) as raised:
-        txn.commit()
-    assert raised.value.access == "scanned"
+    if ends_snapshots(engine, how):
+        with pytest.raises(SnapshotEndedError, match="nothing of the transaction was written"):
+            txn.commit()
+    else:
+        with pytest.raises(ConflictError) as raised:
+            txn.commit()
+        assert raised.value.access == "scanned"
     assert db.get(b"z") is None
 
 
@@ -238,8 +253,13 @@ def test_writes_outside_what_a_transaction_read_do_not_conflict(db, engine, tmp_
     txn.put(b"x", b"mine")
     write(b"zz", b"elsewhere")
     write(b"e", b"at the scan's end, which it excludes")
-    txn.commit()
-    assert db.get(b"x") == b"mine"
+    if ends_snapshots(engine, how):
+        with pytest.raises(SnapshotEndedError):
+            txn.commit()
+        assert db.get(b"x") is None
+    else:
+        txn.commit()
+        assert db.get(b"x") == b"mine"
 
 
 def test_a_read_only_transaction_never_conflicts(db):
@@ -333,7 +353,7 @@ def test_transfers_keep_their_total_while_other_threads_write(engine, tmp_path, 
 
 # -- the database's own snapshots, cursors; read-only handles; closing --------------------------------
 
-def test_snapshots_cursors_and_scans_of_the_database_do_not_see_a_commit(db):
+def test_snapshots_cursors_and_scans_of_the_database_do_not_see_a_commit(db, engine):
     snap = db.snapshot()
     cursor = db.iterator()
     scan = db.scan()
@@ -344,7 +364,10 @@ def test_snapshots_cursors_and_scans_of_the_database_do_not_see_a_commit(db):
     assert [k for k, _ in snap.scan()] == [b"a", b"c", b"e", b"g"]
     cursor.seek_to_first()
     assert [k for k, _ in cursor] == [b"a", b"c", b"e", b"g"]
-    assert [k for k, _ in scan] == [b"a", b"c", b"e", b"g"]
+    if engine == "lsm":  # a btree scan() is not point-in-time: it reads the tree as it goes (docs/api.md)
+        assert [k for k, _ in scan] == [b"a", b"c", b"e", b"g"]
+    else:
+        assert [k for k, _ in scan] == [b"a", b"b", b"e", b"g"]
     assert [k for k, _ in db.scan()] == [b"a", b"b", b"e", b"g"]
     cursor.close()
     snap.close()

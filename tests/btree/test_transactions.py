@@ -701,3 +701,21 @@ def test_sync_commits_survive_sigkill_whole(tmp_path):
                 assert [db.get(b"last:%d" % j) for j in range(8)] == [b"%d" % counter] * 8
             assert db.check_invariants() == []
     assert acked_total > 20, "the children acknowledged too few commits to test anything"
+
+
+def test_run_in_transaction_runs_again_a_transaction_whose_snapshot_ended(filled):
+    """A compact_range() between a transaction's read and its commit ends its
+    snapshot; run_in_transaction runs it again on a fresh one, as on a conflict."""
+    db = filled
+    runs = []
+
+    def copy_first_key(txn):
+        runs.append(1)
+        value = txn.get(key(0))
+        if len(runs) == 1:
+            db.compact_range()
+        txn.put(b"copy", value + b"!")
+        return len(runs)
+
+    assert run_in_transaction(db, copy_first_key, backoff=0) == 2
+    assert db.get(b"copy") == b"v0!"
