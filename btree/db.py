@@ -807,17 +807,51 @@ class DB(KeyValueMapping):
             if not self._usable:
                 self._check_open()
             self._gets += len(distinct)
-            pager = self._pager
-            reads = pager.page_reads
-            if self._read_only:
-                values = self._read(Tree.get_many, distinct)
-            else:
-                values = self._tree.get_many(distinct)
-            if pager.page_reads != reads:
-                self._get_page_reads += pager.page_reads - reads
-                self._trim_after_read()
-        found = dict(zip(distinct, values))
+            found: dict[bytes, bytes | None] = {}
+            ahi_get = self._ahi_get
+            if ahi_get is not None:
+                # The adaptive hash index first, as get() does: its hits need no descent.
+                misses = []
+                for key in distinct:
+                    value = ahi_get(key)
+                    if value is None:
+                        misses.append(key)
+                    else:
+                        found[key] = value
+                if len(misses) != len(distinct):
+                    self._mark_hash_hits(distinct, len(distinct) - len(misses))
+                distinct = misses
+            if distinct:
+                pager = self._pager
+                reads = pager.page_reads
+                if self._read_only:
+                    values = self._read(Tree.get_many, distinct)
+                else:
+                    values = self._tree.get_many(distinct)
+                found.update(zip(distinct, values))
+                if pager.page_reads != reads:
+                    self._get_page_reads += pager.page_reads - reads
+                    self._trim_after_read()
         return [found[key] for key in checked]
+
+    def _mark_hash_hits(self, keys: list[bytes], hits: int) -> None:
+        """Count ``hits`` hash index hits among ``keys`` and mark one leaf
+        as recently used per 16 of them, as get() does for its hits."""
+        before = self._ahi_hits
+        self._ahi_hits = before + hits
+        marks = (before + hits) // 16 - before // 16
+        if not marks:
+            return
+        ahi_page = self._ahi_page
+        pages = self._pages
+        for key in keys:
+            node = pages.get(ahi_page.get(key))
+            if node is not None:
+                node.ref = True
+                node.hits += 16
+                marks -= 1
+                if not marks:
+                    return
 
     def _trim_after_read(self) -> None:
         pool = self._pool
