@@ -512,6 +512,22 @@ class Pager:
             value = search_leaf_page(buf, pgno, ps, self.path, key)
         return value, buf
 
+    def search_leaf_keys(self, pgno: int, keys: list[bytes]) -> tuple[list, bytes]:
+        """(the leaf value of each of ``keys`` or None, the page image): the
+        page read once for all of them, the first key searched as
+        :meth:`search_leaf` searches it (which checks the page), the others
+        in the same image."""
+        first, buf = self.search_leaf(pgno, keys[0])
+        values = [first]
+        ps = self.page_size
+        epoch = self.meta.epoch
+        for key in keys[1:]:
+            value = leaf_value(buf, pgno, ps, key, epoch)
+            if value is UNCHECKED:
+                value = search_leaf_page(buf, pgno, ps, self.path, key)
+            values.append(value)
+        return values, buf
+
     def newest_epoch_on_disk(self) -> int:
         """Epoch of the newest valid meta copy now on disk (read-only handles
         compare it with their view's to tell a concurrent checkpoint from corruption)."""

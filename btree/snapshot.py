@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from lsmkv.base.keys import MAX_KEY_SIZE, as_key, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, as_key, as_keys, scan_bounds
 
 
 class Snapshot:
@@ -22,10 +22,11 @@ class Snapshot:
     manager. It keeps the pre-images of the pages writers change after it
     was taken (in memory), so close it when done."""
 
-    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_scan", "_iterator", "_end", "__weakref__")
+    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_multi_get", "_scan", "_iterator", "_end", "__weakref__")
 
     def __init__(self, sid: int, view: tuple, gen: int, *,
                  get: "Callable[[Snapshot, bytes], bytes | None]",
+                 multi_get: "Callable[[Snapshot, list[bytes]], list[bytes | None]] | None" = None,
                  scan: "Callable[[Snapshot, bytes | None, bytes | None, bool], Iterator[tuple[bytes, bytes]]]",
                  iterator: "Callable[[Snapshot, object, object], object]",
                  end: "Callable[[Snapshot], None]") -> None:
@@ -36,6 +37,7 @@ class Snapshot:
         self._gen = gen
         self._closed = False
         self._get = get
+        self._multi_get = multi_get
         self._scan = scan
         self._iterator = iterator
         self._end = end
@@ -46,6 +48,18 @@ class Snapshot:
             key = as_key(key, MAX_KEY_SIZE)
         value = self._get(self, key)
         return default if value is None else value
+
+    def multi_get(self, keys) -> list[bytes | None]:
+        """The value each of ``keys`` had when the snapshot was taken (None
+        where absent), in the order given; one descent per leaf."""
+        checked = as_keys(keys, MAX_KEY_SIZE)
+        distinct = sorted(set(checked))
+        if self._multi_get is None:
+            values = [self._get(self, key) for key in distinct]
+        else:
+            values = self._multi_get(self, distinct)
+        found = dict(zip(distinct, values))
+        return [found[key] for key in checked]
 
     def __getitem__(self, key) -> bytes:
         value = self.get(key)

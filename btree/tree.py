@@ -265,6 +265,96 @@ class Tree:
             return self._value(v)  # (the hash index holds only plain values)
         return None
 
+    def get_many(self, keys: list[bytes], view=None) -> list:
+        """The value of each of ``keys`` (ascending, distinct) or None, in
+        the current tree (``view`` None) or a snapshot view: one descent per
+        leaf, every key that falls in that leaf served from it (the bound
+        the descent passes on the right says which do), as RocksDB's
+        MultiGet serves the keys of one block. ttl deadlines are compared
+        with one clock reading."""
+        out: list = []
+        n = len(keys)
+        if view is None:
+            root, height = self.root, self.height
+            pages = self.pages
+            load = self._load
+        else:
+            root, height, node = self._view(view)
+        inner = range(height - 1)
+        pool = self.pool
+        ahi = self.ahi if view is None else None
+        now = None
+        i = 0
+        while i < n:
+            key = keys[i]
+            pg = root
+            bound = None  # the smallest separator above the leaf on its right
+            pool.lookups += height
+            for _ in inner:
+                if view is None:
+                    nd = pages.get(pg) or load(pg, False)
+                    nd.ref = True
+                else:
+                    nd = node(pg, False)
+                seps = nd.keys
+                j = bisect_right(seps, key)
+                if j < len(seps):
+                    bound = seps[j]
+                pg = nd.kids[j]
+            end = n if bound is None else bisect_left(keys, bound, i + 1)
+            if view is None:
+                leaf = pages.get(pg)
+                if leaf is None:
+                    if not pool.admit(pg):  # searched in its page image, not kept
+                        found, buf = self.pager.search_leaf_keys(pg, keys[i:end])
+                        pool.observe_image(buf)
+                        for v in found:
+                            if v is None or type(v) is bytes:
+                                out.append(v)
+                            else:
+                                if now is None:
+                                    now = self.now_ms()
+                                out.append(self._value_at(v, now))
+                        i = end
+                        continue
+                    leaf = self._load(pg, True)
+                leaf.hits += end - i
+            else:
+                leaf = node(pg, True)
+            leaf.ref = True
+            lkeys = leaf.keys
+            vals = leaf.vals
+            nk = len(lkeys)
+            at = 0
+            for key in keys[i:end]:
+                at = bisect_left(lkeys, key, at)
+                if at < nk and lkeys[at] == key:
+                    v = vals[at]
+                    if type(v) is not bytes:
+                        if now is None:
+                            now = self.now_ms()
+                        v = self._value_at(v, now)
+                    elif ahi is not None and len(ahi) < pool.hash_index_limit:
+                        ahi[key] = v
+                        self.ahi_page[key] = pg
+                        if not len(ahi) & 255:
+                            pool.hash_index_grew()
+                    out.append(v)
+                else:
+                    out.append(None)
+            i = end
+        return out
+
+    def _value_at(self, v, now: int):
+        """_value() with the clock read once by the caller (``now``, ms)."""
+        if type(v) is Expiring:
+            if v.deadline <= now:
+                return None
+            v = v.value
+            if type(v) is bytes:
+                return v
+        return self.read_overflow(v)
+
     def _value(self, v):
         """The value a read returns for a leaf value that is not plain bytes:
         an overflow chain read, or None for a value whose ttl has expired."""

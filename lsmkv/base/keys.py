@@ -44,6 +44,29 @@ def as_value(obj: object, max_size: int = MAX_VALUE_SIZE) -> bytes:
     return data  # type: ignore[return-value]
 
 
+def as_keys(keys: object, max_size: int = MAX_KEY_SIZE) -> list[bytes]:
+    """The keys of a multi_get, each checked as :func:`as_key` checks one;
+    a bad one raises TypeError (or SizeLimitError) naming its position.
+    A single key (bytes, bytearray, memoryview or str) is refused rather
+    than taken for a sequence of one-byte keys."""
+    if isinstance(keys, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"multi_get takes an iterable of keys, not a single {type(keys).__name__}")
+    try:
+        items = list(keys)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"multi_get takes an iterable of keys, not {type(keys).__name__}") from None
+    checked = items
+    for i, key in enumerate(items):
+        if type(key) is not bytes or len(key) > max_size:
+            try:
+                checked[i] = as_key(key, max_size)
+            except TypeError as exc:
+                raise TypeError(f"keys[{i}]: {exc}") from None
+            except SizeLimitError as exc:
+                raise SizeLimitError(f"keys[{i}]: {exc}") from None
+    return checked
+
+
 def as_optional_key(obj: object, name: str) -> bytes | None:
     """Validate an optional bound such as ``start``/``end``/``prefix``."""
     if obj is None:

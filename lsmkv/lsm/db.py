@@ -63,7 +63,7 @@ import threading
 import time
 from bisect import bisect_left
 from functools import partial
-from typing import Iterator as TypingIterator
+from typing import Iterable, Iterator as TypingIterator
 
 from sortedcontainers import SortedList
 
@@ -74,7 +74,7 @@ from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
 from lsmkv.base.filenames import LOCK, log_name
 from lsmkv.base.group_commit import GroupCommit
-from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer
 from lsmkv.base.transaction import Transaction, TransactionLimits
@@ -91,6 +91,7 @@ from .error_handler import ErrorHandler, flush_to_fresh_manifest
 from .flush import write_table
 from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
+from .multi_get import lookup_many
 from .obsolete_files import delete_obsolete_files
 from .options import Options
 from .read_state import ReadState
@@ -576,6 +577,47 @@ class DB(KeyValueMapping):
             return self._unexpired(found[1], default)
         return found[1]
 
+    def multi_get(self, keys: Iterable[object]) -> list[bytes | None]:
+        """The value of each of ``keys`` (None where absent), in the order
+        given, duplicates allowed, all read at one sequence (a consistent
+        view, which a loop of get() is not). Every key is checked before
+        anything is read. The lookups run sorted, source by source, so that
+        a data block is fetched once for all the keys it holds (multi_get.py)."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        checked = as_keys(keys)
+        seq = self._last_seq
+        return self._multi_get_in(self._state, checked, seq)
+
+    def _multi_get_at(self, keys: Iterable[object], seq: int) -> list[bytes | None]:
+        """multi_get() at an explicit read sequence (snapshots)."""
+        return self._multi_get_in(self._state, as_keys(keys), seq)
+
+    def _multi_get_in(self, st: ReadState, keys: list[bytes], seq: int) -> list[bytes | None]:
+        """multi_get() of checked keys on the read state ``st`` at ``seq``."""
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        if seq < st.floor:
+            seq = st.floor
+        distinct = sorted(set(keys))
+        found, asked = lookup_many(st, distinct, seq, self._tables.reader)
+        self._gets += asked
+        now = None  # one clock reading for every expiring value
+        values: dict[bytes, bytes | None] = {}
+        for key, entry in zip(distinct, found):
+            if entry is None:
+                value = None
+            else:
+                kind, value = entry
+                if kind == TOMBSTONE:
+                    value = None
+                elif kind == VALUE_TTL:
+                    if now is None:
+                        now = now_ms(self._ttl_clock())
+                    value = live_value(value, now)
+            values[key] = value
+        return [values[key] for key in keys]
+
     def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
         """The value of a stored expiring value (kind VALUE_TTL), or
         ``default`` once its deadline has passed."""
@@ -783,7 +825,8 @@ class DB(KeyValueMapping):
         with self._snapshot_lock:
             seq = self._last_seq
             self._snapshots.add(seq)
-        return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot)
+        return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot,
+                        multi_get_at=self._multi_get_at)
 
     def _pinned_snapshot(self) -> Snapshot:
         """A read-only handle's snapshot reads the read state it was taken
@@ -809,7 +852,8 @@ class DB(KeyValueMapping):
         return Snapshot(seq, lambda key, s, default: self._get_in(pinned(), key, s, default),
                         lambda start, end, reverse, prefix, s: self._scan_in(pinned(), start, end, reverse, prefix, s),
                         lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
-                        release)
+                        release,
+                        multi_get_at=lambda keys, s: self._multi_get_in(pinned(), as_keys(keys), s))
 
     def transaction(self, sync: bool = False) -> Transaction:
         """An optimistic, serializable transaction beginning now

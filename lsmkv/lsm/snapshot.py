@@ -9,9 +9,10 @@ garbage-collected, but until then it pins old versions on disk.
 from __future__ import annotations
 
 import weakref
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from lsmkv.base.errors import ClosedError
+from lsmkv.base.keys import as_keys
 
 #: ``get_at(key, sequence, default)``: a point read at a sequence.
 GetAt = Callable[[object, int, "bytes | None"], "bytes | None"]
@@ -19,6 +20,8 @@ GetAt = Callable[[object, int, "bytes | None"], "bytes | None"]
 ScanAt = Callable[[object, object, bool, object, int], Iterator[tuple[bytes, bytes]]]
 #: ``iterator_at(sequence, lower_bound, upper_bound, check)``: a cursor at a sequence.
 IteratorAt = Callable[[int, object, object, Callable[[], None]], object]
+#: ``multi_get_at(keys, sequence)``: point reads of many keys at a sequence.
+MultiGetAt = Callable[[object, int], "list[bytes | None]"]
 
 
 class Snapshot:
@@ -26,11 +29,12 @@ class Snapshot:
     passed in (it knows nothing else of it): reads, scans and cursors at a
     sequence, and ``release(sequence)`` when it ends."""
 
-    __slots__ = ("_get_at", "_scan_at", "_iterator_at", "sequence", "_finalizer", "__weakref__")
+    __slots__ = ("_get_at", "_multi_get_at", "_scan_at", "_iterator_at", "sequence", "_finalizer", "__weakref__")
 
     def __init__(self, sequence: int, get_at: GetAt, scan_at: ScanAt, iterator_at: IteratorAt,
-                 release: Callable[[int], None]) -> None:
+                 release: Callable[[int], None], multi_get_at: MultiGetAt | None = None) -> None:
         self._get_at = get_at
+        self._multi_get_at = multi_get_at
         self._scan_at = scan_at
         self._iterator_at = iterator_at
         #: Reads through this snapshot see writes with sequence <= this.
@@ -44,6 +48,14 @@ class Snapshot:
     def get(self, key: object, default: bytes | None = None) -> bytes | None:
         self._check()
         return self._get_at(key, self.sequence, default)
+
+    def multi_get(self, keys: Iterable[object]) -> list[bytes | None]:
+        """The value of each of ``keys`` as of the snapshot (None where
+        absent), in the order given: DB.multi_get at the snapshot's sequence."""
+        self._check()
+        if self._multi_get_at is None:
+            return [self._get_at(key, self.sequence, None) for key in as_keys(keys)]
+        return self._multi_get_at(keys, self.sequence)
 
     def __getitem__(self, key: object) -> bytes:
         value = self.get(key)
