@@ -101,7 +101,7 @@ from .stats import lsm_stats
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
-from .transactions import (LsmTransactionHost, TransactionSnapshot, group_keys, has_transaction, settle_group,
+from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys, settle_group,
                            validate_group)
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
@@ -400,27 +400,18 @@ class DB(KeyValueMapping):
             mem = self._state.mem
         return mem
 
-    def _append_and_apply(self, group: list[Writer], sync_now: bool) -> None:
+    def _append_and_apply(self, group: list[Writer], sync_now: bool, validated: bool = False) -> None:
         """The log writer's work on a group (lsmkv/base/group_commit.py): the
         batches go to the log in one append (fsynced if ``sync_now``), then
-        into the memtable, in order; then they are published. While a
-        transaction is open, its batches in the group are validated first
-        (a refused one is left out, its writer gets the ConflictError) and
-        the keys applied are recorded after (transactions.py)."""
-        if not has_transaction(group):
-            self._append_and_apply_to(self._memtable_for_writing(), group, sync_now)
-            return
-        try:
-            mem = self._memtable_for_writing()
-            kept = validate_group(self._conflicts, group)
-            if kept:
-                self._append_and_apply_to(mem, kept, sync_now)
-        except BaseException as exc:
-            settle_group(group, exc)
-            raise
-        settle_group(group, None)
-
-    def _append_and_apply_to(self, mem: MemTable, group: list[Writer], sync_now: bool) -> None:
+        into the memtable, in order; then they are published. A group
+        holding a transaction's batch is validated first (``validated``:
+        it was): see _append_and_apply_validated."""
+        if not validated:
+            for writer in group:
+                if type(writer.batch) is TransactionBatch:
+                    self._append_and_apply_validated(group, sync_now)
+                    return
+        mem = self._memtable_for_writing()
         first = seq = self._last_seq + 1
         records = []
         user_bytes = 0
@@ -446,6 +437,21 @@ class DB(KeyValueMapping):
         self._user_bytes_written += user_bytes
         if self._conflicts.active:  # (looked at after the writes are published)
             self._conflicts.record(group_keys(group))
+
+    def _append_and_apply_validated(self, group: list[Writer], sync_now: bool) -> None:
+        """A group holding transaction batches: each is validated, in order,
+        against the commits since its snapshot and the batches kept ahead of
+        it; a refused one is left out (its writer gets the ConflictError), the
+        rest are appended and applied as any group, and each transaction
+        batch is told how it went (transactions.py)."""
+        try:
+            kept = validate_group(self._conflicts, group)
+            if kept:
+                self._append_and_apply(kept, sync_now, validated=True)
+        except BaseException as exc:
+            settle_group(group, exc)
+            raise
+        settle_group(group, None)
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the sequence that

@@ -203,13 +203,6 @@ def group_keys(group: list[Writer]) -> Iterator[bytes]:
     return chain.from_iterable(batch_keys(writer.batch) for writer in group)
 
 
-def has_transaction(group: list[Writer]) -> bool:
-    for writer in group:
-        if type(writer.batch) is TransactionBatch:
-            return True
-    return False
-
-
 def validate_group(tracker: ConflictTracker, group: list[Writer]) -> list[Writer]:
     """The writers of ``group`` to append, in order: each transaction batch
     is validated against the commits the tracker recorded since its
