@@ -4,7 +4,12 @@ RocksDB keeps this in db_impl_files.cc. A table is obsolete once no live
 Version references it and no flush, compaction or ingest still writes it
 (its number is in the pending outputs until it is installed); a log once
 the manifest says its writes are in tables; a manifest once CURRENT names
-a newer one; a temporary file only at open (a crash left it). The DB
+a newer one -- never a newer one than the current: that is one being
+written (a compaction rotating the manifest under the manifest lock,
+while a flush sweeps without it), or one CURRENT names after a rotation
+whose last step failed -- except at open, when none is being written and
+a newer one is what a crash left before CURRENT named it; a temporary
+file only at open (a crash left it). The DB
 (db.py) sweeps after each flush and compaction, after resume(), at open
 and at close.
 
@@ -47,7 +52,8 @@ def delete_obsolete_files(fs: FileSystem, path: str, versions: VersionSet, pendi
         kind, number = parsed
         if ((kind == "table" and number not in live)
                 or (kind == "log" and number < versions.log_number)
-                or (kind == "manifest" and number != versions.manifest_number)
+                or (kind == "manifest" and (number < versions.manifest_number
+                                            or (at_open and number != versions.manifest_number)))
                 or (kind == "temp" and at_open)):
             if kind == "table":
                 evict(number)

@@ -107,3 +107,33 @@ def test_closing_a_read_only_handle_removes_none_of_a_writers_files(tmp_path):
         assert set(os.listdir(tmp_path)) == names
         writer.compact_range()
         assert writer.get(b"k2") == b"v" and writer.get(b"a") == b"1"
+
+
+def test_a_sweep_while_the_manifest_is_being_replaced_keeps_the_new_one(tmp_path, monkeypatch):
+    """A flush or compaction that finds the manifest too large starts a new
+    one under the manifest lock; a sweep of obsolete files runs without that
+    lock (after another flush). The new manifest, written but not yet named
+    by CURRENT, must survive the sweep: CURRENT names it a moment later, and
+    a database whose CURRENT names a removed manifest cannot be opened."""
+    from lsmkv.base.fault_fs import FaultInjectionFS
+    from lsmkv.lsm import version
+
+    fs = FaultInjectionFS()
+    path = str(tmp_path / "db")
+    db = lsmkv.open(path, fs=fs, compaction_executor="thread", disable_auto_compactions=True)
+    for i in range(100):
+        db.put(b"k%03d" % i, b"v%d" % i)
+    monkeypatch.setattr(version, "MAX_MANIFEST_BYTES", 0)  # the next manifest append starts a new manifest
+    stall = fs.stall("sync", path_contains="MANIFEST-")
+    flusher = threading.Thread(target=db.flush)
+    flusher.start()
+    try:
+        assert stall.wait_entered(), "the flush never synced a manifest"
+        db._delete_obsolete_files()  # the sweep another flush or compaction would run now
+    finally:
+        stall.release()
+        flusher.join()
+    db.close()
+    monkeypatch.undo()
+    with lsmkv.open(path) as again:
+        assert dict(again.scan()) == {b"k%03d" % i: b"v%d" % i for i in range(100)}
