@@ -270,6 +270,7 @@ def test_a_read_only_transaction_never_conflicts(db):
     assert txn.state == "committed"
 
 
+@pytest.mark.slow
 def test_four_threads_incrementing_one_key_end_exact(engine, tmp_path):
     """The classic lost update: get, then put the value plus one. Run in
     transactions retried on conflict, none is lost."""
@@ -296,6 +297,7 @@ def test_four_threads_incrementing_one_key_end_exact(engine, tmp_path):
         assert db.get(b"counter") == b"%d" % (threads * each)
 
 
+@pytest.mark.slow
 def test_transfers_keep_their_total_while_other_threads_write(engine, tmp_path, group_commit):
     """Transactions move amounts between accounts while other threads put
     and batch-write unrelated keys and read-only transactions add up the
