@@ -25,8 +25,8 @@ import argparse
 import os
 import shutil
 import tempfile
-import threading
-import time
+
+from ..timed_threads import run_timed_threads
 
 NAME = "group_commit"
 DESCRIPTION = "8 threads of sync=True puts: group commit vs one fsync per write, both engines"
@@ -60,40 +60,14 @@ def open_engine(engine: str, path: str, **options):
 def sync_writers(db, threads: int, seconds: float, value: bytes) -> dict:
     """``threads`` threads doing sync=True puts for ``seconds``; the puts
     done, the elapsed time and every put's latency in ns."""
-    start_gate = threading.Barrier(threads + 1)
-    stop = threading.Event()
-    latencies: list[list[int]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
+    def make_put(t: int):
+        put, prefix, counter = db.put, b"%04d" % t, iter(range(1, 1 << 62))
 
-    def writer(t: int) -> None:
-        put = db.put
-        clock = time.perf_counter_ns
-        mine = latencies[t]
-        prefix = b"%04d" % t
-        n = 0
-        start_gate.wait()
-        try:
-            while not stop.is_set():
-                n += 1
-                began = clock()
-                put(prefix + b"%012d" % n, value, sync=True)
-                mine.append(clock() - began)
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            errors.append(exc)
+        def sync_put() -> None:
+            put(prefix + b"%012d" % next(counter), value, sync=True)
+        return sync_put
 
-    pool = [threading.Thread(target=writer, args=(t,), name=f"sync-writer-{t}") for t in range(threads)]
-    for t in pool:
-        t.start()
-    start_gate.wait()
-    began = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    samples = [x for mine in latencies for x in mine]
+    samples, elapsed = run_timed_threads(make_put, threads, seconds, "sync-writer")
     return {"ops": len(samples), "elapsed_s": elapsed, "latency_ns": samples}
 
 

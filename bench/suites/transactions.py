@@ -32,7 +32,8 @@ import shutil
 import struct
 import tempfile
 import threading
-import time
+
+from ..timed_threads import run_timed_threads
 
 NAME = "transactions"
 DESCRIPTION = "read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB"
@@ -184,41 +185,17 @@ def contend(counters: _Counters, threads: int, seconds: float) -> dict:
     """``threads`` threads incrementing random hot counters for ``seconds``;
     the commits, retries, elapsed time and each increment's latency in ns.
     Raises if the counters do not add up to the commits."""
-    gate = threading.Barrier(threads + 1)
-    stop = threading.Event()
-    latencies: list[list[int]] = [[] for _ in range(threads)]
     retries = [0] * threads
-    errors: list[BaseException] = []
 
-    def worker(t: int) -> None:
-        rng = random.Random(t)
-        keys, clock, mine = counters.keys, time.perf_counter_ns, latencies[t]
-        try:
-            counters.thread_start()
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            errors.append(exc)
-        gate.wait()
-        try:
-            while not stop.is_set() and not errors:
-                began = clock()
-                retries[t] += counters.increment(keys[rng.randrange(len(keys))])
-                mine.append(clock() - began)
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            errors.append(exc)
+    def make_increment(t: int):
+        rng, keys = random.Random(t), counters.keys
+        counters.thread_start()
 
-    pool = [threading.Thread(target=worker, args=(t,), name=f"txn-worker-{t}") for t in range(threads)]
-    for t in pool:
-        t.start()
-    gate.wait()
-    began = time.perf_counter()
-    time.sleep(seconds)
-    stop.set()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    samples = [x for mine in latencies for x in mine]
+        def increment() -> None:
+            retries[t] += counters.increment(keys[rng.randrange(len(keys))])
+        return increment
+
+    samples, elapsed = run_timed_threads(make_increment, threads, seconds, "txn-worker")
     total = counters.total()
     if total != len(samples):
         raise RuntimeError(f"{counters.engine}: the counters add up to {total:,} after {len(samples):,} "
