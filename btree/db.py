@@ -549,7 +549,8 @@ class DB(KeyValueMapping):
 
     def _transaction_snapshot(self) -> TransactionSnapshot:
         snap = self.snapshot()
-        return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, read_chunk=self._chunk_reader(snap),
+        return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, multi_get=self._snapshot_multi_get,
+                                   read_chunk=self._chunk_reader(snap),
                                    check=partial(self._check_transaction_snapshot, snap))
 
     def _check_transaction_snapshot(self, snap: "Snapshot") -> None:

@@ -81,19 +81,24 @@ class TransactionSnapshot:
     """A transaction's reads: a btree snapshot, read with the DB's
     callables (the SnapshotReader protocol of lsmkv/base/transaction.py)."""
 
-    __slots__ = ("alive", "snapshot", "_get", "_read_chunk", "_check")
+    __slots__ = ("alive", "snapshot", "_get", "_multi_get", "_read_chunk", "_check")
 
     def __init__(self, snapshot: Snapshot, alive: list[bool], *, get: Callable[[Snapshot, bytes], bytes | None],
+                 multi_get: Callable[[Snapshot, list[bytes]], list[bytes | None]],
                  read_chunk: ChunkReader, check: Callable[[], None]) -> None:
         #: The DB's: set to [False] when it closes.
         self.alive = alive
         self.snapshot = snapshot
         self._get = get
+        self._multi_get = multi_get
         self._read_chunk = read_chunk
         self._check = check
 
     def get(self, key: bytes) -> bytes | None:
         return self._get(self.snapshot, key)
+
+    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._multi_get(self.snapshot, keys)
 
     def finders(self, lower: bytes | None, upper: bytes | None) -> list[tuple[Finder, Finder]]:
         # One source: the tree as the snapshot sees it (a new one each time:

@@ -99,6 +99,10 @@ class SnapshotReader(Protocol):
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` (checked bytes) in the snapshot, or None."""
 
+    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys`` (checked bytes, ascending, distinct) in the
+        snapshot, in that order: the engine's batched lookup."""
+
     def finders(self, lower: bytes | None, upper: bytes | None) -> list[tuple[Finder, Finder]]:
         """The (after, before) finders of the snapshot's sources holding keys
         in [lower, upper), newest first (lsmkv/base/cursor.py)."""
@@ -274,7 +278,16 @@ class Transaction:
         self._check_readable()
         checked = [as_key(key) for key in keys]
         self._reads.keys.update(checked)
-        return [self._get(key, None) for key in checked]
+        writes = self._writes
+        found: dict[bytes, bytes | None] = {}
+        for key in checked:
+            own = writes.get(key)
+            if own is not None:
+                found[key] = own[1] if own[0] == VALUE else None
+        rest = sorted(set(checked).difference(found))
+        if rest:
+            found.update(zip(rest, self._reader.multi_get(rest)))
+        return [found[key] for key in checked]
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
              prefix: object = None) -> Iterator[tuple[bytes, bytes]]:

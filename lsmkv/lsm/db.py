@@ -888,7 +888,7 @@ class DB(KeyValueMapping):
                 seq = max(seq, pinned.floor)
             self._snapshots.add(seq)
         return TransactionSnapshot(seq, pinned, alive=self._alive, current_state=lambda: self._state,
-                                   get_in=self._get_in, view_finders=self._view_finders,
+                                   get_in=self._get_in, multi_get_in=self._multi_get_in, view_finders=self._view_finders,
                                    check_open=self._check_open, release=self._release_snapshot)
 
     def _release_snapshot(self, seq: int) -> None:

@@ -79,11 +79,13 @@ class TransactionSnapshot:
     what live snapshots need); on a read-only handle, the read state it was
     taken on (``pinned``), as a read-only handle's snapshots do."""
 
-    __slots__ = ("alive", "sequence", "_pinned", "_current_state", "_get_in", "_view_finders", "_check_open",
+    __slots__ = ("alive", "sequence", "_pinned", "_current_state", "_get_in", "_multi_get_in", "_view_finders",
+                 "_check_open",
                  "_release", "__weakref__")
 
     def __init__(self, sequence: int, pinned: ReadState | None, *, alive: list[bool],
-                 current_state: Callable[[], ReadState], get_in: GetIn, view_finders: ViewFinders,
+                 current_state: Callable[[], ReadState], get_in: GetIn,
+                 multi_get_in: Callable[[ReadState, list[bytes], int], list[bytes | None]], view_finders: ViewFinders,
                  check_open: Callable[[], None], release: Callable[[int], None]) -> None:
         #: The DB's [True], [False] once it closed.
         self.alive = alive
@@ -91,6 +93,7 @@ class TransactionSnapshot:
         self._pinned = pinned
         self._current_state = current_state
         self._get_in = get_in
+        self._multi_get_in = multi_get_in
         self._view_finders = view_finders
         self._check_open = check_open
         self._release = weakref.finalize(self, release, sequence)
@@ -100,6 +103,9 @@ class TransactionSnapshot:
 
     def get(self, key: bytes) -> bytes | None:
         return self._get_in(self._state(), key, self.sequence, None)
+
+    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._multi_get_in(self._state(), keys, self.sequence)
 
     def finders(self, lower: bytes | None, upper: bytes | None) -> list[tuple[Finder, Finder]]:
         state = self._state()

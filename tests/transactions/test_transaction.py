@@ -55,6 +55,10 @@ class InMemoryReader:
     def get(self, key):
         return self.engine.value_at(key, self.seq)
 
+    def multi_get(self, keys):
+        assert keys == sorted(set(keys)), "multi_get takes ascending, distinct keys"
+        return [self.engine.value_at(key, self.seq) for key in keys]
+
     def finders(self, lower, upper):
         items = self.engine.items_at(self.seq, lower, upper)
         return [sorted_finders(items)] if items else []
