@@ -381,6 +381,16 @@ class BTreeModel(ModelBase):
         assert self.db.get(key) == self.model.get(key)
         assert (key in self.db) == (key in self.model)
 
+    @rule(some=st.lists(keys, max_size=12))
+    def multi_get(self, some):
+        assert self.db.multi_get(some) == [self.model.get(k) for k in some]
+
+    @precondition(lambda self: self.snaps)
+    @rule(data=st.data(), some=st.lists(keys, max_size=12))
+    def multi_get_snapshot(self, data, some):
+        snap, model = data.draw(st.sampled_from(self.snaps))
+        assert snap.multi_get(some) == [model.get(k) for k in some]
+
     @rule()
     def get_all(self):
         # Fills the hash index with every resident key, so later splits,
