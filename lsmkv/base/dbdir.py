@@ -65,7 +65,7 @@ def prepare_directory(path: str, engine: str, fs: FileSystem, *, create: bool) -
 
 #: Files of a btree directory besides its marker (a repair recognises the
 #: engine by them when the page file is gone).
-_BTREE_FILES = {"btree.pages", "btree.log", "btree.journal"}
+_BTREE_FILES = {"btree.pages", "btree.log", "btree.journal", "btree.readers"}
 
 
 def engine_of_damaged(path: str, fs: FileSystem) -> str:
