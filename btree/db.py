@@ -504,13 +504,15 @@ class DB(KeyValueMapping):
         if self._read_only:
             if self._readers is None:
                 self._readers = ReaderTable(self.path, create=False)
-            for _ in range(VIEW_ATTEMPTS):
+            for attempt in range(VIEW_ATTEMPTS):
                 pager = self._pager
                 slot = self._readers.register(pager.meta.epoch, pager.file.identity())
                 if not pager.overlay and not self._concurrent_checkpoint():
                     break
                 self._readers.unregister(slot)
                 slot = None
+                if attempt:
+                    time.sleep(0.01)
                 self._refresh("a snapshot was taken, which reads the writer's newest checkpoint")
             else:
                 raise LsmkvError(f"{self.path}: could not register a snapshot while another process kept "
