@@ -6,6 +6,10 @@ lsmkv flushes and compactions."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import btree
@@ -103,3 +107,52 @@ def test_lsm_compaction_and_flushes_never_end_a_snapshot_or_cursor(tmp_path):
             assert len(list(snap.scan())) == 600
             cursor.next()
             assert cursor.key() == b"k0001" and cursor.value() == b"v" * 20
+
+
+READER = os.path.join(os.path.dirname(__file__), "snapshot_reader.py")
+
+
+def _generation(db, gen: int, n: int = 1500) -> None:
+    with db.write_batch() as batch:
+        for i in range(n):
+            key = b"k%05d" % i
+            batch.put(key, b"g%d:" % gen + key * 8)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("engine", ["lsm", "btree"])
+def test_a_read_only_processs_snapshot_cursor_and_transaction_outlive_the_writer_compacting_everything_away(
+        tmp_path, engine):
+    """A read-only process takes a snapshot, a cursor and a transaction;
+    the writer then rewrites every key and compacts the store (lsmkv: every
+    table it read is deleted; btree: the page file is replaced) again and
+    again; the reader still reads exactly what it read at first."""
+    path = str(tmp_path / "db")
+    if engine == "lsm":
+        db = lsmkv.open(path, write_buffer_size=64 << 10, compaction_executor="thread")
+    else:
+        db = btree.open(path, page_size=512, cache_size=32 * 512)
+    _generation(db, 0)
+    db.flush()
+    db.compact_range()
+    before = set(os.listdir(path))
+    child = subprocess.Popen([sys.executable, READER, engine, path], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        for gen in range(1, 4):
+            _generation(db, gen)
+            db.flush()
+            db.compact_range()
+        if engine == "lsm":
+            tables = {name for name in before if name.endswith(".sst")}
+            assert tables and not tables & set(os.listdir(path)), "the old tables should be deleted"
+        child.stdin.write("check\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "checked 1500 1500 1500 30"
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+        child.stdout.close()
+    assert db.get(b"k00002") == b"g3:" + b"k00002" * 8
+    db.close()

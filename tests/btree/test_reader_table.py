@@ -18,7 +18,7 @@ import btree
 from btree.readers import HEADER_SIZE, READERS_FILE, SLOT
 
 N = 1500
-CHILD = os.path.join(os.path.dirname(__file__), "snapshot_reader.py")
+CHILD = os.path.join(os.path.dirname(__file__), "..", "api", "snapshot_reader.py")
 
 
 def _write_generation(db, gen: int) -> None:
@@ -29,7 +29,7 @@ def _write_generation(db, gen: int) -> None:
 
 
 def _start_reader(path: str) -> subprocess.Popen:
-    child = subprocess.Popen([sys.executable, CHILD, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, CHILD, "btree", path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
     assert child.stdout.readline().strip() == "ready"
     return child

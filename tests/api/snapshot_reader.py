@@ -1,9 +1,11 @@
-"""Child process of the reader-table tests: a read-only handle that takes a
+"""Child process of the tests of snapshots across processes
+(tests/btree/test_reader_table.py, tests/api/test_snapshot_lifetime.py):
+a read-only handle of either engine that takes a
 snapshot, a cursor and a transaction, reads a little of each, prints
 "ready" and waits; on "check" it reads all of them and prints how many
 entries each saw with generation 0's values ("checked N N N N"); on
 "close" it closes them and prints "closed"; at the end of stdin it exits.
-Usage: python snapshot_reader.py DBPATH"""
+Usage: python snapshot_reader.py ENGINE DBPATH (ENGINE: lsm or btree)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ import sys
 
 def main() -> None:
     import btree
-    with btree.open(sys.argv[1], read_only=True, cache_size=0) as db:
+    import lsmkv
+    engine, path = sys.argv[1], sys.argv[2]
+    if engine == "btree":
+        db = btree.open(path, read_only=True, cache_size=0)
+    else:
+        db = lsmkv.open(path, read_only=True, block_cache_size=0)
+    with db:
         snap = db.snapshot()
         cursor = db.iterator()
         cursor.seek_to_first()
