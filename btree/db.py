@@ -31,7 +31,11 @@ handle never run at the same time, so readers always see whole batches.
 Writers first take the log writer's role (the write queue's lock), then
 this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
-pre-images before writers change them (see btree.tree).
+pre-images before writers change them (see btree.tree); when the handle
+replaces its tree (a vacuum, a read-only handle's reload) the old tree
+stays with its snapshots (``_views``), and a read-only handle registers
+the checkpoint they read in the reader table (btree/readers.py), whose
+slots the writer then keeps.
 Another process that opens the directory for writing gets a LockError;
 read-only handles take no lock and follow a writer in another process by
 reloading when they meet a page newer than their view.
@@ -333,11 +337,12 @@ class DB(KeyValueMapping):
         open), after it the new one: either holds every acknowledged write.
 
         It holds this handle's lock throughout: this handle's reads and
-        writes wait for it, and its snapshots and cursors end (their next
-        use raises). Read-only handles in other processes keep reading the
-        file they have open (the data as of the vacuum) until they refresh()
-        or meet a change, and then open the new file. Needs free disk space
-        for a second copy of the live data."""
+        writes wait for it. Its snapshots and cursors read on in the old
+        file, which stays open until the last of them closes. Read-only
+        handles in other processes keep reading the file they have open
+        (the data as of the vacuum) until they refresh() or meet a change,
+        and then open the new file (their snapshots stay on the old one).
+        Needs free disk space for a second copy of the live data."""
         vacuum(self, start, end)
 
     def ingest(self, paths, *, move: bool = False, fill_factor: float = 1.0) -> None:
