@@ -40,6 +40,7 @@ import logging
 import os
 import secrets
 import struct
+import threading
 import time
 from typing import NamedTuple
 
@@ -109,6 +110,10 @@ class ReaderTable:
         self.mine: dict[int, tuple[int, tuple[int, int]]] = {}
         #: Dead readers cleared through this table (stats()).
         self.cleared = 0
+        #: Threads of this process wait here for the table lock; ``_depth``
+        #: counts how deeply the holder has taken it.
+        self._lock = threading.RLock()
+        self._depth = 0
         try:
             with self._table_locked():
                 self._initialize()
@@ -143,17 +148,35 @@ class ReaderTable:
     # ---- locking ------------------------------------------------------------------
 
     class _Locked:
-        def __init__(self, fd: int) -> None:
-            self.fd = fd
+        """The table lock, taken once however deeply nested: a snapshot
+        closed by the garbage collector while this thread holds it must
+        not release it early (an OFD lock is not counted)."""
+
+        def __init__(self, table: "ReaderTable") -> None:
+            self.table = table
 
         def __enter__(self) -> None:
-            _lock(self.fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, 0)
+            table = self.table
+            table._lock.acquire()
+            if table._depth == 0:
+                try:
+                    _lock(table._fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, 0)
+                except BaseException:
+                    table._lock.release()
+                    raise
+            table._depth += 1
 
         def __exit__(self, *exc) -> None:
-            _lock(self.fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, 0)
+            table = self.table
+            table._depth -= 1
+            try:
+                if table._depth == 0:
+                    _lock(table._fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, 0)
+            finally:
+                table._lock.release()
 
     def _table_locked(self) -> "ReaderTable._Locked":
-        return ReaderTable._Locked(self._fd)
+        return ReaderTable._Locked(self)
 
     def _alive(self, i: int) -> bool:
         """Whether some file description (of a live process) locks slot ``i``."""
