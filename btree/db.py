@@ -187,8 +187,10 @@ class DB(KeyValueMapping):
         #: page file, until its last snapshot closes.
         self._views: dict[int, list] = {}
         #: The reader table (btree/readers.py): a writer's from open, a
-        #: read-only handle's from its first snapshot.
+        #: read-only handle's from its first snapshot; why a read-only
+        #: handle could not open it, if it could not.
         self._readers: ReaderTable | None = None
+        self._readers_unusable: str | None = None
         self._view_reason = ""
         #: Set to [False] at close: the transactions' streams look at it.
         self._alive = [True]
@@ -484,9 +486,10 @@ class DB(KeyValueMapping):
         except StaleView:
             # The writer reused slots this view registered: a writer that
             # keeps no reader table (an older lsmkv) checkpointed under it.
-            raise SnapshotEndedError(f"the snapshot ended: a writer of {self.path} rewrote pages it reads "
-                                     "although it is registered in the reader table (a writer that keeps "
-                                     "none?); take a new one") from None
+            why = (f"this handle could not register it in the reader table ({self._readers_unusable})"
+                   if self._readers_unusable else "a writer that keeps no reader table?")
+            raise SnapshotEndedError(f"the snapshot ended: a writer of {self.path} checkpointed over pages it "
+                                     f"reads ({why}); take a new one") from None
         if tree is not self._tree:
             pool = tree.pool
             if len(pool.pages) > pool.capacity:
@@ -506,9 +509,16 @@ class DB(KeyValueMapping):
         if view is not None:
             return view
         slot = None
-        if self._read_only:
-            if self._readers is None:
+        if self._read_only and self._readers is None and self._readers_unusable is None:
+            try:
                 self._readers = ReaderTable(self.path, create=False)
+            except (OSError, CorruptionError) as exc:
+                # (A store on a read-only file system, say: its snapshots
+                # last while no writer reuses what they read.)
+                self._readers_unusable = str(exc)
+                log.warning("%s: snapshots of this read-only handle are not registered in the reader table "
+                            "(%s): a writer's checkpoints may end them", self.path, exc)
+        if self._read_only and self._readers is not None:
             for attempt in range(VIEW_ATTEMPTS):
                 pager = self._pager
                 slot = self._readers.register(pager.meta.epoch, pager.file.identity())

@@ -96,16 +96,11 @@ class ReaderTable:
 
     def __init__(self, dirpath: str, *, create: bool) -> None:
         self.path = os.path.join(dirpath, READERS_FILE)
-        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        try:
-            self._fd = os.open(self.path, flags, 0o644)
-        except FileNotFoundError:
-            # A read-only handle of a directory whose writer never made the
-            # table: it makes it (an empty table is what a writer would make).
-            self._fd = os.open(self.path, flags | os.O_CREAT, 0o644)
-        except PermissionError as exc:
-            raise LsmkvError(f"{self.path}: cannot open the reader table for reading and writing ({exc}); "
-                             "a reader of a btree store must be able to register in it") from exc
+        # (A read-only handle of a directory whose writer never made the
+        # table makes it too: an empty table is what a writer would make.
+        # OSError if it cannot: a store on a read-only file system.)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT, 0o644)
+        self._writer = create
         #: Slots this table's file description holds: slot -> (epoch, file).
         self.mine: dict[int, tuple[int, tuple[int, int]]] = {}
         #: Dead readers cleared through this table (stats()).
@@ -129,12 +124,21 @@ class ReaderTable:
             os.ftruncate(self._fd, want)
             return
         head = os.pread(self._fd, HEADER.size, 0)
+        problem = None
         if len(head) != HEADER.size or size < want:
-            raise CorruptionError("reader table is cut short", path=self.path, offset=0)
-        magic, version, slots = HEADER.unpack(head)
-        if magic != MAGIC or version != VERSION or slots != SLOTS:
-            raise CorruptionError(f"reader table has a wrong header ({magic!r}, version {version}, "
-                                  f"{slots} slots)", path=self.path, offset=0)
+            problem = "is cut short"
+        elif HEADER.unpack(head) != (MAGIC, VERSION, SLOTS):
+            problem = "has a wrong header"
+        if problem is None:
+            return
+        if not self._writer:
+            raise CorruptionError(f"reader table {problem}", path=self.path, offset=0)
+        # It holds no durable state, and no reader can have registered in a
+        # table without a valid header: the writer makes it afresh.
+        log.warning("%s: the reader table %s; making it afresh", self.path, problem)
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, HEADER.pack(MAGIC, VERSION, SLOTS).ljust(HEADER_SIZE, b"\0"), 0)
+        os.ftruncate(self._fd, want)
 
     def close(self) -> None:
         """Clear this description's slots and close the table."""

@@ -171,3 +171,27 @@ def test_a_read_only_handles_snapshot_in_this_process_holds_the_writers_slots(tm
         _write_generation(db, 4)
         db.flush()
         assert db.stats()["readers"] == 0 and db.stats()["held_slots"] == 0
+
+
+def test_a_damaged_reader_table_is_made_afresh_by_the_writer_and_skipped_by_a_reader(tmp_path, caplog):
+    """The table holds no durable state: a writer that finds it damaged
+    makes it again; a read-only handle that finds it damaged (or cannot
+    open it) still takes snapshots, unregistered, and says so in the log."""
+    path = str(tmp_path / "db")
+    with btree.open(path, page_size=512) as db:
+        _write_generation(db, 0)
+    table = os.path.join(path, READERS_FILE)
+    with open(table, "wb") as f:
+        f.write(b"not a reader table")
+    with btree.open(path, read_only=True) as ro:
+        with ro.snapshot() as snap:
+            assert snap.get(b"k00003") == b"g0:" + b"k00003" * 8
+    assert "not registered in the reader table" in caplog.text
+    with open(table, "rb") as f:
+        assert f.read() == b"not a reader table"  # a reader changes nothing
+    with btree.open(path, page_size=512) as db:
+        assert db.stats()["readers"] == 0
+        with btree.open(path, read_only=True) as ro, ro.snapshot():
+            assert db.stats()["readers"] == 1
+    with open(table, "rb") as f:
+        assert f.read(8) == b"BTREADRS"
