@@ -189,9 +189,13 @@ class ReaderTable:
         got = _lock(self._fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK, _slot_offset(i))
         return _FLOCK.unpack(got)[0] != fcntl.F_UNLCK
 
-    def _read_slots(self) -> list[tuple]:
+    def _used_slots(self) -> list[tuple[int, tuple]]:
+        """(slot, its fields) of every slot in use."""
         data = os.pread(self._fd, SLOTS * SLOT_SIZE, HEADER_SIZE)
-        return [SLOT.unpack_from(data, i * SLOT_SIZE) for i in range(SLOTS)]
+        flags = data[::SLOT_SIZE]  # (the low byte of each slot's in-use field)
+        if not flags.strip(b"\0"):
+            return []
+        return [(i, SLOT.unpack_from(data, i * SLOT_SIZE)) for i, used in enumerate(flags) if used]
 
     def _clear(self, i: int) -> None:
         os.pwrite(self._fd, bytes(SLOT_SIZE), _slot_offset(i))
@@ -204,12 +208,17 @@ class ReaderTable:
         holds a live reader."""
         pid = os.getpid()
         with self._table_locked():
-            for i, entry in enumerate(self._read_slots()):
-                if entry[0] and self._alive(i):
-                    continue
-                if entry[0]:
-                    self.cleared += 1
-                    log.info("%s: cleared the slot of reader pid %d, which is gone", self.path, entry[1])
+            used = self._used_slots()
+            taken = {i for i, _ in used}
+            free = [i for i in range(SLOTS) if i not in taken][:1]
+            if not free:
+                for i, entry in used:
+                    if not self._alive(i):
+                        self.cleared += 1
+                        log.info("%s: cleared the slot of reader pid %d, which is gone", self.path, entry[1])
+                        free = [i]
+                        break
+            for i in free:
                 _lock(self._fd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK, _slot_offset(i))
                 os.pwrite(self._fd, SLOT.pack(1, pid, _process_start_time(pid), secrets.randbits(64),
                                               file[0], file[1], epoch, int(time.time() * 1000)),
@@ -232,9 +241,7 @@ class ReaderTable:
         of dead readers are cleared on the way (mdb_reader_check)."""
         found = []
         with self._table_locked():
-            for i, entry in enumerate(self._read_slots()):
-                if not entry[0]:
-                    continue
+            for i, entry in self._used_slots():
                 if not self._alive(i):
                     self._clear(i)
                     self.cleared += 1

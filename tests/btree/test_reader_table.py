@@ -195,3 +195,24 @@ def test_a_damaged_reader_table_is_made_afresh_by_the_writer_and_skipped_by_a_re
             assert db.stats()["readers"] == 1
     with open(table, "rb") as f:
         assert f.read(8) == b"BTREADRS"
+
+
+def test_a_full_table_refuses_one_more_reader_with_a_clear_error(tmp_path):
+    from btree.readers import SLOTS, ReaderTable
+    from lsmkv.base.errors import LsmkvError
+    table = ReaderTable(str(tmp_path), create=True)
+    try:
+        slots = [table.register(3, (1, 2)) for _ in range(SLOTS)]
+        assert sorted(slots) == list(range(SLOTS))
+        with pytest.raises(LsmkvError, match=f"all {SLOTS} reader slots hold live readers"):
+            table.register(3, (1, 2))
+        table.unregister(slots[7])
+        assert table.register(4, (1, 2)) == slots[7]
+        assert len(table.readers((1, 2))) == SLOTS and table.oldest((1, 2)) == 3
+    finally:
+        table.close()
+    reopened = ReaderTable(str(tmp_path), create=False)
+    try:
+        assert reopened.readers() == []  # close() cleared every slot it held
+    finally:
+        reopened.close()
