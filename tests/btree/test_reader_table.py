@@ -163,6 +163,7 @@ def test_a_read_only_handles_snapshot_in_this_process_holds_the_writers_slots(tm
                     _write_generation(db, gen)
                     db.flush()
                 assert db.stats()["readers"] == 1 and db.stats()["held_slots"] > 0
+                assert db.check_invariants() == [] and btree.check(path).ok  # held slots are no damage
                 assert ro.stats()["snapshot_views"] == 1
                 assert all(v == b"g0:" + k * 8 for k, v in snap.scan())
             assert ro.stats()["snapshot_views"] == 0
