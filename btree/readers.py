@@ -44,11 +44,12 @@ import threading
 import time
 from typing import NamedTuple
 
+from lsmkv.base.dbdir import BTREE_READERS
 from lsmkv.base.errors import CorruptionError, LsmkvError
 
 log = logging.getLogger(__name__)
 
-READERS_FILE = "btree.readers"
+READERS_FILE = BTREE_READERS
 MAGIC = b"BTREADRS"
 VERSION = 1
 #: magic 8s, version u32, slot count u32
