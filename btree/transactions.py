@@ -26,9 +26,10 @@ rollback) with what this module gives it:
 * :func:`recorded_keys`: the user keys a group wrote, which the log writer
   records in the tracker after applying it, while a transaction is open.
 
-A btree snapshot ends when its handle reloads its view: a writer's
-``compact_range()`` or ``ingest()`` (the page file is rewritten) or a write
-that failed while changing the tree (the tree is rebuilt from the disk). A
+A btree snapshot outlives checkpoints, ``compact_range()``, ``ingest()``
+and a read-only handle's refresh (it reads the tree it was taken on: see
+btree/db.py and btree/readers.py); it ends only when a write that failed
+while changing the tree has the tree rebuilt from the disk. A
 transaction open then cannot read any more (SnapshotEndedError, as its
 snapshot's own readers) and its commit fails with the same error, writing
 nothing, even if it had read everything before: the error names why; run
