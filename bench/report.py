@@ -52,6 +52,20 @@ def fmt_amp(v: float | None) -> str:
     return f"{v:.3g}" if v < 100 else f"{v:,.0f}"
 
 
+def fmt_ratio(ours: float | None, reference: float | None) -> str:
+    """``ours / reference`` as "1.23x": two decimals from 0.1 up, one from 10
+    up, two significant digits below 0.1 (a ratio of 0.0037 is not "0.00x");
+    "-" when either side is missing or the reference is 0."""
+    if ours is None or not reference:
+        return "-"
+    r = ours / reference
+    if r >= 10:
+        return f"{r:.1f}x"
+    if r >= 0.1 or r == 0:
+        return f"{r:.2f}x"
+    return f"{r:.2g}x"
+
+
 def engines_and_workloads(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The engines and the workloads of a results document, each in the order first run."""
     engines: list[str] = []

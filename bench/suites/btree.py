@@ -48,6 +48,8 @@ import time
 from contextlib import suppress
 from typing import Any, Callable
 
+from ..report import fmt_ratio
+
 NAME = "btree"
 DESCRIPTION = "btree vs LMDB vs sqlite3 vs lsmkv: warm put/get/scan, 5%-cache gets and overwrites"
 
@@ -242,9 +244,9 @@ def _tables(results: dict[str, dict[str, Any]], engines: list[str], n: int, smal
         ratio_l = ratio_s = ""
         if isinstance(b, float) and row in TARGETS:
             if isinstance(results.get("lmdb", {}).get(row), float):
-                ratio_l = f"{b / results['lmdb'][row]:.2f}x"
+                ratio_l = fmt_ratio(b, results['lmdb'][row])
             if isinstance(results.get("sqlite", {}).get(row), float):
-                ratio_s = f"{b / results['sqlite'][row]:.2f}x"
+                ratio_s = fmt_ratio(b, results['sqlite'][row])
         rows.append([label] + [cell(results[e].get(row)) for e in engines]
                     + [ratio_l, ratio_s, TARGETS.get(row, "")])
     rec.table("btree against LMDB and sqlite3", ["measure"] + engines + ["btree/lmdb", "btree/sqlite3", "target"],
@@ -258,11 +260,11 @@ def _tables(results: dict[str, dict[str, Any]], engines: list[str], n: int, smal
     if "put_no_ckpt" in b_row:
         b = b_row["put_no_ckpt"]
         details.append(["btree put without its final checkpoint (flush) in the time (ops/s)", round(b),
-                        f"{b / lmdb['put']:.2f}x" if "put" in lmdb else ""])
+                        fmt_ratio(b, lmdb['put']) if "put" in lmdb else ""])
     if "get_no_ahi" in b_row:
         b = b_row["get_no_ahi"]
         details.append(["btree get with hash_index=False, every get descends the tree (ops/s)", round(b),
-                        f"{b / lmdb['get']:.2f}x" if "get" in lmdb else ""])
+                        fmt_ratio(b, lmdb['get']) if "get" in lmdb else ""])
     if "height" in b_row:
         details.append(["btree height", b_row["height"], ""])
         details.append(["btree leaf fill factor", b_row["fill"], ""])

@@ -20,6 +20,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from ..report import fmt_ratio
+
 NAME = "cursor"
 DESCRIPTION = "cursors: seek + 100 next() and seek_for_prev + 100 prev(), both engines and the references"
 
@@ -168,7 +170,7 @@ def run(args: argparse.Namespace, rec) -> None:
             for ref in ("leveldb", "rocksdb", "lmdb", "sqlite"):
                 a, b = rates.get(ours, {}).get(label), rates.get(ref, {}).get(label)
                 if a and b:
-                    rows.append([label, ours, ref, round(a), round(b), f"{a / b:.2f}x"])
+                    rows.append([label, ours, ref, round(a), round(b), fmt_ratio(a, b)])
     rec.table("Cursors: entries read per second", ["move", "ours", "reference", "ours/s", "reference/s", "ratio"],
               rows, note=f"{args.keys:,} random 16-byte keys, 100-byte values; {args.seeks:,} random seeks, each "
                          f"followed by {args.steps} steps reading key and value.")

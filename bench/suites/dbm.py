@@ -19,6 +19,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from ..report import fmt_ratio
+
 NAME = "dbm"
 DESCRIPTION = "dbm interface: lsmkv.dbm, btree.dbm, the stdlib's dbm modules and diskcache; puts and gets"
 
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace, rec) -> None:
             if ref in ("lsmkv.dbm", "btree.dbm") or ours not in rates:
                 continue
             (op, og), (rp, rg) = rates[ours], rates[ref]
-            rows.append([ours, ref, round(op), round(rp), f"{op / rp:.2f}x", round(og), round(rg), f"{og / rg:.2f}x"])
+            rows.append([ours, ref, round(op), round(rp), fmt_ratio(op, rp), round(og), round(rg), fmt_ratio(og, rg)])
     rec.table("dbm interface: ours against the standard library's and diskcache",
               ["ours", "reference", "ours put/s", "ref put/s", "put ratio", "ours get/s", "ref get/s", "get ratio"],
               rows, note=f"{args.keys:,} random 16-byte keys, 100-byte values, one assignment each; then "

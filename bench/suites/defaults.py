@@ -33,6 +33,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+from ..report import fmt_ratio
+
 NAME = "defaults"
 DESCRIPTION = "each engine with its default options: 1M random puts, random gets, a full scan; peak RSS"
 
@@ -117,7 +119,7 @@ def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
         a = results[ours][f"{workload}_rate"]
         b = results[ref][f"{workload}_rate"]
         ratio = a / b if a and b else None
-        rows.append([what, ours, ref, a, b, None if ratio is None else f"{ratio:.2f}x",
+        rows.append([what, ours, ref, a, b, None if ratio is None else fmt_ratio(a, b),
                      None if target is None else f">= {target}x" + ("" if ratio is None else
                                                                    (" met" if ratio >= target else " missed"))])
     return rows

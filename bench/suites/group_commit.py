@@ -27,6 +27,7 @@ import shutil
 import tempfile
 
 from ..timed_threads import run_timed_threads
+from ..report import fmt_ratio
 
 NAME = "group_commit"
 DESCRIPTION = "8 threads of sync=True puts: group commit vs one fsync per write, both engines"
@@ -124,9 +125,9 @@ def run(args: argparse.Namespace, rec) -> None:
                          if single["latency"].get("p99") else 0.0)
             writes_per_sync = group["ops"] / group["log_syncs"] if group["log_syncs"] else 0.0
             rows.append([engine, f"{rate['1 thread']:,.0f}", f"{rate['fsync per write']:,.0f}",
-                         f"{rate['group commit']:,.0f}", f"{speedup:.2f}x",
+                         f"{rate['group commit']:,.0f}", fmt_ratio(speedup, 1),
                          f"{single['latency'].get('p99', 0):,.0f}", f"{per_write['latency'].get('p99', 0):,.0f}",
-                         f"{group['latency'].get('p99', 0):,.0f}", f"{p99_ratio:.2f}x", f"{writes_per_sync:.1f}"])
+                         f"{group['latency'].get('p99', 0):,.0f}", fmt_ratio(p99_ratio, 1), f"{writes_per_sync:.1f}"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     rec.table(f"Group commit: {args.threads} threads of sync=True puts",

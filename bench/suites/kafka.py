@@ -33,6 +33,8 @@ import shutil
 import tempfile
 import time
 
+from ..report import fmt_ratio
+
 NAME = "kafka"
 DESCRIPTION = "Kafka topic into each engine: the Decaton-style loader against a naive poll/write/commit loop"
 
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace, rec) -> None:
                 loader_rate = loaded / seconds if seconds > 0 else 0.0
                 naive_rate = naive.records / naive.elapsed_after_assign if naive.elapsed_after_assign > 0 else 0.0
                 rows.append([label, engine, f"{loaded:,}", f"{loader_rate:,.0f}", f"{naive.records:,}",
-                             f"{naive_rate:,.0f}", f"{loader_rate / naive_rate:.1f}x" if naive_rate else "-"])
+                             f"{naive_rate:,.0f}", fmt_ratio(loader_rate, naive_rate)])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if broker is not None:

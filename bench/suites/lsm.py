@@ -42,6 +42,8 @@ import tempfile
 from itertools import cycle
 from typing import Any
 
+from ..report import fmt_ratio
+
 NAME = "lsm"
 DESCRIPTION = "lsmkv vs dict, SortedDict, RocksDB, LevelDB: put, batch put, get hit/miss, scan, memtable insert"
 
@@ -241,7 +243,7 @@ def run(args: argparse.Namespace, rec) -> None:
     for phase in PHASES:
         row: list[Any] = [phase] + [round(results[n][phase]) for n in names]
         if "lsm" in results:
-            row += [f"{results['lsm'][phase] / results[n][phase]:.2f}x" for n in others]
+            row += [fmt_ratio(results['lsm'][phase], results[n][phase]) for n in others]
         rows.append(row)
     ratio_columns = [f"lsm / {n}" for n in others] if "lsm" in results else []
     rec.table("lsmkv against the references (ops/s)", ["phase"] + names + ratio_columns, rows,
@@ -249,7 +251,7 @@ def run(args: argparse.Namespace, rec) -> None:
                    f"write buffer {args.write_buffer // MiB} MiB, cache {args.cache // MiB} MiB. Ratios above 1: "
                    "lsmkv is faster.")
     rec.table("Memtable: random inserts", ["structure", "inserts/s", "memtable / SortedDict"],
-              [["memtable", round(mem["memtable"]), f"{mem['memtable'] / mem['SortedDict']:.2f}x"],
+              [["memtable", round(mem["memtable"]), fmt_ratio(mem['memtable'], mem['SortedDict'])],
                ["SortedDict", round(mem["SortedDict"]), ""]],
               note=f"{args.keys:,} entries, best of 3 rounds each.")
     if lsm_stats:

@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Callable
 
+from ..report import fmt_ratio
+
 NAME = "timer"
 DESCRIPTION = "timing wheel vs heapq timer: schedule and cancel 1M timers, firing accuracy"
 
@@ -109,8 +111,7 @@ def firing_lateness(make: Callable[[], object], delays: list[float], wait_limit:
             "early": sum(1 for x in lateness if x < 0)}
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b else "-"
+
 
 
 def run(args: argparse.Namespace, rec) -> None:
@@ -133,9 +134,9 @@ def run(args: argparse.Namespace, rec) -> None:
     n = args.timers
     rows = [
         ["schedule (timers/s)", f"{n / w['schedule_s']:,.0f}", f"{n / h['schedule_s']:,.0f}",
-         _ratio(h["schedule_s"], w["schedule_s"])],
+         fmt_ratio(h["schedule_s"], w["schedule_s"])],
         ["cancel (timers/s)", f"{n / w['cancel_s']:,.0f}", f"{n / h['cancel_s']:,.0f}",
-         _ratio(h["cancel_s"], w["cancel_s"])],
+         fmt_ratio(h["cancel_s"], w["cancel_s"])],
         ["entries left after cancelling all", f"{w['entries_left']:,}", f"{h['entries_left']:,}", ""],
     ]
     for key in ("p50", "p99", "max"):

@@ -34,6 +34,7 @@ import tempfile
 import threading
 
 from ..timed_threads import run_timed_threads
+from ..report import fmt_ratio
 
 NAME = "transactions"
 DESCRIPTION = "read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB"
@@ -259,7 +260,7 @@ def run(args: argparse.Namespace, rec) -> None:
     for row in rows:
         label, threads = row[0], int(row[1])
         reference = rates.get(("sqlite3", threads))
-        row.append(f"{rates[(label, threads)] / reference:.2f}x" if reference else "-")
+        row.append(fmt_ratio(rates[(label, threads)], reference))
     rec.table(f"Transactions: read-modify-write increments on {len(keys)} hot counters",
               ["engine", "threads", "commits/s", "retries per commit", "p99 µs", "vs sqlite3"], rows,
               note=f"{args.seconds} s per row; no fsync at commit on any engine; the counters are checked to add up "

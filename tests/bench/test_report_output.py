@@ -77,3 +77,10 @@ def test_the_timeline_has_a_panel_per_engine_spanning_its_own_phase(run_with_a_s
             assert ax.get_xlim() == pytest.approx((0, span))
             assert max(ax.lines[0].get_ydata()) == max(timeline["ops_per_sec"])
     assert [ax.get_title() for ax in axes[:len(engines)]] == engines
+
+
+def test_a_ratio_keeps_two_significant_digits_however_small():
+    from bench.report import fmt_ratio
+    assert fmt_ratio(11_587, 3_158_400) == "0.0037x"  # not "0.00x", which reads as nothing
+    assert fmt_ratio(1, 2) == "0.50x" and fmt_ratio(267, 10) == "26.7x" and fmt_ratio(0, 5) == "0.00x"
+    assert fmt_ratio(None, 1) == fmt_ratio(1, 0) == fmt_ratio(1, None) == "-"
