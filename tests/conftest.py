@@ -144,6 +144,22 @@ def fuzz_counter(request: pytest.FixtureRequest) -> Counter:
     return counter
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand the fuzz counts to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    counter = session.config.stash.get(_FUZZ_CASES, None)
+    if workeroutput is not None and counter:
+        workeroutput["fuzz_cases"] = dict(counter)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """In the pytest-xdist controller: add a finished worker's fuzz counts."""
+    counts = getattr(node, "workeroutput", {}).get("fuzz_cases")
+    if counts:
+        node.config.stash.setdefault(_FUZZ_CASES, Counter()).update(counts)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     counter = config.stash.get(_FUZZ_CASES, None)
     if not counter:
