@@ -42,8 +42,8 @@ from lsmkv.base.destroy import destroy as _destroy_db
 from lsmkv.base.retry import run_in_transaction
 from lsmkv.base.transaction import Transaction
 from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
-                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
-                               SnapshotEndedError, SyncTimeoutError)
+                               InvalidDatabaseError, LockError, LsmkvError, MergeError, OptionError, ReadOnlyError,
+                               SizeLimitError, SnapshotEndedError, SyncTimeoutError)
 
 from .check import check
 from .db import DB, open
@@ -82,5 +82,5 @@ __all__ = [
     "run_in_transaction",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
-    "ConflictError",
+    "ConflictError", "MergeError",
 ]
