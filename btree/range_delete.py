@@ -185,13 +185,14 @@ class RangeCut:
                 break
             node, path = found
             tree._rebalance(node, path)
-        if tree.height > 1:
-            for key in (self.lo, self.hi):
-                path = tree._path(key)
-                parent, i = path[-1]
-                leaf = tree.node(parent.kids[i], True)
-                if leaf.used < tree.min_fill:
-                    tree._rebalance(leaf, path)
+        for key in (self.lo, self.hi):
+            if tree.height == 1:
+                break  # (a merge at the other edge may have left the root a leaf)
+            path = tree._path(key)
+            parent, i = path[-1]
+            leaf = tree.node(parent.kids[i], True)
+            if leaf.used < tree.min_fill:
+                tree._rebalance(leaf, path)
 
     def _highest_keyless(self) -> tuple[Node, list] | None:
         """The highest node below the root without keys on the path to

@@ -86,6 +86,21 @@ def test_many_range_deletes_in_a_row_keep_the_model(db):
     assert list(db.scan()) == sorted(model.items())
 
 
+def test_edge_leaves_that_merge_into_a_root_leaf_leave_a_tree_of_one_leaf(db):
+    # Two leaves under a root: the range delete trims both, their merge
+    # makes the tree one leaf again before the second edge is looked at.
+    for i in range(20):
+        db.put(b"a%05d" % i, b"a" * 8)
+    db.put(b"", b"")
+    db.put(b"aa", b"a")
+    assert db.stats()["height"] == 2
+    with db.write_batch() as batch:
+        batch.put(b"a", b"a")
+        batch.delete_range(b"a", b"aa")
+    assert db.stats()["height"] == 1 and db.check_invariants() == []
+    assert list(db.scan()) == [(b"", b""), (b"aa", b"a")]
+
+
 def test_whole_leaves_are_freed_without_being_read_into_the_pool(dbpath):
     with btree.open(dbpath, page_size=512) as db:
         fill(db, 20000)
