@@ -277,6 +277,20 @@ def test_a_read_only_handle_refuses_a_range_delete(dbpath):
         assert len(db) == 100
 
 
+def test_a_read_only_handle_following_the_writer_replays_the_range_delete(dbpath):
+    with btree.open(dbpath, page_size=512) as writer:
+        model = fill(writer)
+        writer.flush()
+        with btree.open(dbpath, read_only=True, cache_size=0) as reader:
+            assert len(reader) == KEYS
+            writer.delete_range(key(100), key(2900))  # in the writer's log only
+            remove_range(model, key(100), key(2900))
+            assert reader.refresh() and dict(reader.scan()) == model
+            writer.flush()  # now in the page file
+            reader.refresh()
+            assert dict(reader.scan()) == model and reader.check_invariants() == []
+
+
 def test_repair_applies_a_range_delete_from_the_log(dbpath):
     with btree.open(dbpath, page_size=512) as db:
         model = fill(db, 2000)
@@ -290,3 +304,51 @@ def test_repair_applies_a_range_delete_from_the_log(dbpath):
     with btree.open(dbpath) as db:
         assert list(db.scan()) == sorted(model.items())
         assert db.check_invariants() == []
+
+
+CHILD = r"""
+import sys
+import btree
+path = sys.argv[1]
+db = btree.open(path, page_size=512)
+with db.write_batch() as batch:
+    for i in range(5000):
+        batch.put(b"k%05d" % i, b"v" * 20)
+db.flush()
+db.delete_range(b"k00100", b"k04900", sync=True)
+print("range", flush=True)
+i = 0
+while True:  # acknowledged durable puts into the deleted range, until killed
+    db.put(b"k%05d" % (100 + i % 4800), b"again %d" % i, sync=True)
+    print("put", i, flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.crash
+def test_a_durable_range_delete_and_the_writes_after_it_survive_a_sigkill(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = str(tmp_path / "db")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, path], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert child.stdout.readline() == "range\n"
+        acked = -1
+        while acked < 300:
+            line = child.stdout.readline()
+            assert line.startswith("put "), line
+            acked = int(line.split()[1])
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with btree.open(path, page_size=512) as db:
+        assert db.check_invariants() == []
+        got = dict(db.scan())
+    assert [k for k in got if not (b"k00100" <= k < b"k04900")] == \
+        [key(i) for i in list(range(100)) + list(range(4900, 5000))]
+    for i in range(acked + 1):  # every acknowledged put: there, or overwritten by a later one
+        assert got[key(100 + i % 4800)].startswith(b"again ")
+    inside = [k for k in got if b"k00100" <= k < b"k04900"]
+    assert all(got[k].startswith(b"again ") for k in inside)  # no deleted key is back
