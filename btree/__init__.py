@@ -20,6 +20,8 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
 * :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
 * :mod:`btree.transactions`: ``db.transaction()``'s snapshot, commit and validation in the log writer;
+* :mod:`btree.merging`: ``merge()``: operands folded by the log writer into the values it logs;
+* :mod:`btree.range_delete`: ``delete_range()``: covered subtrees freed whole, the edges trimmed;
 * :mod:`btree.db`: the DB object (locking, the write and read paths, log checkpoints);
 * :mod:`btree.recovery`: opening the files and rebuilding the state from them;
 * :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;

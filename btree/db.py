@@ -20,6 +20,8 @@ describes it at length):
 
 The rest of the DB's work has a module of its own, to which its methods
 delegate: options (btree/options.py), write batches (btree/write_batch.py),
+merges folded by the log writer (btree/merging.py), range deletes on the
+tree (btree/range_delete.py),
 failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
 (btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
 ``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and

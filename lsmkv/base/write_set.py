@@ -44,11 +44,9 @@ from __future__ import annotations
 import weakref
 from itertools import compress
 from operator import itemgetter
-from typing import Iterator, KeysView
+from typing import Callable, Iterator, KeysView
 
 from sortedcontainers import SortedDict
-
-from typing import Callable
 
 from .cursor import EMPTY, TOMBSTONE, VALUE, Chunk, Finder, SourceCursor
 from .key_ranges import KeyRanges, Range

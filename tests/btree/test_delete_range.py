@@ -212,13 +212,14 @@ def test_snapshots_cursors_and_scans_open_across_it_keep_the_old_keys(dbpath):
 def test_overflow_chains_and_ttls_inside_the_range_are_freed_and_counted_out(dbpath):
     now = [1_000_000.0]
     with btree.open(dbpath, page_size=512, ttl_clock=lambda: now[0]) as db:
-        for i in range(2000):
-            if i % 3 == 0:
-                db.put(key(i), b"big" * 300)          # an overflow chain
-            elif i % 3 == 1:
-                db.put(key(i), b"short", ttl=3600)    # a ttl
-            else:
-                db.put(key(i), b"plain")
+        with db.write_batch() as batch:
+            for i in range(2000):
+                if i % 3 == 0:
+                    batch.put(key(i), b"big" * 300)          # an overflow chain
+                elif i % 3 == 1:
+                    batch.put(key(i), b"short", ttl=3600)    # a ttl
+                else:
+                    batch.put(key(i), b"plain")
         db.flush()
         pages = db.stats()["page_count"]
         snap = db.snapshot()  # overflow pages are held back while it lives
@@ -231,8 +232,9 @@ def test_overflow_chains_and_ttls_inside_the_range_are_freed_and_counted_out(dbp
         assert db.check_invariants() == []
         db.flush()
     with btree.open(dbpath, page_size=512, cache_size=64 * 512) as db:  # leaves read from disk
-        for i in range(2000):
-            db.put(key(i), b"big" * 300 if i % 2 else b"v", ttl=None if i % 5 else 60)
+        with db.write_batch() as batch:
+            for i in range(2000):
+                batch.put(key(i), b"big" * 300 if i % 2 else b"v", ttl=None if i % 5 else 60)
         db.flush()
     with btree.open(dbpath, page_size=512, cache_size=64 * 512) as db:
         db.delete_range(key(0), key(1995))
