@@ -27,6 +27,21 @@ first entries has read only those. ``put(key, value, ttl=...)``: the ttl
 counts from the commit (the engine dates the value when it writes the
 batch); inside the transaction the value reads as live.
 
+Merges and range deletes. ``merge(key, operand)`` (with the engine's
+``merge_operator``) reads, inside the transaction, as its operands folded
+onto the snapshot's value -- or, if the transaction put, deleted or
+range-deleted the key, is folded at once into a put. The engine's commit
+folds the operands onto the value the key has then. A key only merged and
+never read is a blind write: validation leaves it out of the written keys
+(WriteSet.validated_keys), so other commits' writes to it never make the
+transaction conflict (counters need no retries), while the commit records
+it as written, so transactions that read it do conflict. Reading it back
+records a read as any get does. ``delete_range(start, end)`` hides the
+snapshot's keys in [start, end) and the transaction's own earlier writes
+there from its reads (a later write there shows); it is validated as a
+written range (``written_ranges``), and the commit writes the range
+deletes before the keys.
+
 A transaction is used by one thread at a time. After ``commit()`` (whatever
 its outcome) or ``rollback()``, it is ended: reads, writes and
 ``commit()`` raise ClosedError, scans and cursors still open raise it at
@@ -122,6 +137,10 @@ class TransactionHost(Protocol):
 
     #: Checked as each write is made.
     limits: TransactionLimits
+
+    #: The engine's merge operator, None if it has none (then ``merge``
+    #: raises InvalidArgumentError). An engine without the attribute has none.
+    merge_operator: Callable | None
 
     def commit_transaction(self, ticket: Ticket, writes: WriteSet, reads: Collection[bytes],
                            scanned_ranges: list[Range], sync: bool) -> None:
