@@ -137,6 +137,20 @@ def test_the_space_is_reused_by_later_writes(dbpath):
         assert db.check_invariants() == []
 
 
+def test_the_next_flush_gives_the_space_back_to_the_file_system(dbpath):
+    with btree.open(dbpath, page_size=512) as db:
+        fill(db, 20000)
+        db.flush()
+        before = os.path.getsize(os.path.join(dbpath, "btree.pages"))
+        db.delete_range(key(100), key(19900))
+        db.flush()
+        after = os.path.getsize(os.path.join(dbpath, "btree.pages"))
+        assert after * 10 < before  # 200 keys of 20,000 left: the file is cut to what they take
+        assert db.stats()["data_file_bytes"] == after and db.check_invariants() == []
+    with btree.open(dbpath) as db:
+        assert len(db) == 200
+
+
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["log_only", "after_checkpoint"])
 def test_a_range_delete_survives_a_crash_as_one_log_record(dbpath, checkpoint):
     with btree.open(dbpath, page_size=512) as db:
