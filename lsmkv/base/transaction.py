@@ -276,7 +276,7 @@ class Transaction:
         writes = self._writes
         own = writes.get(k)
         if (own is None and not writes.range_deleted(k)) or (own is not None and own[0] == MERGE):
-            self._check_size(k, v, grow=True)
+            self._check_size(k, v, "append")
             writes.merge(k, v)
             return
         # The key's value is the transaction's own (put, deleted, or inside
@@ -305,24 +305,27 @@ class Transaction:
                                        "(the range is [start, end))")
         if lo == hi:
             return
-        self._check_size(lo, hi, grow=True)
+        self._check_size(lo, hi, "range")
         self._writes.delete_range(lo, hi)
 
-    def _check_size(self, key: bytes, value: bytes, grow: bool = False) -> None:
-        """Raise SizeLimitError if writing ``value`` to ``key`` (replacing
-        what the transaction wrote there; adding to it with ``grow``: a
-        merge operand, a range) would take the writes over the limit."""
+    def _check_size(self, key: bytes, value: bytes, how: str = "replace") -> None:
+        """Raise SizeLimitError if a write would take the transaction's
+        writes over the limit: ``value`` replacing what it wrote to ``key``
+        (``how="replace"``), ``value`` added to it (``"append"``: a merge
+        operand), or a range delete from ``key`` to ``value`` (``"range"``).
+        Each key written and each range counts ``entry_overhead`` once."""
         limits = self._host.limits
         if limits.max_write_bytes is None:
             return
         writes = self._writes
-        old = writes.size_of(key)
-        if grow:
-            size = writes.byte_size + len(value) + len(key)
-            size += (len(writes) + 1) * limits.entry_overhead
+        entries = len(writes) + len(writes.range_deletes)
+        old = None if how == "range" else writes.size_of(key)
+        if old is None:  # a new entry (or range): its key (start) too, and its overhead
+            size = writes.byte_size + len(key) + len(value) + (entries + 1) * limits.entry_overhead
+        elif how == "append":
+            size = writes.byte_size + len(value) + entries * limits.entry_overhead
         else:
-            size = writes.byte_size + len(value) + (len(key) if old is None else -old)
-            size += (len(writes) + (old is None)) * limits.entry_overhead
+            size = writes.byte_size + len(value) - old + entries * limits.entry_overhead
         if size > limits.max_write_bytes:
             raise SizeLimitError(f"the transaction's writes would take {size} bytes; the limit is "
                                  f"{limits.max_write_bytes}")
