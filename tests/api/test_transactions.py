@@ -670,3 +670,15 @@ def test_bad_merges_and_ranges_in_a_transaction_raise_and_change_nothing(mr_engi
                 txn.merge(b"k", add(1))
             with pytest.raises(ReadOnlyError):
                 txn.delete_range(b"a", b"b")
+
+
+def test_a_merge_onto_the_transactions_own_put_keeps_its_ttl(mr_engine, tmp_path):
+    now = [1000.0]
+    with open_db(mr_engine, tmp_path / "db", merge_operator=UInt64Add(), ttl_clock=lambda: now[0]) as db:
+        with db.transaction() as txn:
+            txn.put(b"window", add(1), ttl=60)
+            txn.merge(b"window", add(1))
+            assert decode(txn[b"window"]) == 2
+        assert decode(db[b"window"]) == 2
+        now[0] += 61
+        assert db.get(b"window") is None
