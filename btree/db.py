@@ -33,7 +33,11 @@ handle never run at the same time, so readers always see whole batches.
 Writers first take the log writer's role (the write queue's lock), then
 this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
-pre-images before writers change them (see btree.tree).
+pre-images before writers change them (see btree.tree); when the handle
+replaces its tree (a vacuum, a read-only handle's reload) the old tree
+stays with its snapshots (``_views``), and a read-only handle registers
+the checkpoint they read in the reader table (btree/readers.py), whose
+slots the writer then keeps.
 Another process that opens the directory for writing gets a LockError;
 read-only handles take no lock and follow a writer in another process by
 reloading when they meet a page newer than their view.
@@ -78,8 +82,9 @@ from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
 from .range_delete import delete_range
-from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log, replay_log,
-                       retry_while_checkpointing)
+from .readers import ReaderTable
+from .recovery import (VIEW_ATTEMPTS, concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
+                       replay_log, retry_while_checkpointing)
 from .snapshot import Snapshot
 from .stats import collect_stats
 from .transactions import (TransactionHost, TransactionSnapshot, recorded_writes, screen_group,
@@ -184,9 +189,19 @@ class DB(KeyValueMapping):
         #: Open snapshots, held weakly: one dropped unclosed is closed by
         #: its __del__, which lets go of the pre-images it kept.
         self._live_snaps: weakref.WeakValueDictionary[int, Snapshot] = weakref.WeakValueDictionary()
-        #: Bumped whenever the handle reloads its view (its snapshots and
-        #: cursors end), and why it last did (SnapshotEndedError says it).
+        #: Bumped when the handle rebuilds its tree after a failed write (its
+        #: snapshots and cursors end), and why it last did (SnapshotEndedError
+        #: says it). A reload that keeps them (refresh, compact_range, ingest) does not.
         self._view_gen = 0
+        #: The trees open snapshots read, by id: [tree, snapshots, reader-table
+        #: slot or None]. A tree the handle replaced lives on here, with its
+        #: page file, until its last snapshot closes.
+        self._views: dict[int, list] = {}
+        #: The reader table (btree/readers.py): a writer's from open, a
+        #: read-only handle's from its first snapshot; why a read-only
+        #: handle could not open it, if it could not.
+        self._readers: ReaderTable | None = None
+        self._readers_unusable: str | None = None
         self._view_reason = ""
         #: Set to [False] at close: the transactions' streams look at it.
         self._alive = [True]
@@ -201,7 +216,10 @@ class DB(KeyValueMapping):
         if not read_only:
             self._filelock = fs.lock(pages_path)  # creates the (empty) page file of a new database
         try:
+            if not read_only:
+                self._readers = ReaderTable(self.path, create=True)
             self._pager = open_pager(fs, self.path, read_only=read_only, page_size=page_size)
+            self._pager.readers = self._readers
             if read_only:
                 self._load_view()
             else:
@@ -274,10 +292,15 @@ class DB(KeyValueMapping):
         """Read the meta page again, from the page file now at the path: a
         writer's compact_range() may have renamed a rewritten one over the
         one open here (read-only handles), or this handle's own vacuum did."""
-        if self._pager.replaced():
-            old = self._pager
+        old = self._pager
+        kept = any(view[0].pager is old for view in self._views.values())
+        if kept or old.replaced():
+            # Snapshots still read the old view: it keeps its Pager (and
+            # the file it has open) and the handle opens the file afresh.
             self._pager = Pager(self._fs, self.path, read_only=self._read_only)
-            old.close()
+            self._pager.readers = self._readers
+            if not kept:
+                old.close()
         self._pager.read_meta()
 
     def _load_view(self) -> None:
@@ -286,13 +309,21 @@ class DB(KeyValueMapping):
         retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
 
     def _end_view(self, reason: str) -> None:
-        """End the handle's view before it is loaded again: its snapshots and
-        cursors end (``reason`` is what they are told), its pages leave the
-        pool, and the meta page is read again."""
-        self._view_gen += 1
-        self._view_reason = reason
-        self._live_snaps.clear()
-        self._pool.clear()
+        """End the handle's view before it is loaded again, and read the
+        meta page again. A read-only handle, and a writer whose page file
+        was replaced (compact_range, ingest), keep the view for the
+        snapshots and cursors that read it, with its page file open (the
+        writer never reuses what they read: btree/readers.py); a writer
+        rebuilding its tree after a failed write ends them (``reason`` is
+        what they are told)."""
+        if self._views and not (self._read_only or self._pager.replaced()):
+            self._view_gen += 1
+            self._view_reason = reason
+            self._live_snaps.clear()
+            for view in list(self._views.values()):
+                self._drop_view(view)
+        if id(self._tree) not in self._views:
+            self._pool.clear()
         self._reread_meta()
 
     def _refresh(self, reason: str) -> None:
@@ -319,11 +350,12 @@ class DB(KeyValueMapping):
         open), after it the new one: either holds every acknowledged write.
 
         It holds this handle's lock throughout: this handle's reads and
-        writes wait for it, and its snapshots and cursors end (their next
-        use raises). Read-only handles in other processes keep reading the
-        file they have open (the data as of the vacuum) until they refresh()
-        or meet a change, and then open the new file. Needs free disk space
-        for a second copy of the live data."""
+        writes wait for it. Its snapshots and cursors read on in the old
+        file, which stays open until the last of them closes. Read-only
+        handles in other processes keep reading the file they have open
+        (the data as of the vacuum) until they refresh() or meet a change,
+        and then open the new file (their snapshots stay on the old one).
+        Needs free disk space for a second copy of the live data."""
         vacuum(self, start, end)
 
     def ingest(self, paths, *, move: bool = False, fill_factor: float = 1.0) -> None:
@@ -385,6 +417,11 @@ class DB(KeyValueMapping):
             self._log = None
         if self._pager is not None:
             self._pager.close()
+        for view in list(self._views.values()):
+            self._drop_view(view)
+        if self._readers is not None:
+            self._readers.close()
+            self._readers = None
         if self._filelock is not None:
             self._filelock.release()
             self._filelock = None
@@ -432,8 +469,11 @@ class DB(KeyValueMapping):
 
     def _read(self, fn, *args, snap: "Snapshot | None" = None):
         """Run ``fn(tree, *args)``; read-only handles reload their view and
-        retry when a writer in another process changed pages under it (a
-        snapshot's read then ends with the snapshot's error instead)."""
+        retry when a writer in another process changed pages under it. A
+        snapshot reads the tree it was taken on, which the writer keeps
+        whole for it (btree/readers.py)."""
+        if snap is not None:
+            return self._read_snapshot(fn, args, snap)
         if not self._read_only:
             return fn(self._tree, *args)
         for attempt in range(200):
@@ -447,10 +487,77 @@ class DB(KeyValueMapping):
             if attempt:
                 time.sleep(0.01)
             self._refresh("a writer checkpointed pages its view needed, so it moved to the writer's newest data")
-            if snap is not None:
-                self._check_snapshot(snap)
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
+
+    def _read_snapshot(self, fn, args: tuple, snap: "Snapshot"):
+        tree = snap._source
+        try:
+            result = fn(tree, *args)
+        except StaleView:
+            # The writer reused slots this view registered: a writer that
+            # keeps no reader table (an older lsmkv) checkpointed under it.
+            why = (f"this handle could not register it in the reader table ({self._readers_unusable})"
+                   if self._readers_unusable else "a writer that keeps no reader table?")
+            raise SnapshotEndedError(f"the snapshot ended: a writer of {self.path} checkpointed over pages it "
+                                     f"reads ({why}); take a new one") from None
+        if tree is not self._tree:
+            pool = tree.pool
+            if len(pool.pages) > pool.capacity:
+                pool.trim()
+        return result
+
+    # ---- views that snapshots read ------------------------------------------------------------
+
+    def _pin_view(self) -> list:
+        """The record of the tree a new snapshot reads (``_views``), made if
+        it has none. A read-only handle registers its view's checkpoint in
+        the reader table first, and keeps it only if that checkpoint is
+        still the newest on disk (else the writer may have reused its slots
+        already): otherwise it moves to the writer's newest data and tries
+        again (btree/readers.py)."""
+        view = self._views.get(id(self._tree))
+        if view is not None:
+            return view
+        slot = None
+        if self._read_only and self._readers is None and self._readers_unusable is None:
+            try:
+                self._readers = ReaderTable(self.path, create=False)
+            except (OSError, CorruptionError) as exc:
+                # (A store on a read-only file system, say: its snapshots
+                # last while no writer reuses what they read.)
+                self._readers_unusable = str(exc)
+                log.warning("%s: snapshots of this read-only handle are not registered in the reader table "
+                            "(%s): a writer's checkpoints may end them", self.path, exc)
+        if self._read_only and self._readers is not None:
+            for attempt in range(VIEW_ATTEMPTS):
+                pager = self._pager
+                slot = self._readers.register(pager.meta.epoch, pager.file.identity())
+                if not pager.overlay and not self._concurrent_checkpoint():
+                    break
+                self._readers.unregister(slot)
+                slot = None
+                if attempt:
+                    time.sleep(0.01)
+                self._refresh("a snapshot was taken, which reads the writer's newest checkpoint")
+            else:
+                raise LsmkvError(f"{self.path}: could not register a snapshot while another process kept "
+                                 "checkpointing; retry")
+        view = self._views[id(self._tree)] = [self._tree, 0, slot]
+        return view
+
+    def _drop_view(self, view: list) -> None:
+        """The last snapshot of ``view`` closed (or ended): its reader-table
+        slot is cleared, and a tree the handle replaced is let go, with its
+        page file."""
+        tree, _, slot = view
+        self._views.pop(id(tree), None)
+        if slot is not None and self._readers is not None:
+            self._readers.unregister(slot)
+        if tree is not self._tree:
+            tree.pool.clear()
+            if tree.pager is not self._pager:
+                tree.pager.close()
 
     # ---- writes --------------------------------------------------------------------------------
 
@@ -1084,12 +1191,15 @@ class DB(KeyValueMapping):
             self._check_open()
             self._snap_ids += 1
             sid = self._snap_ids
+            view = self._pin_view()
             tree = self._tree
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
             snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
                             multi_get=self._snapshot_multi_get, scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=self._end_snapshot)
+            snap._source = tree
+            view[1] += 1
             self._live_snaps[sid] = snap
             return snap
 
@@ -1153,8 +1263,14 @@ class DB(KeyValueMapping):
                 if owner is snap:
                     chunk.clear()  # stops this snapshot's iterators
             self._live_snaps.pop(snap._id, None)
-            if snap._gen == self._view_gen:  # (a reload left it out of the tree it has now)
-                self._tree.end_snapshot(snap._id)
+            tree = snap._source
+            if snap._gen == self._view_gen:  # (a rebuild after a failure ended it)
+                tree.end_snapshot(snap._id)
+                view = self._views.get(id(tree))
+                if view is not None:
+                    view[1] -= 1
+                    if not view[1]:
+                        self._drop_view(view)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 

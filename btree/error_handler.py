@@ -9,7 +9,8 @@ This module owns the handle's failure protocol (docs/reliability.md):
   failure cut short a change of the tree in memory, the tree is rebuilt at
   once from the disk and the log records before the failed one;
 * :func:`rebuild_tree`: that rebuild (also after a vacuum renamed a new
-  page file into place): the handle's snapshots and cursors end;
+  page file into place): after a failure the handle's snapshots and
+  cursors end; after a vacuum they read on in the old file;
 * :func:`resume_writes`: once the cause is gone, the page file is made to hold
   one whole checkpoint again, a checkpoint of the tree in memory (exactly
   the acknowledged writes) is written with an LSN past everything the old
@@ -69,7 +70,8 @@ def fail(db: DB, what: str, exc: BaseException, *, applied: bool = False,
 def rebuild_tree(db: DB, reason: str) -> None:
     """Rebuild the tree in memory from the last checkpoint and the log
     records before ``db._replay_until`` (the acknowledged writes). Live
-    snapshots end; ``reason`` is what they are told."""
+    snapshots end unless the page file was replaced (DB._end_view);
+    ``reason`` is what they are told."""
     replayed = db._replayed
     db._end_view(reason)
     db._load_state(replay_until=db._replay_until)

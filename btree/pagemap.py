@@ -84,6 +84,10 @@ class PageMap:
         #: the next checkpoint that succeeds counts the free slots afresh.
         self._rebuild = False
         self._free: list[int] = []
+        #: Slots held back for readers in other processes (btree/readers.py):
+        #: the epoch of the checkpoint that freed them -> the slots. They are
+        #: free once no live reader reads an epoch below that one.
+        self.held: dict[int, list[int]] = {}
         self._rebuild_free(busy)
 
     # ---- loading --------------------------------------------------------------------
@@ -142,6 +146,8 @@ class PageMap:
     def _rebuild_free(self, busy: set[int] = frozenset()) -> None:
         used = set(self.slots)
         used.update(self.map_slots, self.dir_slots, busy)
+        for slots in self.held.values():
+            used.update(slots)
         self._free = [s for s in range(2, self.slot_count) if s not in used]
         self._rebuild = False
 
@@ -239,11 +245,19 @@ class PageMap:
         # slots, as every map page this checkpoint writes), as is the directory.
         touched.update(m for m, s in enumerate(self.map_slots) if s >= in_use + 2)
 
-    def committed(self, plan: CommitPlan) -> None:
-        """The meta page naming ``plan``'s map is durable: take it as the map."""
+    def committed(self, plan: CommitPlan, epoch: int = 0, hold: bool = False) -> None:
+        """The meta page naming ``plan``'s map (checkpoint ``epoch``) is
+        durable: take it as the map. With ``hold``, readers in other
+        processes read older checkpoints: the slots the plan freed are held
+        back for them (:meth:`release_held`), and the file keeps them."""
         self.slots = plan.slots
         self.map_slots = plan.map_slots
         self.dir_slots = plan.dir_slots
+        if hold and plan.freed:
+            self.held.setdefault(epoch, []).extend(plan.freed)
+            plan.freed = []
+        highest_held = max((max(slots) for slots in self.held.values() if slots), default=0)
+        plan.slot_count = max(plan.slot_count, highest_held + 1)
         if plan.slot_count < self.slot_count:
             # Lowest-first allocation moves pages down into the slots earlier
             # checkpoints freed; the slots above the last page in use go.
@@ -257,6 +271,35 @@ class PageMap:
         else:
             for s in plan.freed:
                 heapq.heappush(self._free, s)
+
+    def release_held(self, oldest: int | None) -> int:
+        """Free the held slots no reader needs any more: those freed by a
+        checkpoint whose epoch is at most ``oldest``, the oldest epoch a
+        live reader reads (None: no reader, all of them). Returns how many."""
+        done = [e for e in self.held if oldest is None or e <= oldest]
+        count = 0
+        for e in done:
+            slots = self.held.pop(e)
+            count += len(slots)
+            if not self._rebuild:
+                for s in slots:
+                    if s < self.slot_count:
+                        heapq.heappush(self._free, s)
+        return count
+
+    def hold_unused(self, epoch: int, file_slots: int) -> None:
+        """A writer opens a file older checkpoints of which live readers
+        read: every slot this checkpoint does not use, up to the file's end
+        (``file_slots``), is held for them as if checkpoint ``epoch`` had
+        freed it (the map of their epoch is not known here)."""
+        self.slot_count = max(self.slot_count, file_slots)
+        self._rebuild_free()
+        if self._free:
+            self.held.setdefault(epoch, []).extend(self._free)
+            self._free = []
+
+    def held_slots(self) -> int:
+        return sum(len(slots) for slots in self.held.values())
 
     def failed(self) -> None:
         """A checkpoint failed: the file holds either the old map or the

@@ -303,6 +303,9 @@ class Pager:
         self.page_count = 0
         #: Where each page is in the file (loaded with the free list).
         self.map: PageMap | None = None
+        #: Writers: the reader table (btree/readers.py), whose readers in
+        #: other processes keep the slots of the checkpoints they read.
+        self.readers = None
         self.slots = array("I")
         #: The highest epoch a failed checkpoint stamped pages with (its
         #: meta page may never have reached the disk; no later checkpoint
@@ -621,6 +624,9 @@ class Pager:
         checkpoint also moves the pages in the highest slots down into free
         ones (PageMap.plan), and the file is cut after the last slot in use."""
         pmap = self.map
+        readers = self.readers
+        if readers is not None:
+            pmap.release_held(readers.oldest(self.file.identity()))
         slots = pmap.slots
         released = [pg for pg in self.free if pg < len(slots) and slots[pg] and pg not in held]
         plan = pmap.plan(pages, released, sorted(held), meta.page_count, meta.epoch,
@@ -639,7 +645,11 @@ class Pager:
             pmap.failed()
             self._failed_epoch = max(self._failed_epoch, meta.epoch)
             raise
-        pmap.committed(plan)
+        # The meta page is durable: a reader registering from now on reads
+        # this checkpoint, so the readers read now are all that may still
+        # need the slots it freed (btree/readers.py).
+        oldest = readers.oldest(self.file.identity()) if readers is not None else None
+        pmap.committed(plan, meta.epoch, hold=oldest is not None and oldest < meta.epoch)
         self.slots = pmap.slots
         self.freelist_pages = []
         self.meta = meta
@@ -647,6 +657,20 @@ class Pager:
             # Slots above the new checkpoint's last are free: the file is cut
             # there (not synced: a file longer than its slots is well formed).
             self.file.truncate(plan.slot_count * self.page_size)
+
+    def hold_for_readers(self) -> None:
+        """Writers, once the page map is loaded: if live readers in other
+        processes read checkpoints older than this one, hold back every slot
+        it does not use (their maps are not known here) until they move on."""
+        if self.readers is None:
+            return
+        oldest = self.readers.oldest(self.file.identity())
+        if oldest is not None and oldest < self.meta.epoch:
+            self.map.hold_unused(self.meta.epoch, self.file.size() // self.page_size)
+
+    def held_slots(self) -> int:
+        """Slots held back for readers in other processes."""
+        return self.map.held_slots() if self.map is not None else 0
 
     def _copy_slot(self, slot: int) -> bytes:
         """The image in ``slot``, for a compaction that moves it (as it is:

@@ -100,6 +100,8 @@ def load_checkpoint(fs: FileSystem, pager: Pager, path: str, *, writer: bool, re
     pager.load_pages(pager.meta)
     if writer and not rebuilding:
         pager.step_past_unfinished_checkpoint()  # (may write the meta page again: pager.meta)
+    if writer:
+        pager.hold_for_readers()
     meta = pager.meta
     pool = BufferPool(pager, cache_size, hash_index)
     tree = Tree(pool, meta.root, meta.height, meta.entries, hash_index, meta.ttl_entries,

@@ -22,7 +22,8 @@ class Snapshot:
     manager. It keeps the pre-images of the pages writers change after it
     was taken (in memory), so close it when done."""
 
-    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_multi_get", "_scan", "_iterator", "_end", "__weakref__")
+    __slots__ = ("_id", "_view", "_gen", "_closed", "_get", "_multi_get", "_scan", "_iterator", "_end", "_source",
+                 "__weakref__")
 
     def __init__(self, sid: int, view: tuple, gen: int, *,
                  get: "Callable[[Snapshot, bytes], bytes | None]",
@@ -41,6 +42,8 @@ class Snapshot:
         self._scan = scan
         self._iterator = iterator
         self._end = end
+        #: What it reads (the database's tree of the moment it was taken).
+        self._source: object = None
 
     def get(self, key, default=None):
         """The value ``key`` had when the snapshot was taken, or ``default``."""

@@ -70,6 +70,7 @@ def collect_stats(db: DB) -> dict:
     """The stats dict of ``db`` (see DB.stats); called with its lock held,
     the handle open."""
     pager, pool, tree = db._pager, db._pool, db._tree
+    readers = db._readers.readers(pager.file.identity()) if db._readers is not None else []
     counts, fills = db._read(lambda tree: _level_fill_cached(db))
     log_written = db._log_bytes_done + (db._log.bytes_written if db._log else 0)
     bytes_written = log_written + pager.bytes_written
@@ -131,6 +132,14 @@ def collect_stats(db: DB) -> dict:
         "range_deletes": db._range_deletes,
         "range_delete_pages_freed": db._range_delete_pages_freed,
         "checkpoint_epoch": pager.meta.epoch,
+        # Readers in other processes (btree/readers.py) and what the writer
+        # holds back for them; this handle's views that snapshots read.
+        "readers": len(readers),
+        "readers_oldest_epoch": min((r.epoch for r in readers), default=None),
+        "readers_cleared": db._readers.cleared if db._readers is not None else 0,
+        "held_slots": pager.held_slots(),
+        "held_bytes": pager.held_slots() * pager.page_size,
+        "snapshot_views": len(db._views),
         "replayed_batches": db._replayed,
         "max_key_size": db._max_key,
         "read_only": db._read_only,

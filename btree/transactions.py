@@ -34,9 +34,10 @@ not validated (two transactions adding to one counter both commit), but
 recorded as written, so a transaction that read the key conflicts. Its
 range deletes come first in the batch, then its last write of each key.
 
-A btree snapshot ends when its handle reloads its view: a writer's
-``compact_range()`` or ``ingest()`` (the page file is rewritten) or a write
-that failed while changing the tree (the tree is rebuilt from the disk). A
+A btree snapshot outlives checkpoints, ``compact_range()``, ``ingest()``
+and a read-only handle's refresh (it reads the tree it was taken on: see
+btree/db.py and btree/readers.py); it ends only when a write that failed
+while changing the tree has the tree rebuilt from the disk. A
 transaction open then cannot read any more (SnapshotEndedError, as its
 snapshot's own readers) and its commit fails with the same error, writing
 nothing, even if it had read everything before: the error names why; run

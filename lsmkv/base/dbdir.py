@@ -65,7 +65,12 @@ def prepare_directory(path: str, engine: str, fs: FileSystem, *, create: bool) -
 
 #: Files of a btree directory besides its marker (a repair recognises the
 #: engine by them when the page file is gone).
-_BTREE_FILES = {"btree.pages", "btree.log", "btree.journal"}
+_BTREE_FILES = {"btree.pages", "btree.log", "btree.journal", "btree.readers"}
+#: btree's reader table (btree/readers.py): readers register in it, so it
+#: changes while the data does not.
+BTREE_READERS = "btree.readers"
+#: Files of a database that hold no data: what its version is does not depend on them.
+NO_DATA_FILES = frozenset({BTREE_READERS})
 
 
 def engine_of_damaged(path: str, fs: FileSystem) -> str:

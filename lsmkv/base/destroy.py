@@ -21,7 +21,7 @@ from .fs import DEFAULT_FS, FileSystem
 from .set_aside import LOST_DIR
 
 #: Files of a btree directory (and the lock file the engine locks).
-_BTREE_FILES = ("btree.pages", "btree.log", "btree.journal", "btree.log.tmp")
+_BTREE_FILES = ("btree.pages", "btree.log", "btree.journal", "btree.log.tmp", "btree.readers")
 
 
 def _engine_files(engine: str, names: list[str]) -> list[str]:

@@ -19,9 +19,10 @@ its return value is returned. On ConflictError it sleeps a jittered
 exponential backoff (:func:`backoff_delay`: "full jitter", a random time
 up to a cap that doubles each attempt) and runs ``fn`` again, at most
 ``attempts`` times in all; the last ConflictError is raised. A
-SnapshotEndedError is run again the same way: on btree, a
-``compact_range()`` or ``ingest()`` ends every open snapshot, a
-transaction's too, and such a transaction has written nothing either. Any
+SnapshotEndedError is run again the same way: on btree, a write that
+failed while changing the tree (rebuilt from the disk) ends every open
+snapshot, a transaction's too, and such a transaction has written nothing
+either. Any
 other exception propagates at once (the transaction is rolled back). ``fn`` may
 run several times, so it should have no effects outside the transaction.
 

@@ -114,7 +114,7 @@ def test_a_broker_restarted_mid_load_then_the_topic_restored(own_broker, name, t
 def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(broker, name, tmp_path, engine,
                                                                           ground_truth, partition_ends, table_below):
     topic, group, path = name(), name("g"), str(tmp_path / "store")
-    spec = WorkloadSpec(records=60_000, keys=5000, tombstone_ratio=0.05, seed=21)
+    spec = WorkloadSpec(records=30_000, keys=3000, tombstone_ratio=0.05, seed=21)
     produce_workload(broker.bootstrap_servers, topic, spec, partitions=4)
     truth = ground_truth(broker.bootstrap_servers, topic)
     ends = partition_ends(truth)
@@ -131,7 +131,7 @@ def test_sigkill_at_random_moments_then_a_restart_ends_with_the_exact_table(brok
         except Exception:  # noqa: BLE001 -- no store yet, or one being created
             return -1
 
-    for _ in range(5):
+    for _ in range(4):
         before = max(stored_now(), 0)
         proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # Kill at a random moment after this run stored something of its own

@@ -271,6 +271,17 @@ class LsmModel(TransactionRules, RuleBasedStateMachine):
     def get(self, key):
         assert self.db.get(key) == self.model.get(key)
 
+    @rule(some=st.lists(KEYS, max_size=12))
+    def multi_get(self, some):
+        assert self.db.multi_get(some) == [self.model.get(k) for k in some]
+
+    @rule(entry=snapshots, some=st.lists(KEYS, max_size=12))
+    def multi_get_snapshot(self, entry, some):
+        snap, frozen = entry
+        if not any(e is entry for e in self.open_snapshots):
+            return
+        assert snap.multi_get(some) == [frozen.get(k) for k in some]
+
     @rule(start=BOUND, end=BOUND, prefix=st.one_of(st.none(), st.binary(max_size=2).map(lambda b: b"k" + b)),
           reverse=st.booleans())
     def scan(self, start, end, prefix, reverse):

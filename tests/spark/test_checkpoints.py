@@ -54,6 +54,23 @@ def test_fingerprint_follows_every_visible_write(tmp_path, engine):
         assert checkpoints.fingerprint(path) not in (None, first)  # seen by another process: a new version
 
 
+def test_a_read_only_snapshot_leaves_a_btree_stores_fingerprint_as_it_was(tmp_path):
+    """A snapshot of a read-only handle registers in btree's reader table
+    (btree.readers changes), which changes no data: the version stays."""
+    path = _store(tmp_path, "btree")
+    past = time.time() - 10 * checkpoints.SETTLED_S
+    for name in os.listdir(path) + [""]:
+        os.utime(os.path.join(path, name), (past, past))  # as a store nobody wrote to for a while
+    first = checkpoints.fingerprint(path)
+    assert first is not None
+    readers = os.path.join(path, "btree.readers")
+    before = os.stat(readers).st_mtime_ns
+    with btree.open(path, read_only=True) as db, db.snapshot() as snap:
+        assert snap.get(b"k00001") == b"v" * 50
+    assert os.stat(readers).st_mtime_ns != before  # the reader registered
+    assert checkpoints.fingerprint(path) == first
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_an_unchanged_store_has_one_checkpoint_and_a_changed_one_a_new_one(tmp_path, engine):
