@@ -84,6 +84,8 @@ def test_a_fold_that_fails_writes_nothing_of_its_batch(counters):
     counters.put(b"bad", b"abc")  # not a counter: the operator cannot fold onto it
     with pytest.raises(MergeError, match="3 bytes"):
         counters.merge(b"bad", add(1))
+    with pytest.raises(MergeError, match="3 bytes"):
+        counters.merge(b"bad", add(1), sync=True)  # (through the log syncer)
     with pytest.raises(MergeError):
         with counters.write_batch() as batch:
             batch.put(b"other", b"1")
