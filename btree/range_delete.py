@@ -23,7 +23,9 @@ never visits the covered keys one by one:
 
 Cost: the pages freed (each read once if it is not in the pool) plus
 O(height) nodes changed on the two edges: a key covered costs nothing of
-its own but for a leaf that holds overflow or ttl values. Snapshots open
+its own but a byte looked at in a leaf outside the pool, a decode in a
+leaf that holds overflow or ttl values, and, for a cached leaf while the
+hash index holds keys, one C-level set operation over its keys. Snapshots open
 across the delete keep their view: every node changed or freed is
 preserved first (Tree.preserve), which for a leaf outside the pool means
 reading it into the pool, and overflow pages are held back while
