@@ -165,3 +165,12 @@ def test_a_read_only_handle_refuses_merges(dbpath):
     with btree.open(dbpath, read_only=True, merge_operator=UInt64Add()) as db:
         with pytest.raises(ReadOnlyError):
             db.merge(b"k", add(1))
+
+
+def test_the_engine_dispatching_open_passes_the_operator_through(dbpath):
+    from lsmkv.stores import open_store
+    with open_store(dbpath, engine="btree", merge_operator=UInt64Add()) as db:
+        db.merge(b"k", add(3))
+    with open_store(dbpath, merge_operator=UInt64Add()) as db:  # the directory says btree
+        db.merge(b"k", add(4))
+        assert count(db[b"k"]) == 7
