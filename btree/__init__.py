@@ -20,6 +20,8 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.options`: the options of ``btree.open``, their defaults and checks;
 * :mod:`btree.write_batch`: ``WriteBatch`` and a write as the write queue carries it;
 * :mod:`btree.transactions`: ``db.transaction()``'s snapshot, commit and validation in the log writer;
+* :mod:`btree.merging`: ``merge()``: operands folded by the log writer into the values it logs;
+* :mod:`btree.range_delete`: ``delete_range()``: covered subtrees freed whole, the edges trimmed;
 * :mod:`btree.db`: the DB object (locking, the write and read paths, log checkpoints);
 * :mod:`btree.recovery`: opening the files and rebuilding the state from them;
 * :mod:`btree.error_handler`: a failed write stops writes; ``resume()``;
@@ -42,8 +44,8 @@ from lsmkv.base.destroy import destroy as _destroy_db
 from lsmkv.base.retry import run_in_transaction
 from lsmkv.base.transaction import Transaction
 from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
-                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
-                               SnapshotEndedError, SyncTimeoutError)
+                               InvalidDatabaseError, LockError, LsmkvError, MergeError, OptionError, ReadOnlyError,
+                               SizeLimitError, SnapshotEndedError, SyncTimeoutError)
 
 from .check import check
 from .db import DB, open
@@ -82,5 +84,5 @@ __all__ = [
     "run_in_transaction",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
-    "ConflictError",
+    "ConflictError", "MergeError",
 ]

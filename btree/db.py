@@ -20,6 +20,8 @@ describes it at length):
 
 The rest of the DB's work has a module of its own, to which its methods
 delegate: options (btree/options.py), write batches (btree/write_batch.py),
+merges folded by the log writer (btree/merging.py), range deletes on the
+tree (btree/range_delete.py),
 failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
 (btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
 ``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and
@@ -57,12 +59,13 @@ from lsmkv.base.cache_size import default_capacity
 from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
-from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidDatabaseError, LsmkvError,
-                               ReadOnlyError, SnapshotEndedError)
+from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, InvalidArgumentError,
+                               InvalidDatabaseError, LsmkvError, ReadOnlyError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
+from lsmkv.base.merge_operators import check_operand
 from lsmkv.base.timer import Timer, TimerHandle
 from lsmkv.base.transaction import Transaction
 from lsmkv.base.ttl import check_ttl, deadline_ms
@@ -74,20 +77,22 @@ from .cursor import snapshot_source
 from .error_handler import fail, resume_writes
 from .ingest import ingest_files
 from .node import DEADLINE_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
+from .merging import MergeOperand, resolve_group
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
+from .range_delete import delete_range
 from .readers import ReaderTable
 from .recovery import (VIEW_ATTEMPTS, concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
                        replay_log, retry_while_checkpointing)
 from .snapshot import Snapshot
 from .stats import collect_stats
-from .transactions import (TransactionHost, TransactionSnapshot, recorded_keys, screen_group,
+from .transactions import (TransactionHost, TransactionSnapshot, recorded_writes, screen_group,
                            transaction_limits)
 from .tree import Tree
 from .vacuum import compact_file, vacuum
-from .wal import LogWriter, MetaEntry, encode_batch, encode_delete, encode_put, encode_put_ttl
-from .write_batch import QueuedWrite, WriteBatch, queued_batch
+from .wal import LogWriter, MetaEntry, RangeDelete, encode_batch, encode_delete, encode_put, encode_put_ttl
+from .write_batch import QueuedWrite, WriteBatch, check_range, queued_batch
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +112,12 @@ class DB(KeyValueMapping):
                  checkpoint_log_bytes: int = DEFAULT_CHECKPOINT_LOG_BYTES, hash_index: bool = True,
                  group_commit: bool = True, sync_timeout: float | None = 30.0, commit_delay: float = 0.0,
                  ttl_clock: Callable[[], float] = time.time,
-                 ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL) -> None:
+                 ttl_sweep_interval: float = DEFAULT_TTL_SWEEP_INTERVAL,
+                 merge_operator: Callable | None = None) -> None:
         check_options(page_size, cache_size, read_only, fs, checkpoint_log_bytes, hash_index, group_commit,
-                      sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval)
+                      sync_timeout, commit_delay, ttl_clock, ttl_sweep_interval, merge_operator)
+        #: Folds merge operands at write (btree/merging.py); None: merges refused.
+        self._merge_operator = merge_operator
         self._ttl_clock = ttl_clock
         self._ttl_sweep_interval = ttl_sweep_interval
         #: The next sweep of expired keys on the timing wheel, and keys swept so far.
@@ -168,6 +176,9 @@ class DB(KeyValueMapping):
         self._vacuums = 0
         self._ingests = 0
         self._vacuum_pages_freed = 0
+        self._merges = 0
+        self._range_deletes = 0
+        self._range_delete_pages_freed = 0
         self._replayed = 0
         self._fill_cache: tuple[int, list, list] | None = None
         self._version = 0
@@ -558,6 +569,9 @@ class DB(KeyValueMapping):
             elif type(value) is MetaEntry:
                 self._meta = {**self._meta, key: value.value}  # replaced whole: readers hold the old one
                 self._meta_dirty = True
+            elif type(value) is RangeDelete:
+                cut = delete_range(tree, key, value.end)
+                self._range_delete_pages_freed += cut.pages_freed
             else:
                 tree.put(key, value)
 
@@ -632,12 +646,44 @@ class DB(KeyValueMapping):
             queued = QueuedWrite("delete", [(key, None)], encode_delete(key), len(key))
         self._commits.write(queued, sync)
 
+    def merge(self, key, operand, sync: bool = False) -> None:
+        """Merge ``operand`` into ``key``'s value with the merge operator the
+        database was opened with (``merge_operator=``): the log writer folds
+        it onto the current value (None if absent or expired; a deadline is
+        kept) and writes the folded value (btree/merging.py)."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        operator = self._merge_operator
+        if operator is None:
+            raise InvalidArgumentError(f"merge needs a merge operator: open the btree database {self.path} "
+                                       "with merge_operator=")
+        key = as_key(key, self._max_key)
+        operand = as_value(operand)
+        check_operand(operator, operand)
+        self._commits.write(QueuedWrite("merge", [(key, MergeOperand((operand,)))], b"", len(key) + len(operand),
+                                        merges=1), sync)
+
+    def delete_range(self, start, end, sync: bool = False) -> None:
+        """Delete every key k with start <= k < end (end exclusive), in bulk:
+        leaves wholly inside the range go back to the free list without
+        their keys being visited, the two edge leaves are trimmed
+        (btree/range_delete.py); one log record. start == end deletes
+        nothing; start > end raises InvalidArgumentError."""
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        start, end = check_range(start, end)
+        if start == end:
+            self._check_writable()
+            return
+        ops = [(start, RangeDelete(end))]
+        self._commits.write(QueuedWrite("delete_range", ops, encode_batch(ops), len(start) + len(end)), sync)
+
     def write_batch(self, sync: bool = False) -> WriteBatch:
         """A batch to fill inside a ``with`` block; committed atomically at its end."""
         if type(sync) is not bool:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._check_writable()
-        return WriteBatch(self._commit, self._max_key, sync, self._ttl_clock)
+        return WriteBatch(self._commit, self._max_key, sync, self._ttl_clock, self._merge_operator)
 
     def _commit(self, batch: WriteBatch, sync: bool) -> None:
         """Write a batch (the end of a WriteBatch's block)."""
@@ -651,7 +697,8 @@ class DB(KeyValueMapping):
         (ConflictError; btree/transactions.py). On a read-only handle its
         reads work and its first write raises ReadOnlyError."""
         host = TransactionHost(self._txn_limits, self._conflicts, self._commits.write, self._transaction_snapshot,
-                               max_key=self._max_key, clock=self._ttl_clock, path=self.path)
+                               max_key=self._max_key, clock=self._ttl_clock, path=self.path,
+                               merge_operator=self._merge_operator)
         return Transaction.begin(host, self._conflicts, host.snapshot, sync=sync)
 
     def _transaction_snapshot(self) -> TransactionSnapshot:
@@ -682,6 +729,13 @@ class DB(KeyValueMapping):
             group = screen_group(group, conflicts, self._view_gen, self._snapshot_ended)
             if not group:
                 return
+        for writer in group:
+            if writer.batch.merges:
+                tree = self._tree
+                group = resolve_group(group, tree.get_entry, tree.now_ms, self._merge_operator)
+                if not group:
+                    return
+                break
         wal = self._log
         records = [w.batch.record for w in group]
         data = records[0] if len(records) == 1 else b"".join(records)
@@ -710,9 +764,13 @@ class DB(KeyValueMapping):
                 self._deletes += 1
             elif queued.kind == "batch" or queued.kind == "transaction":
                 self._batches += 1
+            elif queued.kind == "merge":
+                self._merges += 1
+            elif queued.kind == "delete_range":
+                self._range_deletes += 1
             changed = changed or bool(queued.ops)
         if conflicts.active:
-            conflicts.record(recorded_keys(group))
+            conflicts.record(*recorded_writes(group))
         if changed:
             self._log_pending += len(data)
             self._version += 1

@@ -551,6 +551,23 @@ class LeafImage:
         return keys, vals, ovf
 
 
+    def non_plain_values(self) -> list:
+        """The values of the page that are not plain bytes (Overflow and
+        Expiring ones), for a range delete that frees the page without
+        decoding it: one byte (the cell's kind) is looked at per cell, and
+        only a page that has such values is decoded."""
+        buf = self.buf
+        try:
+            if not any([buf[off + 2] for off in self.slots]):
+                return []
+            keys: list = []
+            vals: list = []
+            _decode_leaf_cells(buf, self.slots, keys, vals, len(buf), self.path, self.pgno)
+        except (IndexError, struct.error):
+            raise CorruptionError("cell runs past the end of the page", path=self.path, page=self.pgno) from None
+        return [v for v in vals if type(v) is not bytes]
+
+
 def _leaf_header(buf: bytes, pgno: int, page_size: int, max_epoch: int) -> tuple | None:
     """The unpacked header of the leaf page image ``buf`` if its checksum,
     page number, page type and slot count pass and a checkpoint no newer

@@ -30,7 +30,7 @@ DEFAULT_CHECKPOINT_LOG_BYTES = 256 * 1024 * 1024
 DEFAULT_TTL_SWEEP_INTERVAL = 60.0
 
 OPTIONS = ("page_size", "cache_size", "read_only", "fs", "checkpoint_log_bytes", "hash_index", "group_commit",
-           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval")
+           "sync_timeout", "commit_delay", "ttl_clock", "ttl_sweep_interval", "merge_operator")
 
 
 def check_option_names(options: dict) -> None:
@@ -42,7 +42,8 @@ def check_option_names(options: dict) -> None:
 
 def check_options(page_size: int | None, cache_size: int | None, read_only: bool, fs: FileSystem | None,
                   checkpoint_log_bytes: int, hash_index: bool, group_commit: bool, sync_timeout: float | None,
-                  commit_delay: float, ttl_clock: Callable[[], float], ttl_sweep_interval: float) -> None:
+                  commit_delay: float, ttl_clock: Callable[[], float], ttl_sweep_interval: float,
+                  merge_operator: Callable | None = None) -> None:
     """Raise OptionError for the first option whose value is not one it takes."""
     if page_size is not None and not valid_page_size(page_size):
         raise OptionError(f"page_size must be a power of two from 512 to 32768, not {page_size!r}")
@@ -67,3 +68,6 @@ def check_options(page_size: int | None, cache_size: int | None, read_only: bool
             or not 0 < ttl_sweep_interval <= 86400):
         raise OptionError(f"ttl_sweep_interval must be a number of seconds from 0 (excluded) to 86400, "
                           f"not {ttl_sweep_interval!r}")
+    if merge_operator is not None and not callable(merge_operator):
+        raise OptionError(f"merge_operator must be a callable (key, existing value or None, operands) -> bytes "
+                          f"or None, not {type(merge_operator).__name__}")

@@ -80,6 +80,7 @@ from typing import Iterable, Iterator
 from lsmkv.base.dbdir import engine_of_damaged
 from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.base.fs import DEFAULT_FS, FileLock, FileSystem
+from lsmkv.base.key_ranges import KeyRanges
 from lsmkv.base.repair_report import Loss, RepairReport
 from lsmkv.base.set_aside import copy_aside, copy_pieces_aside, new_set_aside_dir
 
@@ -89,7 +90,7 @@ from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEA
                    decode_overflow)
 from .pagemap import PageMap
 from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta, decode_meta_entries
-from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, parse_log
+from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, RangeDelete, parse_log
 
 #: The new page file while it is being written.
 REBUILT_FILE = PAGES_FILE + ".repair"
@@ -150,6 +151,8 @@ class _Repair:
         self.meta: Meta | None = None
         #: Metadata entries (set_meta) to carry into the rebuilt file.
         self.metadata: dict[bytes, bytes] = {}
+        #: (start, end) of the range deletes the log's batches hold.
+        self._log_ranges: list[tuple[bytes, bytes]] = []
         #: Slot -> image standing in for the file's (a format-3 journal's).
         self.overlay: dict[int, bytes] = {}
         #: Slots in the file.
@@ -691,6 +694,13 @@ class _Repair:
                 for key, value in batch:
                     if type(value) is MetaEntry:  # a metadata entry, not a key
                         self.metadata[key] = value.value
+                    elif type(value) is RangeDelete:
+                        # Deletes the keys the log wrote before it, and the tree's
+                        # (_entries leaves out those not written again after it).
+                        end = value.end
+                        for k in [k for k in ops if key <= k < end]:
+                            ops[k] = None
+                        self._log_ranges.append((key, end))
                     else:
                         ops[key] = value
                 applied += 1
@@ -702,6 +712,7 @@ class _Repair:
     def _entries(self, kept: list[_Leaf], ops: dict[bytes, bytes | None]) -> Iterator[tuple[bytes, bytes]]:
         """The surviving entries in key order, the log's changes applied."""
         pending = sorted(ops)
+        deleted = KeyRanges(self._log_ranges)
         j = 0
         count = 0
         for leaf in kept:
@@ -720,6 +731,8 @@ class _Repair:
                         count += 1
                         yield key, value
                     continue
+                if deleted and deleted.containing(key) is not None:
+                    continue  # a range delete in the log removed it
                 if type(val) is Expiring:
                     inner = val.value
                     if type(inner) is not bytes:

@@ -126,6 +126,11 @@ def collect_stats(db: DB) -> dict:
         "vacuums": db._vacuums,
         "ingests": db._ingests,
         "vacuum_pages_freed": db._vacuum_pages_freed,
+        # db.merge calls and db.delete_range calls (batches and transactions
+        # count as batches), and the pages range deletes gave back.
+        "merges": db._merges,
+        "range_deletes": db._range_deletes,
+        "range_delete_pages_freed": db._range_delete_pages_freed,
         "checkpoint_epoch": pager.meta.epoch,
         # Readers in other processes (btree/readers.py) and what the writer
         # holds back for them; this handle's views that snapshots read.

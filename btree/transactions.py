@@ -23,8 +23,16 @@ rollback) with what this module gives it:
   a commit since its snapshot -- or with a batch ahead of it in the same
   group (PendingWrites) -- gets ConflictError; either is left out of the
   append, so it leaves nothing in the log, the tree or after recovery;
-* :func:`recorded_keys`: the user keys a group wrote, which the log writer
-  records in the tracker after applying it, while a transaction is open.
+* :func:`recorded_writes`: the user keys a group wrote and the ranges it
+  deleted, which the log writer records in the tracker after applying it,
+  while a transaction is open.
+
+A transaction's merges go into its batch as operands, folded by the log
+writer onto the value the key has at the commit (btree/merging.py), not
+the snapshot's: a merge the transaction did not read back is a blind write,
+not validated (two transactions adding to one counter both commit), but
+recorded as written, so a transaction that read the key conflicts. Its
+range deletes come first in the batch, then its last write of each key.
 
 A btree snapshot outlives checkpoints, ``compact_range()``, ``ingest()``
 and a read-only handle's refresh (it reads the tree it was taken on: see
@@ -55,11 +63,12 @@ from lsmkv.base.keys import MAX_VALUE_SIZE
 from lsmkv.base.transaction import TransactionLimits
 from lsmkv.base.ttl import deadline_ms
 from lsmkv.base.write_queue import Writer
-from lsmkv.base.write_set import WriteSet
+from lsmkv.base.write_set import MERGE, WriteSet
 
 from .cursor import ChunkReader, snapshot_source
 from .node import DEADLINE_SIZE, Expiring
-from .wal import PUT_TTL_OP, MetaEntry, encode_batch
+from .merging import MergeOperand
+from .wal import PUT_TTL_OP, MetaEntry, RangeDelete, encode_batch
 from .write_batch import MAX_BATCH_BYTES, QueuedWrite
 
 if TYPE_CHECKING:
@@ -137,11 +146,15 @@ class TransactionHost:
     """The TransactionHost of one transaction (lsmkv/base/transaction.py):
     its commit goes to ``commit(queued, sync)`` (the DB's write queue)."""
 
-    __slots__ = ("_limits", "_tracker", "_commit", "_max_key", "_clock", "_take_snapshot", "_path", "reader")
+    __slots__ = ("_limits", "_tracker", "_commit", "_max_key", "_clock", "_take_snapshot", "_path", "reader",
+                 "merge_operator")
 
     def __init__(self, limits: TransactionLimits | None, tracker: ConflictTracker,
                  commit: Callable[[QueuedWrite, bool], None], take_snapshot: Callable[[], TransactionSnapshot], *,
-                 max_key: int, clock: Callable[[], float] = time.time, path: str = "") -> None:
+                 max_key: int, clock: Callable[[], float] = time.time, path: str = "",
+                 merge_operator: Callable | None = None) -> None:
+        #: The database's merge operator (None: the transaction's merges are refused).
+        self.merge_operator = merge_operator
         #: None on a read-only handle: no writes.
         self._limits = limits
         self._tracker = tracker
@@ -170,17 +183,28 @@ class TransactionHost:
                            scanned_ranges: list[Range], sync: bool) -> None:
         now = self._clock()
         max_key = self._max_key
-        ops: list[tuple[bytes, bytes | Expiring | None]] = []
-        user_bytes = 0
+        # The range deletes first: a key the transaction wrote after one is
+        # in its entries (one it wrote before inside the range is not).
+        ops: list = [(start, RangeDelete(end)) for start, end in writes.range_deletes]
+        user_bytes = sum(len(start) + len(end) for start, end in writes.range_deletes)
+        merges = 0
         for key, kind, value, ttl in writes.entries():
-            user_bytes += len(key) + len(value)
             if kind == VALUE:
+                user_bytes += len(key) + len(value)
                 ops.append((key, value if ttl is None else Expiring(deadline_ms(now, ttl), value)))
-            elif len(key) <= max_key:  # a longer key is in no tree: nothing to delete or log
-                ops.append((key, None))
-        self._commit(QueuedTransaction(ops, encode_batch(ops) if ops else b"", user_bytes, ticket=ticket,
-                                       reads=reads, writes=writes, scanned=scanned_ranges,
-                                       snapshot=self.reader.snapshot), sync)
+            elif kind == MERGE:
+                user_bytes += len(key) + sum(map(len, value))
+                ops.append((key, MergeOperand(value)))
+                merges += 1
+            else:
+                user_bytes += len(key)
+                if len(key) <= max_key:  # a longer key is in no tree: nothing to delete or log
+                    ops.append((key, None))
+        queued = QueuedTransaction(ops, encode_batch(ops) if ops and not merges else b"", user_bytes,
+                                   ticket=ticket, reads=reads, writes=writes, scanned=scanned_ranges,
+                                   snapshot=self.reader.snapshot)
+        queued.merges = merges
+        self._commit(queued, sync)
 
     def release_transaction(self, ticket: Ticket) -> None:
         self._tracker.end(ticket)
@@ -207,29 +231,38 @@ def screen_group(group: list[Writer], tracker: ConflictTracker, view_gen: int,
             if queued.snapshot._gen != view_gen:
                 writer.error = ended()
                 continue
-            conflict = tracker.validate(queued.ticket, queued.reads, queued.writes.keys(), queued.scanned,
-                                        written_ranges=queued.writes.range_deletes, pending=pending)
+            # (Its blind merges are not validated: they commute with other writes.)
+            conflict = tracker.validate(queued.ticket, queued.reads, queued.writes.validated_keys(),
+                                        queued.scanned, written_ranges=queued.writes.range_deletes,
+                                        pending=pending)
             if conflict is not None:
                 writer.error = conflict.error()
                 continue
         kept.append(writer)
-        pending.add(_user_keys(queued.ops))
+        pending.add(_user_keys(queued.ops), _ranges(queued.ops))
     return kept
 
 
 def _user_keys(ops: list) -> Iterator[bytes]:
     for key, value in ops:
-        if type(value) is not MetaEntry:
+        if type(value) is not MetaEntry and type(value) is not RangeDelete:
             yield key
 
 
-def recorded_keys(group: Iterable[Writer]) -> list[bytes]:
-    """The user keys the batches of ``group`` wrote, for ``tracker.record``:
-    metadata entries and the deletes of expired keys by a ttl sweep left
-    out (an expired key reads as absent before and after)."""
+def _ranges(ops: list) -> list[Range]:
+    return [(key, value.end) for key, value in ops if type(value) is RangeDelete]
+
+
+def recorded_writes(group: Iterable[Writer]) -> tuple[list[bytes], list[Range]]:
+    """The user keys the batches of ``group`` wrote and the ranges they
+    deleted, for ``tracker.record``: metadata entries and the deletes of
+    expired keys by a ttl sweep left out (an expired key reads as absent
+    before and after)."""
     keys: list[bytes] = []
+    ranges: list[Range] = []
     for writer in group:
         queued = writer.batch
         if queued.kind != "sweep":
             keys.extend(_user_keys(queued.ops))
-    return keys
+            ranges.extend(_ranges(queued.ops))
+    return keys, ranges

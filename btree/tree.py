@@ -908,6 +908,27 @@ class Tree:
             return v if type(v) is bytes else self._value(v)
         return None
 
+    def get_entry(self, key: bytes) -> tuple[bytes | None, int | None]:
+        """(value, ttl deadline or None) of ``key`` in the current tree;
+        (None, None) if it is absent or its ttl has expired: what a merge
+        folds its operand onto (btree/merging.py)."""
+        pg = self.root
+        for _ in self.inner:
+            n = self.node(pg, False)
+            pg = n.kids[bisect_right(n.keys, key)]
+        n = self.node(pg, True)
+        i = bisect_left(n.keys, key)
+        if i == len(n.keys) or n.keys[i] != key:
+            return None, None
+        v = n.vals[i]
+        deadline = None
+        if type(v) is Expiring:
+            if v.deadline <= self.now_ms():
+                return None, None
+            deadline = v.deadline
+            v = v.value
+        return (v if type(v) is bytes else self.read_overflow(v)), deadline
+
     def _seek_leaf(self, key: bytes | None, view, reverse: bool) -> int:
         """The page number of the leaf a range read from ``key`` starts in
         (None: the first leaf, or with ``reverse`` the last), in the current

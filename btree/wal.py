@@ -24,9 +24,9 @@ from lsmkv.base.fs import FileSystem, WritableFile
 from .node import Expiring
 
 LOG_MAGIC = b"BTREELOG"
-#: 2: operations may be puts with a ttl (op 3); 3: metadata entries (op 4).
-#: Older logs are still read.
-LOG_VERSION = 3
+#: 2: operations may be puts with a ttl (op 3); 3: metadata entries (op 4);
+#: 4: range deletes (op 5). Older logs are still read.
+LOG_VERSION = 4
 #: magic 8s, version u32, reserved u32, base LSN u64, crc32 of the first 24 bytes u32, reserved u32
 LOG_HEADER = struct.Struct("<8sIIQII")
 LOG_HEADER_SIZE = LOG_HEADER.size  # 32
@@ -41,12 +41,16 @@ OP_DELETE = 2
 OP_PUT_TTL = 3
 #: A metadata entry: op u8, name length u16, value length u32, name, value.
 OP_META = 4
+#: A range delete: op u8, start length u16, end length u16, start, end
+#: (every key k with start <= k < end is deleted).
+OP_RANGE_DELETE = 5
 #: Operations: op u8, key length u16, value length u32 (puts only), deadline
 #: u64 (puts with a ttl only; ms since the epoch).
 PUT_OP = struct.Struct("<BHI")
 DEL_OP = struct.Struct("<BH")
 PUT_TTL_OP = struct.Struct("<BHIQ")
 META_OP = struct.Struct("<BHI")
+RANGE_DELETE_OP = struct.Struct("<BHH")
 #: A one-put batch's payload head, packed in one call on the hot path.
 _SINGLE_PUT = struct.Struct("<BIBHI")
 _SINGLE_DEL = struct.Struct("<BIBH")
@@ -67,6 +71,23 @@ class MetaEntry:
 
     def __repr__(self) -> str:
         return f"MetaEntry({self.value!r})"
+
+
+class RangeDelete:
+    """A batch's range delete (``batch.delete_range(start, end)``): in a
+    batch's op list it stands where a put's value would, beside ``start``;
+    it deletes every key k with start <= k < ``end``."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: bytes) -> None:
+        self.end = end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RangeDelete) and other.end == self.end
+
+    def __repr__(self) -> str:
+        return f"RangeDelete({self.end!r})"
 
 
 def encode_header(base_lsn: int) -> bytes:
@@ -97,7 +118,8 @@ def encode_put_ttl(key: bytes, value: Expiring) -> bytes:
 
 def encode_batch(ops: list[tuple[bytes, "bytes | Expiring | None"]]) -> bytes:
     """The record of a batch: ``ops`` is a list of (key, value), the value
-    bytes, an Expiring (a put with a ttl) or None (a delete)."""
+    bytes, an Expiring (a put with a ttl), None (a delete), a MetaEntry (a
+    metadata entry) or a RangeDelete (the key is the range's start)."""
     parts = [BATCH_HEAD.pack(REC_BATCH, len(ops))]
     append = parts.append
     for key, value in ops:
@@ -112,6 +134,10 @@ def encode_batch(ops: list[tuple[bytes, "bytes | Expiring | None"]]) -> bytes:
             append(META_OP.pack(OP_META, len(key), len(value.value)))
             append(key)
             append(value.value)
+        elif type(value) is RangeDelete:
+            append(RANGE_DELETE_OP.pack(OP_RANGE_DELETE, len(key), len(value.end)))
+            append(key)
+            append(value.end)
         else:
             append(PUT_OP.pack(OP_PUT, len(key), len(value)))
             append(key)
@@ -159,6 +185,19 @@ def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, "b
                 if len(key) != klen or len(value) != vlen or not 0 < klen <= 255:
                     raise IndexError
                 ops.append((key, MetaEntry(value)))
+            elif op == OP_RANGE_DELETE:
+                _, klen, elen = RANGE_DELETE_OP.unpack_from(payload, pos)
+                pos += RANGE_DELETE_OP.size
+                key = payload[pos:pos + klen]
+                pos += klen
+                end = payload[pos:pos + elen]
+                pos += elen
+                if len(key) != klen or len(end) != elen:
+                    raise IndexError
+                if key >= end:
+                    raise CorruptionError("log range delete whose start is not below its end", path=path,
+                                          offset=offset)
+                ops.append((key, RangeDelete(end)))
             elif op == OP_DELETE:
                 _, klen = DEL_OP.unpack_from(payload, pos)
                 pos += DEL_OP.size

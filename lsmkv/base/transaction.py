@@ -27,6 +27,21 @@ first entries has read only those. ``put(key, value, ttl=...)``: the ttl
 counts from the commit (the engine dates the value when it writes the
 batch); inside the transaction the value reads as live.
 
+Merges and range deletes. ``merge(key, operand)`` (with the engine's
+``merge_operator``) reads, inside the transaction, as its operands folded
+onto the snapshot's value -- or, if the transaction put, deleted or
+range-deleted the key, is folded at once into a put. The engine's commit
+folds the operands onto the value the key has then. A key only merged and
+never read is a blind write: validation leaves it out of the written keys
+(WriteSet.validated_keys), so other commits' writes to it never make the
+transaction conflict (counters need no retries), while the commit records
+it as written, so transactions that read it do conflict. Reading it back
+records a read as any get does. ``delete_range(start, end)`` hides the
+snapshot's keys in [start, end) and the transaction's own earlier writes
+there from its reads (a later write there shows); it is validated as a
+written range (``written_ranges``), and the commit writes the range
+deletes before the keys.
+
 A transaction is used by one thread at a time. After ``commit()`` (whatever
 its outcome) or ``rollback()``, it is ended: reads, writes and
 ``commit()`` raise ClosedError, scans and cursors still open raise it at
@@ -58,13 +73,14 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Iterator, Protocol
 
 from .conflicts import ConflictTracker, Ticket
-from .cursor import VALUE, Cursor, Finder, SourceCursor, stream_view
-from .errors import ClosedError, ReadOnlyError, SizeLimitError
-from .key_ranges import Range, is_empty
+from .cursor import TOMBSTONE, VALUE, Cursor, Finder, SourceCursor, stream_view
+from .errors import ClosedError, InvalidArgumentError, ReadOnlyError, SizeLimitError
+from .key_ranges import Range, is_empty, show_key
 from .keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_optional_key, as_value, scan_bounds
+from .merge_operators import check_operand, fold
 from .read_set import ReadSet, RecordingCursor, recorded_stream
 from .ttl import check_ttl
-from .write_set import WriteSet
+from .write_set import MERGE, WriteSet, hiding_ranges
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,10 @@ class TransactionHost(Protocol):
 
     #: Checked as each write is made.
     limits: TransactionLimits
+
+    #: The engine's merge operator, None if it has none (then ``merge``
+    #: raises InvalidArgumentError). An engine without the attribute has none.
+    merge_operator: Callable | None
 
     def commit_transaction(self, ticket: Ticket, writes: WriteSet, reads: Collection[bytes],
                            scanned_ranges: list[Range], sync: bool) -> None:
@@ -235,14 +255,77 @@ class Transaction:
         self._check_size(k, b"")
         self._writes.delete(k)
 
-    def _check_size(self, key: bytes, value: bytes) -> None:
+    def merge(self, key: object, operand: object) -> None:
+        """Merge ``operand`` into ``key``'s value with the database's merge
+        operator when the transaction commits. Reads in the transaction see
+        it folded onto the snapshot's value (or onto the transaction's own
+        write of the key). Unless the transaction reads the key, the merge
+        is a blind write: another commit's write to the key does not make
+        this one conflict (two transactions adding to one counter both
+        commit); it is folded onto the value the key has at the commit."""
+        self._check_open()
+        limits = self._host.limits
+        if limits.writes_refused is not None:
+            raise ReadOnlyError(limits.writes_refused)
+        operator = getattr(self._host, "merge_operator", None)
+        if operator is None:
+            raise InvalidArgumentError("merge needs a merge operator: open the database with merge_operator=")
+        k = as_key(key, limits.max_key_size)
+        v = as_value(operand, limits.max_value_size)
+        check_operand(operator, v)
+        writes = self._writes
+        own = writes.get(k)
+        if (own is None and not writes.range_deleted(k)) or (own is not None and own[0] == MERGE):
+            self._check_size(k, v, "append")
+            writes.merge(k, v)
+            return
+        # The key's value is the transaction's own (put, deleted, or inside
+        # one of its range deletes): fold now, into a put (a ttl is kept).
+        if own is None or own[0] == TOMBSTONE:
+            folded, ttl = fold(operator, k, None, [v]), None
+        else:
+            folded, ttl = fold(operator, k, own[1], [v]), writes.ttl_of(k)
+        folded = as_value(folded, limits.max_value_size)
+        self._check_size(k, folded)
+        writes.put(k, folded, ttl)
+
+    def delete_range(self, start: object, end: object) -> None:
+        """Delete every key k with start <= k < end (end exclusive) when the
+        transaction commits; reads in the transaction no longer see them,
+        and a write after this one inside the range is kept. start == end
+        deletes nothing; start > end raises InvalidArgumentError."""
+        self._check_open()
+        refused = self._host.limits.writes_refused
+        if refused is not None:
+            raise ReadOnlyError(refused)
+        lo = as_key(start)
+        hi = as_key(end)
+        if lo > hi:
+            raise InvalidArgumentError(f"delete_range: start {show_key(lo)} is above end {show_key(hi)} "
+                                       "(the range is [start, end))")
+        if lo == hi:
+            return
+        self._check_size(lo, hi, "range")
+        self._writes.delete_range(lo, hi)
+
+    def _check_size(self, key: bytes, value: bytes, how: str = "replace") -> None:
+        """Raise SizeLimitError if a write would take the transaction's
+        writes over the limit: ``value`` replacing what it wrote to ``key``
+        (``how="replace"``), ``value`` added to it (``"append"``: a merge
+        operand), or a range delete from ``key`` to ``value`` (``"range"``).
+        Each key written and each range counts ``entry_overhead`` once."""
         limits = self._host.limits
         if limits.max_write_bytes is None:
             return
         writes = self._writes
-        old = writes.get(key)
-        size = writes.byte_size + len(value) + (len(key) if old is None else -len(old[1]))
-        size += (len(writes) + (old is None)) * limits.entry_overhead
+        entries = len(writes) + len(writes.range_deletes)
+        old = None if how == "range" else writes.size_of(key)
+        if old is None:  # a new entry (or range): its key (start) too, and its overhead
+            size = writes.byte_size + len(key) + len(value) + (entries + 1) * limits.entry_overhead
+        elif how == "append":
+            size = writes.byte_size + len(value) + entries * limits.entry_overhead
+        else:
+            size = writes.byte_size + len(value) - old + entries * limits.entry_overhead
         if size > limits.max_write_bytes:
             raise SizeLimitError(f"the transaction's writes would take {size} bytes; the limit is "
                                  f"{limits.max_write_bytes}")
@@ -258,11 +341,23 @@ class Transaction:
         return self._get(k, default)
 
     def _get(self, key: bytes, default: bytes | None) -> bytes | None:
-        own = self._writes.get(key)
+        writes = self._writes
+        own = writes.get(key)
         if own is not None:
-            return own[1] if own[0] == VALUE else default
+            kind = own[0]
+            if kind == VALUE:
+                return own[1]
+            if kind == MERGE:
+                return self._resolve(key, own[1])
+            return default
+        if writes.range_deleted(key):
+            return default
         value = self._reader.get(key)
         return default if value is None else value
+
+    def _resolve(self, key: bytes, operands: tuple) -> bytes:
+        """The value ``key``'s merge operands fold into over the snapshot's value."""
+        return fold(self._host.merge_operator, key, self._reader.get(key), list(operands))
 
     def __getitem__(self, key: object) -> bytes:
         value = self.get(key)
@@ -280,13 +375,21 @@ class Transaction:
         self._reads.keys.update(checked)
         writes = self._writes
         found: dict[bytes, bytes | None] = {}
+        merged = []
         for key in checked:
             own = writes.get(key)
             if own is not None:
-                found[key] = own[1] if own[0] == VALUE else None
+                if own[0] == MERGE:
+                    merged.append(key)
+                else:
+                    found[key] = own[1] if own[0] == VALUE else None
+            elif writes.range_deleted(key):
+                found[key] = None
         rest = sorted(set(checked).difference(found))
         if rest:
             found.update(zip(rest, self._reader.multi_get(rest)))
+        for key in merged:  # (their snapshot values were read with the rest)
+            found[key] = fold(self._host.merge_operator, key, found[key], list(writes.get(key)[1]))
         return [found[key] for key in checked]
 
     def scan(self, start: object = None, end: object = None, reverse: bool = False,
@@ -318,7 +421,13 @@ class Transaction:
     def _finders(self, lo: bytes | None, hi: bytes | None) -> list[tuple[Finder, Finder]]:
         """The transaction's own writes (if any) over the snapshot's sources."""
         snapshot = self._reader.finders(lo, hi)
-        return [self._writes.finders(), *snapshot] if self._writes else list(snapshot)
+        writes = self._writes
+        if not writes:
+            return list(snapshot)
+        if writes.range_deletes:
+            deleted = writes.deleted_ranges()
+            snapshot = [hiding_ranges(finders, deleted) for finders in snapshot]
+        return [writes.finders(self._resolve), *snapshot]
 
     # -- the end ---------------------------------------------------------------------------------
 

@@ -52,14 +52,15 @@ from typing import Callable, Collection, Iterable, Iterator
 
 from lsmkv.base.conflicts import ConflictTracker, PendingWrites, Ticket
 from lsmkv.base.cursor import TOMBSTONE as WRITTEN_TOMBSTONE, VALUE as WRITTEN_VALUE, Finder
-from lsmkv.base.errors import ClosedError, SyncTimeoutError
+from lsmkv.base.errors import ClosedError, InvalidArgumentError, SyncTimeoutError
 from lsmkv.base.group_commit import raised_again
 from lsmkv.base.key_ranges import Range
 from lsmkv.base.transaction import TransactionLimits
 from lsmkv.base.ttl import deadline_ms
 from lsmkv.base.write_queue import Writer
-from lsmkv.base.write_set import WriteSet
+from lsmkv.base.write_set import MERGE as WRITTEN_MERGE, WriteSet
 
+from . import write_batch
 from .read_state import ReadState
 from .ttl_value import with_deadline
 from .write_batch import META, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
@@ -149,7 +150,8 @@ class TransactionBatch(WriteBatch):
     ``conflict`` (the ConflictError it was refused with) or ``committed``;
     ``wait_settled()`` waits for that."""
 
-    __slots__ = ("ticket", "read", "scanned", "wrote", "deleted", "conflict", "committed", "failure", "_settled")
+    __slots__ = ("ticket", "read", "scanned", "wrote", "validated", "deleted", "conflict", "committed", "failure",
+                 "_settled")
 
     def __init__(self, ticket: Ticket, writes: WriteSet, reads: Collection[bytes], scanned: list[Range],
                  clock: Callable[[], float]) -> None:
@@ -158,6 +160,8 @@ class TransactionBatch(WriteBatch):
         self.read = reads
         self.scanned = scanned
         self.wrote = writes.keys()
+        #: The keys validated as written: all but those only merged (blind writes).
+        self.validated = writes.validated_keys()
         self.deleted = writes.range_deletes
         self.conflict: BaseException | None = None
         self.committed = False
@@ -168,6 +172,11 @@ class TransactionBatch(WriteBatch):
         ops = self.ops
         now = None
         user_bytes = 0
+        # The range deletes first: a key written after one is among the
+        # entries, one written before inside its range is not.
+        for start, end in writes.range_deletes:
+            ops.append((_kind("RANGE_DELETE", "delete_range"), start, end))
+            user_bytes += len(start) + len(end)
         for key, kind, value, ttl in writes.entries():
             if kind == WRITTEN_VALUE:
                 if ttl is None:
@@ -178,6 +187,12 @@ class TransactionBatch(WriteBatch):
                     ops.append((VALUE_TTL, key, with_deadline(deadline_ms(now, ttl), value)))
             elif kind == WRITTEN_TOMBSTONE:
                 ops.append((TOMBSTONE, key, b""))
+            elif kind == WRITTEN_MERGE:
+                merge = _kind("MERGE", "merge")
+                for operand in value:  # oldest first
+                    ops.append((merge, key, operand))
+                    user_bytes += len(key) + len(operand)
+                continue
             else:
                 raise ValueError(f"a transaction's write of kind {kind} cannot be committed by this engine")
             user_bytes += len(key) + len(value)
@@ -195,6 +210,16 @@ class TransactionBatch(WriteBatch):
     def wait_settled(self) -> None:
         self._settled.acquire()
         self._settled.release()
+
+
+def _kind(name: str, what: str) -> int:
+    """The write-batch kind ``name`` (MERGE = 4, RANGE_DELETE = 5), or an
+    InvalidArgumentError while this engine's write batches have no such kind."""
+    kind = getattr(write_batch, name, None)
+    if kind is None:
+        raise InvalidArgumentError(f"the lsm engine does not take {what} in a transaction yet; nothing of the "
+                                   "transaction was written")
+    return kind
 
 
 def batch_keys(batch: WriteBatch) -> Iterable[bytes]:
@@ -223,7 +248,7 @@ def validate_group(tracker: ConflictTracker, group: list[Writer]) -> list[Writer
         batch = writer.batch
         if type(batch) is TransactionBatch:
             try:
-                conflict = tracker.validate(batch.ticket, batch.read, batch.wrote, batch.scanned,
+                conflict = tracker.validate(batch.ticket, batch.read, batch.validated, batch.scanned,
                                             written_ranges=batch.deleted, pending=pending)
             except ValueError:
                 if batch.ticket.open:

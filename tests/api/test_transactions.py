@@ -23,6 +23,11 @@ import pytest
 import btree
 import lsmkv
 from lsmkv import ClosedError, ConflictError, ReadOnlyError, SnapshotEndedError, run_in_transaction
+from lsmkv.base.errors import InvalidArgumentError, MergeError
+from lsmkv.base.merge_operators import UInt64Add
+
+add = UInt64Add.operand
+decode = UInt64Add.decode
 
 #: The engines whose transactions these tests run on.
 ENGINES = ["lsm", "btree"]
@@ -489,3 +494,171 @@ def test_a_sync_commit_is_whole_after_a_sigkill(engine, tmp_path, group_commit):
         assert acknowledged <= set(found)
         assert not refused & set(found)
         assert int(db.get(b"counter")) == len(found)
+
+
+# -- merges and range deletes in a transaction ------------------------------------------------------
+
+@pytest.fixture(params=ENGINES)
+def mr_engine(request) -> str:
+    """The engines whose transactions take merges and range deletes."""
+    if request.param == "lsm":
+        pytest.skip("the lsm engine's merge and delete_range are wired into its transactions separately")
+    return request.param
+
+
+@pytest.fixture
+def counters(mr_engine, tmp_path):
+    handle = open_db(mr_engine, tmp_path / "db", merge_operator=UInt64Add())
+    for i in range(10):
+        handle.put(b"c%d" % i, add(100 * i))
+    yield handle
+    handle.close()
+
+
+def test_reads_see_the_transactions_merges_folded_onto_the_snapshot(counters):
+    with counters.transaction() as txn:
+        txn.merge(b"c1", add(5))
+        txn.merge(b"c1", add(6))
+        txn.merge(b"new", add(1))
+        txn.put(b"p", add(10))
+        txn.merge(b"p", add(1))                 # onto its own put
+        txn.delete(b"c2")
+        txn.merge(b"c2", add(2))                # onto its own delete: absent
+        assert decode(txn.get(b"c1")) == 111 and decode(txn[b"new"]) == 1
+        assert [decode(v) for v in txn.multi_get([b"c1", b"p", b"c2", b"c3"])] == [111, 11, 2, 300]
+        scanned = {k: decode(v) for k, v in txn.scan()}
+        assert scanned[b"c1"] == 111 and scanned[b"p"] == 11 and scanned[b"new"] == 1
+        with txn.iterator(b"c1", b"c3") as cursor:
+            cursor.seek_to_first()
+            assert (cursor.key(), decode(cursor.value())) == (b"c1", 111)
+            cursor.next()
+            assert (cursor.key(), decode(cursor.value())) == (b"c2", 2)
+    assert decode(counters[b"c1"]) == 111 and decode(counters[b"p"]) == 11 and decode(counters[b"c2"]) == 2
+
+
+def test_a_merge_read_back_conflicts_with_a_write_to_its_key(counters):
+    txn = counters.transaction()
+    txn.merge(b"c1", add(5))
+    assert decode(txn.get(b"c1")) == 105  # read: validated as usual
+    counters.put(b"c1", add(1000))
+    with pytest.raises(ConflictError, match="c1"):
+        txn.commit()
+    assert decode(counters[b"c1"]) == 1000
+
+
+def test_two_transactions_merging_one_counter_both_commit(counters):
+    first, second = counters.transaction(), counters.transaction()
+    first.merge(b"c1", add(1))
+    second.merge(b"c1", add(2))
+    counters.merge(b"c1", add(4))  # a plain merge between them: no conflict either
+    first.commit()
+    second.commit()
+    assert decode(counters[b"c1"]) == 100 + 1 + 2 + 4
+
+
+def test_a_blind_merge_folds_onto_the_value_at_the_commit(counters):
+    txn = counters.transaction()
+    txn.merge(b"c3", add(1))
+    counters.put(b"c3", add(7))
+    txn.commit()
+    assert decode(counters[b"c3"]) == 8
+
+
+def test_a_transaction_that_read_a_key_another_merged_conflicts(counters):
+    reader, merger = counters.transaction(), counters.transaction()
+    assert decode(reader[b"c1"]) == 100
+    reader.merge(b"c9", add(1))  # something to commit
+    merger.merge(b"c1", add(1))
+    merger.commit()
+    with pytest.raises(ConflictError, match="c1"):
+        reader.commit()
+    assert decode(counters[b"c9"]) == 900
+
+
+def test_a_transactions_range_delete_hides_keys_and_a_later_put_stays(counters):
+    with counters.transaction() as txn:
+        txn.put(b"c5", add(55))            # before the range delete: deleted with the range
+        txn.merge(b"c6", add(1))           # likewise
+        txn.delete_range(b"c2", b"c8")
+        txn.put(b"c4", add(44))            # after it: kept
+        txn.merge(b"c7", add(7))           # after it: onto nothing
+        assert txn.get(b"c3") is None and txn.get(b"c5") is None and decode(txn[b"c4"]) == 44
+        assert [k for k, _ in txn.scan()] == [b"c0", b"c1", b"c4", b"c7", b"c8", b"c9"]
+        assert [k for k, _ in txn.scan(reverse=True)] == [b"c9", b"c8", b"c7", b"c4", b"c1", b"c0"]
+        assert txn.multi_get([b"c2", b"c4", b"c8"])[0] is None
+        with txn.iterator() as cursor:
+            cursor.seek(b"c2")
+            assert cursor.key() == b"c4"
+            cursor.prev()
+            assert cursor.key() == b"c1"
+    assert {k: decode(v) for k, v in counters.scan()} == {b"c0": 0, b"c1": 100, b"c4": 44, b"c7": 7, b"c8": 800,
+                                                         b"c9": 900}
+
+
+def test_a_range_delete_by_another_commit_conflicts_with_what_was_read_inside_it(counters):
+    txn = counters.transaction()
+    assert txn.get(b"c5") is not None
+    txn.put(b"x", b"1")
+    counters.delete_range(b"c4", b"c6")
+    with pytest.raises(ConflictError, match="deleted the range"):
+        txn.commit()
+    assert counters.get(b"x") is None
+
+
+def test_a_transactions_range_delete_conflicts_with_a_write_inside_it(counters):
+    txn = counters.transaction()
+    txn.delete_range(b"c4", b"c6")
+    counters.put(b"c41", b"phantom")
+    with pytest.raises(ConflictError, match="c41"):
+        txn.commit()
+    assert counters.get(b"c4") is not None and counters.get(b"c41") == b"phantom"
+
+
+def test_two_transactions_deleting_overlapping_ranges_conflict(counters):
+    first, second = counters.transaction(), counters.transaction()
+    first.delete_range(b"c1", b"c5")
+    second.delete_range(b"c4", b"c8")
+    first.commit()
+    with pytest.raises(ConflictError):
+        second.commit()
+    assert [k for k, _ in counters.scan()] == [b"c0", b"c5", b"c6", b"c7", b"c8", b"c9"]
+
+
+def test_bad_merges_and_ranges_in_a_transaction_raise_and_change_nothing(mr_engine, tmp_path):
+    with open_db(mr_engine, tmp_path / "plain") as db:
+        with db.transaction() as txn:
+            with pytest.raises(InvalidArgumentError, match="merge_operator="):
+                txn.merge(b"k", b"x")
+            with pytest.raises(InvalidArgumentError, match="above end"):
+                txn.delete_range(b"b", b"a")
+            txn.delete_range(b"a", b"a")  # empty: nothing
+            assert not txn._writes
+    with open_db(mr_engine, tmp_path / "counters", merge_operator=UInt64Add()) as db:
+        db.put(b"k", b"abc")
+        with db.transaction() as txn:
+            with pytest.raises(InvalidArgumentError, match="8 bytes"):
+                txn.merge(b"k", b"x")
+        txn = db.transaction()
+        txn.merge(b"k", add(1))  # blind: folded at the commit, onto a value it cannot fold
+        txn.put(b"other", b"1")
+        with pytest.raises(MergeError):
+            txn.commit()
+        assert db[b"k"] == b"abc" and db.get(b"other") is None
+    with open_db(mr_engine, tmp_path / "counters", read_only=True, merge_operator=UInt64Add()) as db:
+        with db.transaction() as txn:
+            with pytest.raises(ReadOnlyError):
+                txn.merge(b"k", add(1))
+            with pytest.raises(ReadOnlyError):
+                txn.delete_range(b"a", b"b")
+
+
+def test_a_merge_onto_the_transactions_own_put_keeps_its_ttl(mr_engine, tmp_path):
+    now = [1000.0]
+    with open_db(mr_engine, tmp_path / "db", merge_operator=UInt64Add(), ttl_clock=lambda: now[0]) as db:
+        with db.transaction() as txn:
+            txn.put(b"window", add(1), ttl=60)
+            txn.merge(b"window", add(1))
+            assert decode(txn[b"window"]) == 2
+        assert decode(db[b"window"]) == 2
+        now[0] += 61
+        assert db.get(b"window") is None

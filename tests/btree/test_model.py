@@ -6,14 +6,19 @@ time; the invariant checker runs as the machine goes, and the machine also
 checkpoints, reopens cleanly and "crashes" (drops the handle without a
 checkpoint, so that open must replay the log).
 
+Merges (an Append operator) and range deletes run beside the other
+writes, plain, and in transactions.
+
 Transactions interleave with all of it, checked against a serial model:
 each one reads the dict as it was when it began with its own writes over
-it (gets, scans stopped anywhere, cursors), and its commit must succeed,
-applying all of its writes, exactly when no commit since it began wrote a
-key it read or wrote or a key inside a range it walked (so a stale read
-never commits), and otherwise raise ConflictError having written nothing.
-compact_range() leaves the open snapshots and transactions reading what
-they read before (the old page file stays open for them).
+it (gets, scans stopped anywhere, cursors; its merges folded, its range
+deletes hiding keys), and its commit must succeed, applying all of its
+writes, exactly when no commit since it began wrote a key it read or
+wrote (but for keys it only merged, blind) or a key inside a range it
+walked or deleted, or deleted a range holding any of those (so a stale
+read never commits), and otherwise raise ConflictError having written
+nothing. compact_range() leaves the open snapshots and transactions
+reading what they read before (the old page file stays open for them).
 """
 
 from __future__ import annotations
@@ -31,8 +36,21 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import btree
 from lsmkv.base.errors import ClosedError, ConflictError
 from lsmkv.base.keys import scan_bounds
+from lsmkv.base.merge_operators import Append
 
-OPTIONS = dict(page_size=512, checkpoint_log_bytes=8192)
+OPTIONS = dict(page_size=512, checkpoint_log_bytes=8192, merge_operator=Append(b"|"))
+
+
+def fold(existing: bytes | None, operands) -> bytes:
+    """What the Append(b"|") operator makes of a value and operands."""
+    return b"|".join(operands if existing is None else [existing, *operands])
+
+
+class Merged:
+    """A transaction's merges of a key it did not otherwise write (blind)."""
+
+    def __init__(self, operands: list[bytes]) -> None:
+        self.operands = operands
 #: A tiny pool (evictions and checkpoints all the time) or a large one (the
 #: hash index and dirty pages live long).
 cache_sizes = st.sampled_from([16 * 512, 1 << 22])
@@ -54,25 +72,36 @@ class TxnModel:
     start: int
     #: The model when it began.
     snapshot: dict
-    #: key -> value, or None for a delete.
+    #: key -> value, None for a delete, or Merged (blind merges).
     writes: dict = field(default_factory=dict)
+    #: (low, high) ranges its delete_range calls deleted.
+    deleted: list = field(default_factory=list)
     reads: set = field(default_factory=set)
     #: (low, high) ranges walked: low inclusive, high exclusive, None open.
     ranges: list = field(default_factory=list)
 
     def view(self) -> dict:
         out = dict(self.snapshot)
+        for low, high in self.deleted:
+            for key in [k for k in out if low <= k < high]:
+                del out[key]
         for key, value in self.writes.items():
             if value is None:
                 out.pop(key, None)
+            elif type(value) is Merged:
+                out[key] = fold(self.snapshot.get(key), value.operands)
             else:
                 out[key] = value
         return out
 
+    def wrote_anything(self) -> bool:
+        return bool(self.writes) or bool(self.deleted)
+
 
 #: What a transaction_run does between its beginning and its commit (a
 #: compact_range() now and then: its snapshot outlives it).
-RUN_STEPS = ["write"] * 3 + ["get", "scan", "cursor", "put"] * 2 + ["delete", "checkpoint", "compact"]
+RUN_STEPS = (["write"] * 3 + ["get", "scan", "cursor", "put"] * 2
+             + ["delete", "checkpoint", "compact", "merge", "range", "txn_merge", "txn_range"])
 
 
 def in_range(key: bytes, low: bytes | None, high: bytes | None) -> bool:
@@ -94,6 +123,8 @@ class ModelBase(RuleBasedStateMachine):
         self.snaps: list = []  # (snapshot, the model when it was taken)
         #: The keys each commit wrote, in commit order (what validation sees).
         self.commits: list[frozenset] = []
+        #: (commit number, low, high) of the ranges commits deleted.
+        self.range_commits: list[tuple[int, bytes, bytes]] = []
         self.txns: list[TxnModel] = []
 
     @initialize(cache_size=cache_sizes)
@@ -141,6 +172,53 @@ class ModelBase(RuleBasedStateMachine):
             else:
                 self.model[key] = value
 
+    @rule(key=keys, operand=small_values)
+    def merge(self, key, operand):
+        self.db.merge(key, operand)
+        self.model[key] = fold(self.model.get(key), [operand])
+        self.commits.append(frozenset([key]))
+
+    @rule(start=keys, end=keys)
+    def range_delete(self, start, end):
+        low, high = min(start, end), max(start, end)
+        self.db.delete_range(low, high)
+        if low == high:
+            return  # nothing written
+        for key in [k for k in self.model if low <= k < high]:
+            del self.model[key]
+        self.range_commits.append((len(self.commits), low, high))
+        self.commits.append(frozenset())
+
+    @rule(ops=st.lists(st.tuples(st.sampled_from(["put", "delete", "merge", "range"]), keys, keys), max_size=12))
+    def mixed_batch(self, ops):
+        """A write batch of puts, deletes, merges and range deletes: later
+        operations see earlier ones."""
+        with self.db.write_batch() as batch:
+            written, ranges = set(), []
+            for op, key, other in ops:
+                if op == "put":
+                    batch.put(key, other)
+                    self.model[key] = other
+                elif op == "delete":
+                    batch.delete(key)
+                    self.model.pop(key, None)
+                elif op == "merge":
+                    batch.merge(key, other)
+                    self.model[key] = fold(self.model.get(key), [other])
+                else:
+                    low, high = min(key, other), max(key, other)
+                    batch.delete_range(low, high)
+                    for k in [k for k in self.model if low <= k < high]:
+                        del self.model[k]
+                    if low < high:
+                        ranges.append((low, high))
+                    continue
+                written.add(key)
+        if written or ranges:
+            for low, high in ranges:
+                self.range_commits.append((len(self.commits), low, high))
+            self.commits.append(frozenset(written))
+
     @rule()
     def checkpoint(self):
         self.db.flush()
@@ -155,7 +233,7 @@ class ModelBase(RuleBasedStateMachine):
         self.snaps.clear()  # closing the DB ends its snapshots
         self.db.close()
         for t in self.txns:  # ... and its transactions
-            if t.writes:
+            if t.wrote_anything():
                 with pytest.raises(ClosedError):
                     t.txn.commit()
             t.txn.rollback()
@@ -192,6 +270,16 @@ class ModelBase(RuleBasedStateMachine):
     @rule(data=st.data(), key=keys, value=st.one_of(st.none(), values))
     def txn_write(self, data, key, value):
         self._write(data.draw(st.sampled_from(self.txns)), key, value)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), key=keys, operand=small_values)
+    def txn_merge(self, data, key, operand):
+        self._merge(data.draw(st.sampled_from(self.txns)), key, operand)
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), start=keys, end=keys)
+    def txn_delete_range(self, data, start, end):
+        self._delete_range(data.draw(st.sampled_from(self.txns)), start, end)
 
     @precondition(lambda self: self.txns)
     @rule(data=st.data(), some=st.lists(keys, min_size=1, max_size=4), multi=st.booleans())
@@ -242,6 +330,14 @@ class ModelBase(RuleBasedStateMachine):
                 self.put(data.draw(keys), data.draw(small_values), False)
             elif step == "delete":
                 self.delete(data.draw(keys))
+            elif step == "merge":
+                self.merge(data.draw(keys), data.draw(small_values))
+            elif step == "range":
+                self.range_delete(data.draw(keys), data.draw(keys))
+            elif step == "txn_merge":
+                self._merge(t, data.draw(keys), data.draw(small_values))
+            elif step == "txn_range":
+                self._delete_range(t, data.draw(keys), data.draw(keys))
             elif step == "checkpoint":
                 self.checkpoint()
             else:
@@ -257,6 +353,26 @@ class ModelBase(RuleBasedStateMachine):
         else:
             t.txn.put(key, value)
         t.writes[key] = value
+
+    def _merge(self, t: TxnModel, key: bytes, operand: bytes) -> None:
+        t.txn.merge(key, operand)
+        own = t.writes.get(key, ())
+        if type(own) is Merged:
+            own.operands.append(operand)
+        elif own != () or any(low <= key < high for low, high in t.deleted):
+            # Its own put, delete or range delete: folded into a put at once.
+            t.writes[key] = fold(None if own == () else own, [operand])
+        else:
+            t.writes[key] = Merged([operand])
+
+    def _delete_range(self, t: TxnModel, start: bytes, end: bytes) -> None:
+        low, high = min(start, end), max(start, end)
+        t.txn.delete_range(low, high)
+        if low == high:
+            return
+        for key in [k for k in t.writes if low <= k < high]:
+            del t.writes[key]
+        t.deleted.append((low, high))
 
     def _get(self, t: TxnModel, some: list, multi: bool) -> None:
         view = t.view()
@@ -300,22 +416,40 @@ class ModelBase(RuleBasedStateMachine):
 
     def _commit(self, t: TxnModel) -> None:
         self.txns.remove(t)
-        if not t.writes:  # nothing to validate: it commits whatever changed
+        if not t.wrote_anything():  # nothing to validate: it commits whatever changed
             t.txn.commit()
             return
         since = frozenset().union(*self.commits[t.start:])
+        # Blind merges are not validated; everything else it wrote is.
+        validated = {k for k, v in t.writes.items() if type(v) is not Merged}
+        walked = t.ranges + t.deleted
         stale = [k for k in since
-                 if k in t.reads or k in t.writes or any(in_range(k, lo, hi) for lo, hi in t.ranges)]
+                 if k in t.reads or k in validated or any(in_range(k, lo, hi) for lo, hi in walked)]
+        for commit, low, high in self.range_commits:
+            if commit < t.start:
+                continue
+            if any(low <= k < high for k in t.reads | validated):
+                stale.append(low)
+            if any((lo is None or lo < high) and (hi is None or low < hi) and not (lo is not None and hi is not None
+                                                                                 and lo >= hi) for lo, hi in walked):
+                stale.append(low)
         if stale:
             with pytest.raises(ConflictError):
                 t.txn.commit()
             return
         t.txn.commit()
+        for low, high in t.deleted:
+            for key in [k for k in self.model if low <= k < high]:
+                del self.model[key]
         for key, value in t.writes.items():
             if value is None:
                 self.model.pop(key, None)
+            elif type(value) is Merged:
+                self.model[key] = fold(self.model.get(key), value.operands)
             else:
                 self.model[key] = value
+        for low, high in t.deleted:
+            self.range_commits.append((len(self.commits), low, high))
         self.commits.append(frozenset(t.writes))
 
     @invariant()

@@ -20,6 +20,7 @@ import pytest
 from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import VALUE
 from lsmkv.base.errors import ClosedError, ConflictError, InvalidArgumentError, ReadOnlyError, SizeLimitError
+from lsmkv.base.merge_operators import Append
 from lsmkv.base.retry import backoff_delay, run_in_transaction
 from lsmkv.base.transaction import Transaction, TransactionLimits
 
@@ -312,6 +313,35 @@ def test_bad_input_raises_one_clear_error_and_changes_nothing():
             txn.scan(start=1)
         assert [k for k, _ in txn.scan()] == [b"k2", b"k3", b"ok"]
     assert engine.contents() == {b"ok": b"v", b"k2": b"", b"k3": b"x" * 15}
+
+
+def test_merges_and_range_deletes_count_towards_the_limit_and_bad_ones_change_nothing():
+    engine = InMemoryEngine(TransactionLimits(max_key_size=8, max_value_size=16, max_write_bytes=40,
+                                              entry_overhead=2))
+    engine.put(b"a", b"1")
+    txn = engine.transaction()
+    with pytest.raises(InvalidArgumentError, match="merge_operator="):
+        txn.merge(b"k", b"x")  # this engine has no merge operator yet
+    engine.merge_operator = Append(b"")
+    txn.merge(b"k", b"x" * 16)  # 1 + 16 bytes, 2 of overhead: 19
+    txn.merge(b"k", b"y" * 16)  # 16 more: 35
+    with pytest.raises(SizeLimitError, match="would take 41 bytes; the limit is 40"):
+        txn.merge(b"k", b"z" * 6)
+    with pytest.raises(SizeLimitError, match="value is 17 bytes"):
+        txn.merge(b"k", b"z" * 17)
+    with pytest.raises(SizeLimitError, match="would take 41 bytes"):
+        txn.delete_range(b"aa", b"bb")  # its two ends and its overhead
+    txn.delete_range(b"a", b"b")  # 39
+    with pytest.raises(SizeLimitError, match="would take 43 bytes"):
+        txn.delete_range(b"c", b"d")
+    with pytest.raises(InvalidArgumentError, match=r"start b'd' is above end b'c'"):
+        txn.delete_range(b"d", b"c")
+    with pytest.raises(TypeError, match="key must be bytes"):
+        txn.delete_range("a", b"c")
+    assert txn.get(b"k") == b"x" * 16 + b"y" * 16 and txn.get(b"a") is None
+    assert txn._writes.range_deletes == [(b"a", b"b")]
+    txn.rollback()
+    assert engine.contents() == {b"a": b"1"}
 
 
 def test_a_handle_that_refuses_writes_lets_a_transaction_read_and_refuses_each_write(engine):

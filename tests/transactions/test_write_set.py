@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.cursor import TOMBSTONE, VALUE, Cursor, SourceCursor, stream_view
-from lsmkv.base.write_set import MERGE, WriteSet
+from lsmkv.base.write_set import MERGE, WriteSet, hiding_ranges
 
 # -- stand-ins for an engine's snapshot sources ------------------------------------------------
 
@@ -236,3 +236,119 @@ def test_a_descending_stream_from_above_the_upper_bound_shows_nothing_outside_th
         assert list(cursor.stream(b"zz", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
         assert list(cursor.stream(b"n", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
         assert list(cursor.stream(b"m", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
+
+
+# -- merges and range deletes ---------------------------------------------------------------------
+
+def append(existing: bytes | None, operands) -> bytes:
+    """The merge operator of these tests (Append with b"," between pieces)."""
+    return b",".join(operands if existing is None else [existing, *operands])
+
+
+def apply_with_merges(write_set: WriteSet, model: dict, ops) -> None:
+    """``ops`` on ``write_set`` as a transaction makes them (a merge of a key
+    the transaction put, deleted or range-deleted is folded into a put) and
+    on ``model``, the dict the reads must show."""
+    for op, key, value in ops:
+        if op == "put":
+            write_set.put(key, value)
+            model[key] = value
+        elif op == "delete":
+            write_set.delete(key)
+            model.pop(key, None)
+        elif op == "merge":
+            own = write_set.get(key)
+            if (own is None and not write_set.range_deleted(key)) or (own is not None and own[0] == MERGE):
+                write_set.merge(key, value)
+            else:
+                write_set.put(key, append(own[1] if own is not None and own[0] == VALUE else None, [value]))
+            model[key] = append(model.get(key), [value])
+        else:  # a range delete from key to value (in order)
+            low, high = min(key, value), max(key, value)
+            if low < high:
+                write_set.delete_range(low, high)
+                for k in [k for k in model if low <= k < high]:
+                    del model[k]
+
+
+def sources_with_merges(write_set: WriteSet, older: dict, newer: dict):
+    """The transaction's finders: its write set (merges folded onto the
+    snapshot's value) over the snapshot's, hiding its range deletes."""
+    snapshot = snapshot_model(older, newer)
+    finders = snapshot_finders(older, newer)
+    if write_set.range_deletes:
+        finders = [hiding_ranges(f, write_set.deleted_ranges()) for f in finders]
+    return [write_set.finders(lambda key, operands: append(snapshot.get(key), operands)), *finders]
+
+
+mr_ops = st.lists(st.tuples(st.sampled_from(["put", "delete", "merge", "merge", "range"]), keys, keys | values),
+                  max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(older=contents, newer=tombstoned, ops=mr_ops, later_ops=mr_ops, move_list=moves, bound=bounds)
+def test_a_cursor_shows_merges_folded_and_hides_range_deleted_keys(older, newer, ops, later_ops, move_list, bound):
+    lower, upper = bound
+    write_set = WriteSet()
+    expected = snapshot_model(older, newer)
+    apply_with_merges(write_set, expected, ops)
+    cursor = Cursor([SourceCursor(a, b) for a, b in sources_with_merges(write_set, older, newer)], lower, upper)
+    apply_with_merges(write_set, dict(expected), later_ops)  # made after the cursor: never seen by it
+    model = Model(expected, lower, upper)
+    assert list(cursor) == model.items
+    for op, key in move_list:
+        if op in ("next", "prev") and model.pos is None:
+            continue
+        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
+         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
+         "prev": cursor.prev}[op]()
+        model.move(op, key)
+        if model.pos is None:
+            assert not cursor.valid(), (op, key)
+        else:
+            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
+
+
+@settings(max_examples=150, deadline=None)
+@given(older=contents, newer=tombstoned, ops=mr_ops, bound=bounds, reverse=st.booleans())
+def test_a_scan_shows_merges_folded_and_hides_range_deleted_keys(older, newer, ops, bound, reverse):
+    lower, upper = bound
+    write_set = WriteSet()
+    expected = snapshot_model(older, newer)
+    apply_with_merges(write_set, expected, ops)
+    scan = stream_view(sources_with_merges(write_set, older, newer), lower, upper, None, reverse,
+                       lambda: None, [True], None)
+    items = Model(expected, lower, upper).items
+    assert list(scan) == (list(reversed(items)) if reverse else items)
+
+
+def test_a_range_delete_drops_the_earlier_writes_inside_it_and_a_later_write_stays():
+    write_set = WriteSet()
+    write_set.put(b"a", b"1")
+    write_set.put(b"c", b"3", ttl=9.0)
+    write_set.merge(b"d", b"x")
+    write_set.put(b"z", b"26")
+    write_set.delete_range(b"b", b"y")
+    write_set.put(b"m", b"after")
+    assert write_set.range_deletes == [(b"b", b"y")]
+    assert list(write_set.entries()) == [(b"a", VALUE, b"1", None), (b"m", VALUE, b"after", None),
+                                         (b"z", VALUE, b"26", None)]
+    assert write_set.range_deleted(b"c") and not write_set.range_deleted(b"y")
+    assert write_set.byte_size == 2 + 3 + 6 + 2  # a, z, m with their values, and the range's two ends
+    assert bool(WriteSet()) is False
+    only_range = WriteSet()
+    only_range.delete_range(b"a", b"b")
+    assert only_range and len(only_range) == 0
+
+
+def test_merged_keys_are_written_but_not_validated():
+    write_set = WriteSet()
+    write_set.merge(b"counter", b"1")
+    write_set.merge(b"counter", b"2")
+    write_set.put(b"plain", b"v")
+    assert write_set.get(b"counter") == (MERGE, (b"1", b"2"))
+    assert set(write_set.keys()) == {b"counter", b"plain"}
+    assert set(write_set.validated_keys()) == {b"plain"}
+    write_set.put(b"counter", b"3")  # a put over the merges: validated again
+    assert set(write_set.validated_keys()) == {b"counter", b"plain"}
+    assert write_set.byte_size == len(b"counter") + 1 + len(b"plain") + 1
