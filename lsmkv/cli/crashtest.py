@@ -41,6 +41,9 @@ def _print_crashtest_figures(fig, options: dict) -> None:
     row("killed during open", f"{fig.killed_during_open:,} (before the child reported ready: during recovery)")
     row("operations verified", f"{fig.acked_writes:,} acknowledged writes ({fig.acked_synced:,} synced, "
         f"{fig.acked_ttl:,} puts with a ttl), {fig.acked_maintenance:,} maintenance calls")
+    row("acknowledged, by kind", counts(fig.acked_kinds))
+    row("merges, range deletes", f"{fig.acked_items['merge']:,} merges, {fig.acked_items['range delete']:,} range "
+        "deletes (alone, in batches, in transactions)")
     row("keys compared", f"{fig.keys_checked:,} (the whole key space after every crash)")
     in_flight = sum(fig.in_flight.values())
     row("in flight at the kills", f"{in_flight:,} writes: {counts(fig.in_flight)}")

@@ -10,7 +10,15 @@ aim a kill at it. Each thread logs every operation to its own oracle log
 before and after the call (:class:`~lsmkv.crashtest.oracle.OpLog`).
 
 Threads log the wall-clock time (ms) with each intent and ack: puts with a
-ttl expire a ttl after the call, which lies between the two. The last
+ttl expire a ttl after the call, which lies between the two. A
+transaction's reads are checked against what the thread knows its keys
+hold (the expected state the cycle starts from, ``ChildConfig.state``, plus
+its own acknowledged operations); a read that differs is logged
+(:meth:`~lsmkv.crashtest.oracle.OpLog.bad_read`) and fails the cycle. A
+commit that raises ConflictError is a failure too (each thread writes only
+its own keys), unless another thread's ingest overlapped the transaction
+(an ingest conflicts over its files' whole key ranges): then it is logged
+as refused. The last
 ``sync_threads`` threads write with sync=True nearly always, so several
 sync writers meet in group commit all the time.
 
@@ -37,11 +45,13 @@ import traceback
 from dataclasses import asdict, dataclass, field, replace
 
 import lsmkv
+from lsmkv.base.merge_operators import UInt64Add
 
 from .engines import engine
-from .keyspace import KeySpace, value
-from .oracle import WRITE_KINDS, Intent, OpLog, meta_name, thread_of
-from .workload import Mix, ThreadWorkload
+from .keyspace import KeySpace, content, describe, value
+from .oracle import (MERGE, RANGE, VOID_KINDS, WRITE_KINDS, BadRead, ExpectedState, Intent, OpLog, has_ttl,
+                     meta_name, thread_of)
+from .workload import Mix, Planned, ThreadWorkload
 
 SABOTAGE = ("drop-acked-write", "partial-inflight", "child-error")
 #: The operation of thread 0 that sabotage replaces (its first, so that any kill after it counts).
@@ -62,6 +72,10 @@ class ChildConfig:
     lifetime: float = 300.0
     #: Threads (the last ones) that write with sync=True nearly always.
     sync_threads: int = 0
+    #: The expected state the cycle starts from (oracle.ExpectedState's
+    #: file; "" for an empty database): what transactions' reads are checked
+    #: against.
+    state: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -81,25 +95,92 @@ def _report(line: str) -> None:
 
 def _ttl(item: tuple) -> float | None:
     """The ttl of a put item in seconds (None: no ttl)."""
-    return item[2] / 1000.0 if len(item) > 2 else None
+    return item[2] / 1000.0 if has_ttl(item) else None
 
 
-def _write(db, space: KeySpace, intent: Intent, ingest_dir: str) -> None:
+def _write_items(writer, space: KeySpace, op: str, items: tuple[tuple, ...]) -> None:
+    """Hand ``items`` to a write batch or a transaction, in order."""
+    for item in items:
+        index, what = item[0], item[1]
+        if what is None:
+            writer.delete(space.key(index))
+        elif what == MERGE:
+            writer.merge(space.key(index), UInt64Add.operand(item[2]))
+        elif what == RANGE:
+            writer.delete_range(*space.range_bounds(index, item[2]))
+        else:
+            writer.put(space.key(index), content(op, index, what), ttl=_ttl(item))
+
+
+class _Ingests:
+    """Ingests started and finished in the child: an ingest conflicts with
+    the transactions open meanwhile over its files' whole key ranges, which
+    cover other threads' keys."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = 0
+        self.finished = 0
+
+    def start(self) -> None:
+        with self._lock:
+            self.started += 1
+
+    def finish(self) -> None:
+        with self._lock:
+            self.finished += 1
+
+    def overlapped(self, finished_before: int) -> bool:
+        """Whether an ingest not finished when ``finished`` was
+        ``finished_before`` has started since (or was running then)."""
+        return self.started > finished_before
+
+
+def _transaction(db, space: KeySpace, planned: Planned, intent: Intent, known: ExpectedState, log: OpLog,
+                 ingests: _Ingests) -> bool:
+    """Run a transaction: check its reads against ``known``, write its
+    items, commit or roll back. True if the commit was refused by a
+    conflict an overlapping ingest explains."""
+    finished_before = ingests.finished
+    txn = db.transaction(sync=intent.sync)
+    try:
+        for index in planned.reads:
+            found = txn.get(space.key(index))
+            if found not in known.candidates(index, intent.at_ms, _now_ms() + 1):
+                log.bad_read(BadRead(intent.op, index, known.explain(index), describe(found, index)))
+        _write_items(txn, space, intent.op, intent.items)
+        if intent.kind in VOID_KINDS:
+            txn.rollback()
+            return False
+        try:
+            txn.commit()
+        except lsmkv.ConflictError:
+            if ingests.overlapped(finished_before):
+                return True
+            raise
+        return False
+    finally:
+        txn.rollback()  # nothing once it ended; a transaction left open by an error ends here
+
+
+def _write(db, space: KeySpace, intent: Intent, ingest_dir: str, ingests: _Ingests) -> None:
     if intent.kind == "put":
         item, = intent.items
         index, length = item[0], item[1]
-        db.put(space.key(index), value(intent.op, index, length), sync=intent.sync, ttl=_ttl(item))
+        db.put(space.key(index), content(intent.op, index, length), sync=intent.sync, ttl=_ttl(item))
     elif intent.kind == "delete":
         (index, _), = intent.items
         db.delete(space.key(index), sync=intent.sync)
+    elif intent.kind == "merge":
+        (index, _, amount), = intent.items
+        db.merge(space.key(index), UInt64Add.operand(amount), sync=intent.sync)
+    elif intent.kind == "delete_range":
+        (first, _, last), = intent.items
+        start, end = space.range_bounds(first, last)
+        db.delete_range(start, end, sync=intent.sync)
     elif intent.kind == "batch":
         with db.write_batch(sync=intent.sync) as batch:
-            for item in intent.items:
-                index, length = item[0], item[1]
-                if length is None:
-                    batch.delete(space.key(index))
-                else:
-                    batch.put(space.key(index), value(intent.op, index, length), ttl=_ttl(item))
+            _write_items(batch, space, intent.op, intent.items)
             # The thread's metadata entry names its last batch, atomically with the data.
             batch.set_meta(meta_name(thread_of(intent.op)), intent.op.encode())
     elif intent.kind == "ingest":
@@ -107,7 +188,7 @@ def _write(db, space: KeySpace, intent: Intent, ingest_dir: str) -> None:
         # fails a cycle when a file appears there after the kill).
         os.makedirs(ingest_dir, exist_ok=True)
         path = os.path.join(ingest_dir, f"{intent.op}.sst")
-        rows = sorted((space.key(index), None if length is None else value(intent.op, index, length))
+        rows = sorted((space.key(index), None if length is None else content(intent.op, index, length))
                       for index, length in intent.items)
         with lsmkv.TableWriter(path) as table:
             for key, data in rows:
@@ -115,7 +196,11 @@ def _write(db, space: KeySpace, intent: Intent, ingest_dir: str) -> None:
                     table.delete(key)
                 else:
                     table.put(key, data)
-        db.ingest([path], move=True)
+        ingests.start()
+        try:
+            db.ingest([path], move=True)
+        finally:
+            ingests.finish()
     else:
         raise ValueError(f"no way to execute {intent.kind!r}")
 
@@ -139,12 +224,13 @@ def _sabotage(db, space: KeySpace, work: ThreadWorkload, log: OpLog, how: str, k
     threading.Event().wait()  # in flight until the kill
 
 
-def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> None:
+def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int, known: ExpectedState,
+                 ingests: _Ingests) -> None:
     log = OpLog(log_path(config.log_dir, thread))
     # The last ``sync_threads`` threads write with sync=True nearly always.
     mix = Mix(sync=0.9) if thread >= config.threads - config.sync_threads else Mix()
     work = ThreadWorkload(space, config.cycle, thread, config.seed * 1009 + thread, maintenance=eng.maintenance,
-                          mix=mix)
+                          features=eng.features, mix=mix)
     ingest_dir = os.path.join(os.path.dirname(os.path.abspath(config.db)), "ingest")
     sabotage_keys: list[int] = []
     if config.sabotage and thread == 0:
@@ -159,14 +245,19 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int) -> 
         planned = work.next()
         intent = replace(planned.intent, at_ms=_now_ms())
         log.intent(intent)
-        if intent.kind in WRITE_KINDS:
-            _write(db, space, intent, ingest_dir)
+        refused = False
+        if intent.kind in ("txn", "rollback"):
+            refused = _transaction(db, space, planned, intent, known, log, ingests)
+        elif intent.kind in WRITE_KINDS:
+            _write(db, space, intent, ingest_dir, ingests)
         else:
             _report(f"phase {intent.kind} {intent.op}")
             low, high = planned.compact_range
             bounds = sorted(space.key(i) for i in (low, high) if i is not None) or [None, None]
             eng.run_maintenance(db, intent.kind, bounds[0], bounds[1])
-        log.ack(intent.op, _now_ms() + 1)
+        acked = _now_ms() + 1
+        log.ack(intent.op, acked, refused=refused)
+        known.apply(replace(intent, acked_ms=acked, refused=refused))
 
 
 def _run_thread(*args) -> None:
@@ -190,12 +281,15 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"unknown sabotage {config.sabotage!r}")
     space = KeySpace(config.keys, config.threads)
     eng = engine(config.engine)
+    known = ExpectedState.load(config.state) if config.state else ExpectedState()
+    ingests = _Ingests()
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
     _report("opening")
     db = eng.open(config.db, config.options)
     _report("ready")
     for thread in range(config.threads):
-        threading.Thread(target=_run_thread, args=(db, eng, space, config, thread), daemon=True).start()
+        threading.Thread(target=_run_thread, args=(db, eng, space, config, thread, known.copy(), ingests),
+                         daemon=True).start()
     time.sleep(config.lifetime)
     os._exit(4)
 

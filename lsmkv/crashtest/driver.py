@@ -305,7 +305,7 @@ class CrashTest:
         child_config = ChildConfig(engine=config.engine, db=self.db_path, log_dir=log_dir, cycle=cycle,
                                    seed=child_seed, threads=config.threads, keys=config.keys,
                                    options=self.options, sabotage=config.sabotage,
-                                   sync_threads=config.sync_writer_threads)
+                                   sync_threads=config.sync_writer_threads, state=self.state_path)
         stderr_path = os.path.join(log_dir, "child.stderr")
         child = _ChildProcess(child_config, stderr_path)
         try:
@@ -384,6 +384,8 @@ class CrashTest:
         figures.acked_synced += verdict.acked_synced
         figures.acked_ttl += verdict.acked_ttl
         figures.acked_maintenance += verdict.acked_maintenance
+        figures.acked_kinds.update(verdict.acked_kinds)
+        figures.acked_items.update(verdict.acked_items)
         figures.keys_checked += verdict.keys_checked
         figures.torn_lines += verdict.torn_lines
         for outcome in verdict.in_flight:

@@ -1,9 +1,12 @@
 """What the crash test needs to know about each engine.
 
 One class per engine: how to open it (the options that make it flush,
-compact, checkpoint and split all the time), which maintenance operations
-the child may call, what a crashed directory tells about the moment of the
-kill, and the engine's own checks before and after recovery. The driver and
+compact, checkpoint and split all the time, and the ``UInt64Add`` merge
+operator the workload's counters need), which maintenance operations the
+child may call, which write kinds beyond puts, deletes, batches and ingest
+it supports (``features``: merge, delete_range, txn), what a crashed
+directory tells about the moment of the kill, and the engine's own checks
+before and after recovery. The driver and
 the child use nothing engine-specific beyond this module.
 """
 
@@ -13,6 +16,7 @@ import os
 
 from lsmkv.base.filenames import CURRENT, manifest_name, parse
 from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.base.merge_operators import UInt64Add
 from lsmkv.lsm.version import VersionSet
 from lsmkv.stores import open_store
 
@@ -24,6 +28,8 @@ class LsmEngine:
 
     name = "lsm"
     maintenance = ("flush", "compact")
+    #: Write kinds the workload may use beyond puts, deletes, batches, ingest.
+    features = frozenset({"txn"})
     #: Small buffers and levels: a flush every few hundred writes, level 1
     #: over its target and compacting into level 2 all the time, tables of a
     #: dozen blocks. Level 0 may grow to 30 tables before writers stop, so
@@ -33,6 +39,8 @@ class LsmEngine:
                        "l0_slowdown_trigger": 20, "l0_stop_trigger": 30}
 
     def open(self, path: str, options: dict):
+        if "merge" in self.features:
+            options = {"merge_operator": UInt64Add(), **options}
         return open_store(path, engine="lsm", **options)
 
     def reopen_options(self, options: dict) -> dict:
@@ -110,6 +118,7 @@ class BtreeEngine:
     #: "compact" is compact_range(), the vacuum: a rewritten page file
     #: renamed over the old one.
     maintenance = ("checkpoint", "compact")
+    features = frozenset({"merge", "delete_range", "txn"})
     #: 1 KiB pages (a tree three levels deep, values over ~250 bytes in
     #: overflow chains), a pool of 256 pages (a checkpoint whenever 192 are
     #: dirty) and a checkpoint at every 256 KiB of log: about ten
@@ -118,7 +127,7 @@ class BtreeEngine:
                        "ttl_sweep_interval": 0.05}
 
     def open(self, path: str, options: dict):
-        return open_store(path, engine="btree", **options)
+        return open_store(path, engine="btree", **{"merge_operator": UInt64Add(), **options})
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: no sweep of expired keys

@@ -57,6 +57,13 @@ class Figures:
     #: Put items with a ttl among the acknowledged writes.
     acked_ttl: int = 0
     acked_maintenance: int = 0
+    #: Acknowledged operations by kind (put, delete, merge, delete_range,
+    #: batch, txn, rollback, ingest, maintenance kinds; "txn refused": a
+    #: commit that conflicted with an ingest and wrote nothing).
+    acked_kinds: Counter = field(default_factory=Counter)
+    #: Merge and range-delete items among the acknowledged writes (single,
+    #: in batches and in transactions).
+    acked_items: Counter = field(default_factory=Counter)
     #: Keys compared with the oracle (key-space size per cycle).
     keys_checked: int = 0
     #: In-flight writes at the kills by outcome (applied, not applied, no visible effect).

@@ -25,13 +25,30 @@ Each key is written by exactly one thread (:mod:`.keyspace`), so a key's
 expected value follows that thread's program order whatever the interleaving
 of threads, and in-flight operations of different threads touch disjoint keys.
 
-Operation kinds: ``put``, ``delete`` and ``batch`` change keys (all of an
+Operation kinds: ``put``, ``delete``, ``merge``, ``delete_range``,
+``batch`` and ``txn`` (a committed transaction) change keys (all of an
 operation's items or none, in order, a later item winning); ``flush``,
 ``compact`` and ``checkpoint`` change no key and are logged so that a kill
 during them is known. ``ingest`` is a table file of distinct keys written
 with lsmkv.TableWriter and taken in by ``db.ingest``: its items are applied
-like a batch's, all or none. A new atomic write kind needs only its name in
-:data:`WRITE_KINDS`.
+like a batch's, all or none. ``rollback`` is a transaction that wrote its
+items and was rolled back: it must change nothing, acknowledged or in
+flight. A transaction whose commit raised ``ConflictError`` (which another
+thread's ingest may cause: an ingest conflicts over its files' whole key
+ranges) is acknowledged as *refused* and must change nothing either. A new
+atomic write kind needs only its name in :data:`WRITE_KINDS`.
+
+Items: ``(key, length)`` puts a value, ``(key, length, ttl)`` puts one with
+a ttl, ``(key, None)`` deletes, ``(key, "merge", n)`` adds ``n`` to a
+counter (``UInt64Add``; an absent counter counts as 0; a put of a counter
+key sets its number, a delete makes it absent), and ``(key, "range", last)``
+deletes keys ``key`` to ``last``, a stretch contiguous in key order
+(:meth:`KeySpace.range_bounds`), applied to every key number in it.
+
+Reads inside transactions: a child thread checks what its transactions read
+against the state it knows it wrote (the state this cycle started from,
+plus its own acknowledged operations) and logs a read that differs; each
+such line is a mismatch of the cycle.
 
 Metadata: every batch also sets the metadata entry of its thread
 (``meta_name(thread)``) to its own operation id, in the same write batch.
@@ -52,14 +69,31 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from .keyspace import KeySpace, describe, value
+from .keyspace import KeySpace, content, describe
 
 #: Operations that change keys; each one's items apply atomically.
-WRITE_KINDS = frozenset({"put", "delete", "batch", "ingest"})
+WRITE_KINDS = frozenset({"put", "delete", "batch", "ingest", "merge", "delete_range", "txn"})
 #: Operations that change no key (a kill during one is counted by kind).
 MAINTENANCE_KINDS = frozenset({"flush", "compact", "checkpoint"})
+#: Operations that write items and then discard them: they must change nothing.
+VOID_KINDS = frozenset({"rollback"})
+#: The second field of a merge item and of a range-delete item.
+MERGE, RANGE = "merge", "range"
+
+
+def item_keys(item: tuple) -> range:
+    """The key numbers an item changes (a range delete: its whole stretch)."""
+    if item[1] == RANGE:
+        return range(item[0], item[2] + 1)
+    return range(item[0], item[0] + 1)
+
+
+def has_ttl(item: tuple) -> bool:
+    """Whether an item is a put with a ttl."""
+    return len(item) > 2 and isinstance(item[1], int)
 
 
 class OracleError(Exception):
@@ -87,11 +121,11 @@ DEADLINE_SLACK_MS = 2
 
 @dataclass(frozen=True)
 class Intent:
-    """One logged operation: ``items`` are (key number, value length or None
-    for a delete), or (key number, value length, ttl in ms) for a put with a
-    ttl; maintenance operations have none. ``at_ms`` is the wall-clock time
-    just before the call, ``acked_ms`` just after it returned (None while in
-    flight)."""
+    """One logged operation: ``items`` as the module docstring lists them
+    (puts, deletes, merges, range deletes); maintenance operations have
+    none. ``at_ms`` is the wall-clock time just before the call, ``acked_ms``
+    just after it returned (None while in flight); ``refused`` marks a
+    transaction whose commit raised ConflictError (it wrote nothing)."""
 
     op: str
     kind: str
@@ -99,6 +133,17 @@ class Intent:
     sync: bool = False
     at_ms: int = 0
     acked_ms: int | None = None
+    refused: bool = False
+
+
+@dataclass(frozen=True)
+class BadRead:
+    """A read in a transaction that found what its thread did not write."""
+
+    op: str
+    index: int
+    expected: str
+    found: str
 
 
 class OpLog:
@@ -113,8 +158,15 @@ class OpLog:
             line["items"] = [list(item) for item in intent.items]
         self._write(line)
 
-    def ack(self, op: str, at_ms: int = 0) -> None:
-        self._write({"ack": op, "t": at_ms})
+    def ack(self, op: str, at_ms: int = 0, refused: bool = False) -> None:
+        """``op`` returned; ``refused``: a commit that raised ConflictError."""
+        line = {"ack": op, "t": at_ms}
+        if refused:
+            line["refused"] = True
+        self._write(line)
+
+    def bad_read(self, read: BadRead) -> None:
+        self._write({"bad_read": read.op, "key": read.index, "expected": read.expected, "found": read.found})
 
     def _write(self, line: dict) -> None:
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
@@ -135,6 +187,7 @@ class ThreadHistory:
     acked: list[Intent] = field(default_factory=list)
     in_flight: Intent | None = None
     torn_lines: int = 0
+    bad_reads: list[BadRead] = field(default_factory=list)
 
 
 def read_op_log(path: str, thread: int) -> ThreadHistory:
@@ -156,17 +209,19 @@ def read_op_log(path: str, thread: int) -> ThreadHistory:
         except ValueError:
             history.torn_lines += 1
             continue
-        if "ack" in line:
+        if "bad_read" in line:
+            history.bad_reads.append(BadRead(line["bad_read"], int(line["key"]), line["expected"], line["found"]))
+        elif "ack" in line:
             if pending is None or line["ack"] != pending.op:
                 raise OracleError(f"{path}: ack of {line['ack']} does not follow its intent")
-            history.acked.append(replace(pending, acked_ms=int(line.get("t", 0))))
+            history.acked.append(replace(pending, acked_ms=int(line.get("t", 0)), refused=bool(line.get("refused"))))
             pending = None
         else:
             if pending is not None:
                 raise OracleError(f"{path}: {line['op']} started before {pending.op} was acknowledged")
             pending = Intent(line["op"], line["kind"], tuple(tuple(item) for item in line.get("items", ())),
                              bool(line.get("sync")), int(line.get("t", 0)))
-            if pending.kind not in WRITE_KINDS and pending.kind not in MAINTENANCE_KINDS:
+            if pending.kind not in WRITE_KINDS | MAINTENANCE_KINDS | VOID_KINDS:
                 raise OracleError(f"{path}: unknown operation kind {pending.kind!r}")
     history.in_flight = pending
     return history
@@ -174,7 +229,8 @@ def read_op_log(path: str, thread: int) -> ThreadHistory:
 
 #: Per key number: (op id, value length, deadline window) for a value --
 #: the window (earliest, latest) in ms since the epoch, or None without a
-#: ttl -- and (op id, None, None) after a delete.
+#: ttl -- and (op id, None, None) after a delete. A counter's "length" is
+#: its number, and its op id the operation that last changed it.
 Entry = tuple[str, "int | None", "tuple[int, int] | None"]
 
 
@@ -197,11 +253,24 @@ class ExpectedState:
     def apply(self, intent: Intent, done_by_ms: int | None = None) -> None:
         """The effect of ``intent``, which ran between its ``at_ms`` and
         ``done_by_ms`` (its ack, by default)."""
+        if intent.kind not in WRITE_KINDS or intent.refused:
+            return
         done_by = intent.acked_ms if done_by_ms is None else done_by_ms
         for item in intent.items:
             index, length = item[0], item[1]
+            if length == RANGE:
+                for i in item_keys(item):
+                    self.keys[i] = (intent.op, None, None)
+                continue
+            if length == MERGE:
+                old = self.keys.get(index)
+                if old is not None and old[2] is not None:
+                    raise OracleError(f"{intent.op} merges into key {index}, which has a ttl")
+                base = 0 if old is None or old[1] is None else old[1]
+                self.keys[index] = (intent.op, base + item[2], None)
+                continue
             window = None
-            if len(item) > 2 and length is not None:
+            if has_ttl(item):
                 ttl = item[2]
                 window = (intent.at_ms + ttl - DEADLINE_SLACK_MS, (done_by or intent.at_ms) + ttl + DEADLINE_SLACK_MS)
             self.keys[index] = (intent.op, length, window)
@@ -215,7 +284,7 @@ class ExpectedState:
         entry = self.keys.get(index)
         if entry is None or entry[1] is None:
             return (None,)
-        data = value(entry[0], index, entry[1])
+        data = content(entry[0], index, entry[1])
         window = entry[2]
         if window is None or hi_ms < window[0]:
             return (data,)
@@ -233,7 +302,8 @@ class ExpectedState:
             return "absent (never written)"
         if entry[1] is None:
             return f"absent (deleted by {entry[0]})"
-        text = f"value of {entry[0]} ({entry[1]} bytes)"
+        text = describe(content(entry[0], index, entry[1]), index)
+        text = f"{text} (last set by {entry[0]})" if text.startswith("counter") else text
         if entry[2] is not None:
             text += f", expiring between {entry[2][0]} and {entry[2][1]} ms"
         return text
@@ -293,7 +363,9 @@ class InFlightOutcome:
     op: str
     kind: str
     #: "applied", "not applied", "no visible effect" (both ways give the same
-    #: content), "partly applied" (a failure) or "maintenance" (no keys).
+    #: content), "partly applied" (a failure), "rolled back" (a transaction
+    #: being rolled back: its keys must be as if it never ran) or
+    #: "maintenance" (no keys).
     outcome: str
 
 
@@ -312,6 +384,10 @@ class Verdict:
     acked_maintenance: int = 0
     keys_checked: int = 0
     torn_lines: int = 0
+    #: Acknowledged operations by kind ("txn refused": a commit that conflicted).
+    acked_kinds: Counter = field(default_factory=Counter)
+    #: Items of the acknowledged writes by kind ("merge", "range delete").
+    acked_items: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -336,17 +412,27 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
     for history in histories:
         verdict.torn_lines += history.torn_lines
         for intent in history.acked + ([history.in_flight] if history.in_flight else []):
-            for index, *_ in intent.items:
-                if not 0 <= index < space.size or space.owner(index) != history.thread:
-                    raise OracleError(f"{intent.op} writes key {index}, which thread {history.thread} does not own")
+            for item in intent.items:
+                if item[1] == RANGE and space.run_of(item[0]) != space.run_of(item[2]):
+                    raise OracleError(f"{intent.op} deletes keys {item[0]}-{item[2]}, not a stretch of one run")
+                for index in item_keys(item):
+                    if not 0 <= index < space.size or space.owner(index) != history.thread:
+                        raise OracleError(f"{intent.op} writes key {index}, which thread {history.thread} "
+                                          "does not own")
         for intent in history.acked:
-            if intent.kind in WRITE_KINDS:
+            verdict.acked_kinds[intent.kind + (" refused" if intent.refused else "")] += 1
+            if intent.kind in WRITE_KINDS and not intent.refused:
                 expected.apply(intent)
                 verdict.acked_writes += 1
                 verdict.acked_synced += intent.sync
-                verdict.acked_ttl += sum(1 for item in intent.items if len(item) > 2)
-            else:
+                verdict.acked_ttl += sum(1 for item in intent.items if has_ttl(item))
+                verdict.acked_items.update({MERGE: "merge", RANGE: "range delete"}[item[1]] for item in intent.items
+                                           if item[1] in (MERGE, RANGE))
+            elif intent.kind in MAINTENANCE_KINDS:
                 verdict.acked_maintenance += 1
+        for bad in history.bad_reads:
+            verdict.mismatches.append(Mismatch(space.key(bad.index), f"transaction {bad.op} read a wrong value",
+                                               bad.expected, bad.found))
 
     index_of = space.index_of()
     mismatches = verdict.mismatches
@@ -362,12 +448,15 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
         intent = history.in_flight
         if intent is None:
             continue
+        if intent.kind in VOID_KINDS:  # its keys are checked as if it had not run
+            verdict.in_flight.append(InFlightOutcome(intent.op, intent.kind, "rolled back"))
+            continue
         if intent.kind not in WRITE_KINDS:
             verdict.in_flight.append(InFlightOutcome(intent.op, intent.kind, "maintenance"))
             continue
         after = ExpectedState({i: e for i, e in expected.keys.items()})
         after.apply(intent, done_by_ms=hi)
-        touched = sorted({item[0] for item in intent.items})
+        touched = sorted({i for item in intent.items for i in item_keys(item)})
         undecided.update(touched)
         after_of.update((i, after) for i in touched)
         found = {i: scanned.get(space.key(i)) for i in touched}

@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from lsmkv.crashtest.keyspace import MAX_KEY_LEN, KeySpace, describe, value
-from lsmkv.crashtest.oracle import (ExpectedState, Intent, OpLog, OracleError, ThreadHistory, op_id, read_op_log,
-                                    verify)
+from lsmkv.base.merge_operators import UInt64Add
+from lsmkv.crashtest.keyspace import MAX_KEY_LEN, KeySpace, content, describe, is_counter, value
+from lsmkv.crashtest.oracle import (MERGE, RANGE, BadRead, ExpectedState, Intent, OpLog, OracleError, ThreadHistory,
+                                    has_ttl, item_keys, op_id, read_op_log, verify)
 from lsmkv.crashtest.workload import ThreadWorkload
 
 SPACE = KeySpace(80, 2)  # thread 0 owns 0-19 and 40-59, thread 1 owns 20-39 and 60-79
@@ -40,7 +41,7 @@ def test_key_space_owners_kinds_and_values():
     assert len(set(keys)) == SPACE.size and max(map(len, keys)) <= MAX_KEY_LEN
     assert set(SPACE.owned_by(0)).isdisjoint(SPACE.owned_by(1))
     assert sorted(SPACE.owned_by(0) + SPACE.owned_by(1)) == list(range(SPACE.size))
-    assert {SPACE.kind(i) for i in SPACE.owned_by(1)} == {"s", "m", "L", "x"}  # every thread owns every kind
+    assert {SPACE.kind(i) for i in SPACE.owned_by(1)} == {"s", "c", "m", "L", "x"}  # every thread owns every kind
     v = value("c3.t1.n7", 25, 500)
     assert len(v) == 500 and v == value("c3.t1.n7", 25, 500) and v != value("c3.t1.n8", 25, 500)
     assert describe(v, 25) == "value of c3.t1.n7 (500 bytes)"
@@ -51,25 +52,44 @@ def test_key_space_owners_kinds_and_values():
 
 
 def test_workload_is_a_function_of_its_seed_and_writes_only_its_keys():
-    def ops(seed):
-        work = ThreadWorkload(SPACE, 1, 1, seed, maintenance=("flush", "compact"))
+    def ops(seed, **kw):
+        work = ThreadWorkload(SPACE, 1, 1, seed, maintenance=("flush", "compact"), **kw)
         return [work.next() for _ in range(2000)]
 
     first = ops(5)
     assert first == ops(5) and first != ops(6)
     kinds = {p.intent.kind for p in first}
-    assert kinds == {"put", "delete", "batch", "ingest", "flush", "compact"}
+    assert kinds == {"put", "delete", "batch", "ingest", "flush", "compact", "merge", "delete_range", "txn",
+                     "rollback"}
     # An ingest is a table file: distinct keys, always durable.
     ingests = [p.intent for p in first if p.intent.kind == "ingest"]
     assert all(i.sync and len({item[0] for item in i.items}) == len(i.items) for i in ingests)
     owned = set(SPACE.owned_by(1))
-    assert all(item[0] in owned for p in first for item in p.intent.items)
+    assert all(set(item_keys(item)) <= owned for p in first for item in p.intent.items)
     assert any(p.intent.sync for p in first) and not all(p.intent.sync for p in first)
-    # Some puts carry a ttl: short ones and the long one.
-    ttls = [item[2] for p in first for item in p.intent.items if len(item) > 2]
-    assert ttls and min(ttls) <= 3000 and max(ttls) == 86_400_000
-    assert all(item[1] is not None for p in first for item in p.intent.items if len(item) > 2)
+    # Some puts carry a ttl: short ones and the long one; never a counter.
+    ttls = [item for p in first for item in p.intent.items if has_ttl(item)]
+    assert ttls and min(i[2] for i in ttls) <= 3000 and max(i[2] for i in ttls) == 86_400_000
+    assert not any(is_counter(item[0]) for item in ttls)
     assert [p.intent.op for p in first[:2]] == ["c1.t1.n1", "c1.t1.n2"]
+    # Merges add to counters; range deletes cover a stretch of one run (one kind, one block).
+    items = [item for p in first for item in p.intent.items]
+    merges = [item for item in items if item[1] == MERGE]
+    ranges = [item for item in items if item[1] == RANGE]
+    assert merges and all(is_counter(i) and n >= 1 for i, _, n in merges)
+    assert ranges and all(SPACE.run_of(a) == SPACE.run_of(b) and a <= b for a, _, b in ranges)
+    assert any(a < b for a, _, b in ranges)
+    # Batches and transactions mix every kind of item; transactions read first.
+    for kind in ("batch", "txn"):
+        mixed = {item[1] if isinstance(item[1], str) else "delete" if item[1] is None else "put"
+                 for p in first if p.intent.kind == kind for item in p.intent.items}
+        assert mixed == {"put", "delete", MERGE, RANGE}, kind
+    txns = [p for p in first if p.intent.kind in ("txn", "rollback")]
+    assert all(p.reads and set(p.reads) <= owned for p in txns)
+    # Without the features, the stream keeps to puts, deletes, batches and ingest.
+    plain = ops(5, features=frozenset())
+    assert {p.intent.kind for p in plain} == {"put", "delete", "batch", "ingest", "flush", "compact"}
+    assert not any(isinstance(item[1], str) for p in plain for item in p.intent.items)
 
 
 def test_op_log_round_trip_and_torn_last_line(tmp_path):
