@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from lsmkv.crashtest.driver import CrashTestConfig, run_crashtest
+from lsmkv.crashtest.engines import engine
 
 
 def _run(tmp_path, cycles: int, seed: int):
@@ -31,6 +32,11 @@ def test_sigkill_cycles_lose_no_acknowledged_write(tmp_path):
     assert figures.acked_maintenance > 0, "no explicit checkpoint ever completed"
     assert figures.facts["height"] >= 3, "the tree never grew past two levels"
     assert sum(figures.in_flight.values()) > 0
+    # Transactions (committed and rolled back), merges and range deletes, as far as the engine has them.
+    assert figures.acked_kinds["txn"] > 0 and figures.acked_kinds["rollback"] > 0
+    features = engine("btree").features
+    assert ("merge" in features) == (figures.acked_items["merge"] > 0)
+    assert ("delete_range" in features) == (figures.acked_items["range delete"] > 0)
 
 
 @pytest.mark.crash

@@ -255,3 +255,157 @@ def test_metadata_must_name_the_last_batch_whose_data_is_there():
     assert not run(without, {}).ok  # the acknowledged batch's metadata lost
     saved = with_flying.copy()
     assert saved.meta == {0: "c2.t0.n2"}
+
+
+def test_runs_and_range_bounds_cover_exactly_one_stretch_of_one_thread():
+    space = KeySpace(2000, 4)
+    keys = sorted((space.key(i), i) for i in range(space.size))
+    assert space.run_of(0) == (0, 8) and space.run_of(10) == (9, 11) and space.run_of(59) == (59, 59)
+    for first, last in ((0, 8), (3, 5), (9, 11), (30, 30), (39, 39), (57, 58), (1993, 1996)):
+        start, end = space.range_bounds(first, last)
+        inside = [i for key, i in keys if start <= key < end]
+        assert inside == list(range(first, last + 1)), (first, last)
+        assert {space.owner(i) for i in inside} == {space.owner(first)}
+    with pytest.raises(ValueError, match="not a stretch of one run"):
+        space.range_bounds(7, 10)  # short keys, then counters
+
+
+def test_merges_add_to_counters_and_puts_and_deletes_reset_them():
+    c = 9  # thread 0's first counter
+    assert is_counter(c) and SPACE.kind(c) == "c"
+    base = ExpectedState({c: ("c1.t0.n1", 100, None)}, 1)
+    acked = [Intent("c2.t0.n1", "merge", ((c, MERGE, 5),), acked_ms=1),
+             Intent("c2.t0.n2", "batch", ((c, MERGE, 7), (10, MERGE, 3), (11, 40), (11, MERGE, 2)), acked_ms=2)]
+    state = base.copy()
+    for intent in acked:
+        state.apply(intent)
+    assert [state.keys[i][1] for i in (c, 10, 11)] == [112, 3, 42]
+    found = contents(state)
+    assert found[SPACE.key(c)] == UInt64Add.operand(112) == content("any", c, 112)
+    verdict = check(base, [ThreadHistory(0, acked=acked)], found)
+    assert verdict.ok and verdict.acked_items == {"merge": 4}
+    assert verdict.acked_kinds == {"merge": 1, "batch": 1}
+
+    wrong = dict(found)
+    wrong[SPACE.key(c)] = UInt64Add.operand(105)  # the batch's merge lost
+    verdict = check(base, [ThreadHistory(0, acked=acked)], wrong)
+    assert [str(m) for m in verdict.mismatches] == [
+        f"{SPACE.key(c)!r}: wrong value: expected counter 112 (last set by c2.t0.n2), found counter 105"]
+
+    # A delete, then a merge: the merge starts from nothing.
+    reset = Intent("c3.t0.n1", "batch", ((c, None), (c, MERGE, 4)), acked_ms=3)
+    state.apply(reset)
+    assert state.keys[c][1] == 4
+
+
+def test_in_flight_merge_is_applied_or_not_never_twice():
+    c = 29  # thread 1's counter
+    base = ExpectedState({c: ("c1.t1.n1", 10, None)}, 1)
+    flying = ThreadHistory(1, in_flight=Intent("c2.t1.n1", "merge", ((c, MERGE, 6),)))
+    for amount, outcome in ((10, "not applied"), (16, "applied")):
+        verdict = check(base, [flying], {SPACE.key(c): UInt64Add.operand(amount)})
+        assert verdict.ok and verdict.in_flight[0].outcome == outcome
+        assert verdict.state.keys[c][1] == amount
+    verdict = check(base, [flying], {SPACE.key(c): UInt64Add.operand(22)})
+    assert [m.problem for m in verdict.mismatches] == ["in-flight merge c2.t1.n1 partly applied"]
+
+
+def test_range_delete_applies_to_every_key_of_its_stretch():
+    base = ExpectedState({i: ("c1.t0.n1", 20, None) for i in range(0, 9)} | {9: ("c1.t0.n2", 5, None)}, 1)
+    acked = Intent("c2.t0.n1", "delete_range", ((2, RANGE, 6),), acked_ms=1)
+    state = base.copy()
+    state.apply(acked)
+    assert [i for i in range(10) if state.keys[i][1] is None] == [2, 3, 4, 5, 6]
+    verdict = check(base, [ThreadHistory(0, acked=[acked])], contents(state))
+    assert verdict.ok and verdict.acked_items == {"range delete": 1}
+    back = contents(state)
+    back[SPACE.key(4)] = value("c1.t0.n1", 4, 20)
+    verdict = check(base, [ThreadHistory(0, acked=[acked])], back)
+    assert [m.problem for m in verdict.mismatches] == ["deleted key is back"]
+    assert "deleted by c2.t0.n1" in str(verdict.mismatches[0])
+
+
+def test_in_flight_range_delete_is_whole_or_absent_and_a_partial_one_fails():
+    base = ExpectedState({i: ("c1.t1.n1", 20, None) for i in range(20, 29)}, 1)
+    intent = Intent("c2.t1.n1", "delete_range", ((21, RANGE, 25),))
+    histories = [ThreadHistory(1, in_flight=intent)]
+    after = base.copy()
+    after.apply(intent)
+
+    verdict = check(base, histories, contents(after))
+    assert verdict.ok and verdict.in_flight[0].outcome == "applied"
+    assert verdict.state.keys[23] == ("c2.t1.n1", None, None)  # the next cycle expects the keys gone
+    verdict = check(base, histories, contents(base))
+    assert verdict.ok and verdict.in_flight[0].outcome == "not applied"
+    assert verdict.state.keys[23] == ("c1.t1.n1", 20, None)
+
+    partly = contents(after)
+    partly[SPACE.key(25)] = value("c1.t1.n1", 25, 20)  # the last key of the stretch survived
+    verdict = check(base, histories, partly)
+    assert not verdict.ok and verdict.in_flight[0].outcome == "partly applied"
+    assert {m.problem for m in verdict.mismatches} == {"in-flight delete_range c2.t1.n1 partly applied"}
+    assert len(verdict.mismatches) == 5  # every key of the stretch is named
+
+
+def test_range_over_two_runs_or_another_threads_keys_is_an_oracle_error():
+    with pytest.raises(OracleError, match="not a stretch of one run"):
+        check(ExpectedState(), [ThreadHistory(0, acked=[Intent("c1.t0.n1", "delete_range", ((7, RANGE, 10),))])], {})
+    with pytest.raises(OracleError, match="does not own"):
+        check(ExpectedState(), [ThreadHistory(1, acked=[Intent("c1.t1.n1", "delete_range", ((2, RANGE, 4),))])], {})
+
+
+def test_in_flight_transaction_is_whole_or_absent():
+    base = ExpectedState({0: ("c1.t0.n1", 30, None), 9: ("c1.t0.n2", 8, None), 4: ("c1.t0.n3", 12, None)}, 1)
+    txn = Intent("c2.t0.n1", "txn", ((0, None), (9, MERGE, 2), (3, RANGE, 5), (4, 7), (41, 10, 60_000)), True,
+                 at_ms=1000)
+    histories = [ThreadHistory(0, in_flight=txn)]
+    after = base.copy()
+    after.apply(txn, done_by_ms=1100)
+    assert after.keys[4] == ("c2.t0.n1", 7, None) and after.keys[9][1] == 10  # a put after the range stays
+
+    def judge(found):
+        return verify(SPACE, base, histories, found, {SPACE.key(i): found.get(SPACE.key(i))
+                                                      for i in range(SPACE.size)}, 1050, 1100)
+
+    applied, untouched = judge(contents(after)), judge(contents(base))
+    assert applied.ok and applied.in_flight[0].outcome == "applied"
+    assert untouched.ok and untouched.in_flight[0].outcome == "not applied"
+    partly = contents(after)
+    partly[SPACE.key(9)] = UInt64Add.operand(8)  # all but the merge
+    verdict = judge(partly)
+    assert {m.problem for m in verdict.mismatches} == {"in-flight txn c2.t0.n1 partly applied"}
+
+
+def test_rolled_back_or_refused_transactions_change_nothing():
+    base = ExpectedState({0: ("c1.t0.n1", 30, None)}, 1)
+    items = ((0, 5), (9, MERGE, 3), (1, 4))
+    rolled = Intent("c2.t0.n1", "rollback", items, acked_ms=1)
+    refused = Intent("c2.t0.n2", "txn", items, acked_ms=2, refused=True)
+    flying = Intent("c2.t0.n3", "rollback", items)
+    histories = [ThreadHistory(0, acked=[rolled, refused], in_flight=flying)]
+    verdict = check(base, histories, contents(base))
+    assert verdict.ok and verdict.acked_writes == 0 and verdict.state.keys == base.keys
+    assert verdict.acked_kinds == {"rollback": 1, "txn refused": 1}
+    assert [o.outcome for o in verdict.in_flight] == ["rolled back"]
+    for op in ("c2.t0.n1", "c2.t0.n2", "c2.t0.n3"):  # any of them leaking a write is caught
+        leaked = contents(base)
+        leaked[SPACE.key(1)] = value(op, 1, 4)
+        verdict = check(base, histories, leaked)
+        assert [m.problem for m in verdict.mismatches] == ["key never written is present"], op
+
+
+def test_op_log_records_refused_commits_and_bad_reads(tmp_path):
+    path = str(tmp_path / "thread-0.log")
+    log = OpLog(path)
+    txn = Intent("c1.t0.n1", "txn", ((0, 3), (9, MERGE, 1), (2, RANGE, 4)), at_ms=5)
+    bad = BadRead("c1.t0.n1", 0, "value of c0.t0.n1 (3 bytes)", "absent")
+    log.intent(txn)
+    log.bad_read(bad)
+    log.ack(txn.op, at_ms=9, refused=True)
+    log.close()
+    history = read_op_log(path, 0)
+    assert history.acked == [replace(txn, acked_ms=9, refused=True)] and history.bad_reads == [bad]
+    verdict = check(ExpectedState(), [history], {})
+    assert [str(m) for m in verdict.mismatches] == [
+        f"{SPACE.key(0)!r}: transaction c1.t0.n1 read a wrong value: expected value of c0.t0.n1 (3 bytes), "
+        "found absent"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from lsmkv.crashtest.driver import CrashTestConfig, run_crashtest
+from lsmkv.crashtest.engines import engine
 
 
 def _run(tmp_path, cycles: int, seed: int):
@@ -29,6 +30,11 @@ def test_sigkill_cycles_lose_no_acknowledged_write(tmp_path):
     assert figures.killed_in_maintenance or figures.evidence, "no kill landed in a flush or a compaction"
     assert figures.facts["deepest_level"] >= 1, "no compaction output ever reached level 1"
     assert sum(figures.in_flight.values()) > 0
+    # Transactions (committed and rolled back), merges and range deletes, as far as the engine has them.
+    assert figures.acked_kinds["txn"] > 0 and figures.acked_kinds["rollback"] > 0
+    features = engine("lsm").features
+    assert ("merge" in features) == (figures.acked_items["merge"] > 0)
+    assert ("delete_range" in features) == (figures.acked_items["range delete"] > 0)
 
 
 @pytest.mark.crash
