@@ -317,4 +317,8 @@ def merged_memtable(mems: tuple[MemTable, ...], seq: int) -> MemTable:
                 out.add(version[0], version[1], key, version[2])
     for mem in reversed(mems):
         out.meta.update(mem.meta)
+        if mem.range_dels is not None:
+            for start, end, tomb_seq in mem.range_dels.tombstones():
+                if tomb_seq <= seq:
+                    out.add_range_delete(tomb_seq, start, end)
     return out

@@ -93,6 +93,8 @@ from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
 from .multi_get import lookup_many
 from .obsolete_files import delete_obsolete_files
+from .range_del_reads import (ViewSource, get_honouring_range_dels, honouring_range_dels, level_range_dels,
+                              memtable_seq_of, table_seq_of)
 from .options import Options
 from .read_state import ReadState
 from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
@@ -101,13 +103,13 @@ from .stats import lsm_stats
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
-from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys, settle_group,
-                           validate_group)
+from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys,
+                           group_range_deletes, settle_group, validate_group)
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogWriter
-from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
-                          encode_single)
+from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch,
+                          encode_batch, encode_single)
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
@@ -329,6 +331,20 @@ class DB(KeyValueMapping):
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         self._write_one(TOMBSTONE, k, b"", sync)
 
+    def delete_range(self, start: object, end: object, sync: bool = False) -> None:
+        """Delete every key k with start <= k < end (end exclusive, as
+        RocksDB's DeleteRange): one range tombstone in the log and the
+        memtable, whatever the number of keys it covers; reads honour it
+        at once, compactions drop what it covers (range_tombstones.py).
+        start == end deletes nothing; start > end raises InvalidArgumentError."""
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        batch = WriteBatch()
+        batch.delete_range(start, end)
+        self.write(batch, sync)
+
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
@@ -436,7 +452,7 @@ class DB(KeyValueMapping):
         self._last_seq = seq - 1
         self._user_bytes_written += user_bytes
         if self._conflicts.active:  # (looked at after the writes are published)
-            self._conflicts.record(group_keys(group))
+            self._conflicts.record(group_keys(group), group_range_deletes(group))
 
     def _append_and_apply_validated(self, group: list[Writer], sync_now: bool) -> None:
         """A group holding transaction batches: each is validated, in order,
@@ -536,6 +552,8 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
+        if st.range_dels or st.mem.range_dels is not None:
+            return self._get_in(st, k, seq, default)
         # The read path is written out here rather than shared with
         # _get_at() through calls: each call is a measurable share of a get.
         version = st.mem._latest.get(k)
@@ -606,7 +624,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         distinct = sorted(set(keys))
-        found, asked = lookup_many(st, distinct, seq, self._tables.reader)
+        if st.range_dels or st.mem.range_dels is not None:
+            # Range tombstones: each key weighed against them (range_del_reads.py).
+            found = [get_honouring_range_dels(st, key, seq, self._tables.reader) for key in distinct]
+            asked = len(distinct)
+        else:
+            found, asked = lookup_many(st, distinct, seq, self._tables.reader)
         self._gets += asked
         now = None  # one clock reading for every expiring value
         values: dict[bytes, bytes | None] = {}
@@ -642,6 +665,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
+        if st.range_dels or st.mem.range_dels is not None:
+            self._gets += 1
+            found = get_honouring_range_dels(st, k, seq, self._tables.reader)
+            if found is None or found[0] == TOMBSTONE:
+                return default
+            return found[1] if found[0] == VALUE else self._unexpired(found[1], default)
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
             if version is not None:
@@ -803,6 +832,8 @@ class DB(KeyValueMapping):
         # Values with a ttl are judged once, as of the view's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
+        if st.range_dels or st.mem.range_dels is not None:
+            return self._view_finders_honouring_range_dels(st, seq, lo, hi, now)
         finders = [memtable_finders(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
         version = st.version
         tables = version.overlapping(0, lo, hi)
@@ -821,6 +852,38 @@ class DB(KeyValueMapping):
                                          largest=version.largest_keys[level], lo=lo, hi=hi,
                                          seek_chunk=seek_chunk(entries[level], densest)))
         return finders
+
+    def _view_finders_honouring_range_dels(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None,
+                                           now: int) -> list[tuple[Finder, Finder]]:
+        """_view_finders of a state that holds range tombstones: the same
+        sources, each with its own tombstones, wrapped so that what they
+        delete at ``seq`` is gone (range_del_reads.py)."""
+        open_table = self._tables.reader
+        sources = [ViewSource(memtable_finders(mem, seq, now), mem.range_dels,
+                              memtable_seq_of(mem, seq) if mem.range_dels is not None else None)
+                   for mem in (st.mem, *st.imms) if len(mem)]
+        version = st.version
+        tables = version.overlapping(0, lo, hi)
+        levels = []
+        for level in version.deep_levels:
+            files = version.levels[level]
+            i = 0 if lo is None else bisect_left(version.largest_keys[level], lo)
+            if i < len(files) and (hi is None or files[i].smallest < hi):
+                levels.append(level)
+        entries = version.level_entries
+        densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+        for meta in tables:
+            reader = open_table(meta)
+            sources.append(ViewSource(table_finders(reader, seq, now, seek_chunk(meta.entries, densest)),
+                                      reader.range_dels,
+                                      table_seq_of(reader, seq) if reader.range_dels is not None else None))
+        for level in levels:
+            files = version.levels[level]
+            largest = version.largest_keys[level]
+            own, seq_of = level_range_dels(files, largest, open_table, seq, lo, hi)
+            sources.append(ViewSource(level_finders(files, open_table, seq, now, largest=largest, lo=lo, hi=hi,
+                                                    seek_chunk=seek_chunk(entries[level], densest)), own, seq_of))
+        return honouring_range_dels(sources, seq)
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
@@ -929,7 +992,8 @@ class DB(KeyValueMapping):
         number = self._versions.new_file_number()
         self._pending_outputs.add(number)
         try:
-            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options)
+            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options,
+                               mem.range_dels)
         except BaseException:
             self._pending_outputs.discard(number)
             raise

@@ -13,6 +13,11 @@ Layout, chosen for Python speed:
   iteration (scans and flushing). It is touched only when a key is new to the
   memtable; overwriting a key only replaces its dict entry.
 
+Range tombstones (``delete_range``, kind 5) are kept beside the skiplist,
+as a list and its fragments (range_tombstones.py): ``range_dels`` is None
+until the first one, and is replaced (never changed) by each new one, so a
+reader takes the one of the moment without a lock and filters by sequence.
+
 Order of iteration is (user key ascending, sequence descending): exactly the
 order a table is written in.
 
@@ -29,7 +34,8 @@ from typing import Iterator
 
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
-from .write_batch import META
+from .range_tombstones import FragmentedTombstones
+from .write_batch import META, RANGE_DELETE
 
 _SPLIT_AT = 2 * NODE_LOAD
 
@@ -42,7 +48,8 @@ ENTRY_OVERHEAD = 16
 
 
 class MemTable:
-    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "meta", "__weakref__")
+    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "meta", "range_dels",
+                 "_range_list", "__weakref__")
 
     def __init__(self, log_number: int = 0) -> None:
         self._latest: dict[bytes, tuple] = {}
@@ -57,10 +64,21 @@ class MemTable:
         #: Metadata entries written with this memtable's batches (name -> the
         #: latest value), carried into the manifest when it is flushed.
         self.meta: dict[bytes, bytes] = {}
+        #: The range tombstones written here, fragmented; None while there are none.
+        self.range_dels: FragmentedTombstones | None = None
+        self._range_list: list[tuple[bytes, bytes, int]] = []
 
     def __len__(self) -> int:
-        """Number of distinct user keys."""
-        return len(self._latest)
+        """Number of distinct user keys plus range tombstones: 0 when a
+        flush would have nothing to write."""
+        return len(self._latest) + len(self._range_list)
+
+    def add_range_delete(self, seq: int, start: bytes, end: bytes) -> None:
+        """Take the range tombstone [start, end) at ``seq``. Costs
+        O(t log t) in the memtable's range tombstones t, nothing per key covered."""
+        self._range_list.append((start, end, seq))
+        self.range_dels = FragmentedTombstones.build(self._range_list)
+        self.size += len(start) + len(end) + ENTRY_OVERHEAD
 
     def add(self, seq: int, kind: int, key: bytes, value: bytes) -> None:
         latest = self._latest
@@ -95,6 +113,8 @@ class MemTable:
             if kind == META:
                 self.meta[key] = value
                 self.size += len(key) + len(value) + ENTRY_OVERHEAD
+            elif kind == RANGE_DELETE:
+                self.add_range_delete(seq, key, value)
             else:
                 add(seq, kind, key, value)
             seq += 1

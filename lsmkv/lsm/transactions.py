@@ -62,7 +62,7 @@ from lsmkv.base.write_set import WriteSet
 
 from .read_state import ReadState
 from .ttl_value import with_deadline
-from .write_batch import META, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
+from .write_batch import META, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
 
 #: ``get_in(state, key, sequence, default)``: a point read (DB._get_in).
 GetIn = Callable[[ReadState, bytes, int, "bytes | None"], "bytes | None"]
@@ -168,6 +168,10 @@ class TransactionBatch(WriteBatch):
         ops = self.ops
         now = None
         user_bytes = 0
+        # The ranges first: the transaction's later writes into them are newer.
+        for start, end in writes.range_deletes:
+            ops.append((RANGE_DELETE, start, end))
+            user_bytes += len(start) + len(end)
         for key, kind, value, ttl in writes.entries():
             if kind == WRITTEN_VALUE:
                 if ttl is None:
@@ -201,7 +205,19 @@ def batch_keys(batch: WriteBatch) -> Iterable[bytes]:
     """The user keys a batch writes (its metadata entries left out)."""
     if type(batch) is TransactionBatch:
         return batch.wrote
-    return [key for kind, key, _ in batch.ops if kind != META]
+    return [key for kind, key, _ in batch.ops if kind != META and kind != RANGE_DELETE]
+
+
+def group_range_deletes(group: list[Writer]) -> list[tuple[bytes, bytes]]:
+    """The ranges [start, end) the batches of ``group`` delete (delete_range)."""
+    ranges = []
+    for writer in group:
+        batch = writer.batch
+        if type(batch) is TransactionBatch:
+            ranges.extend(batch.deleted)
+        else:
+            ranges.extend((key, value) for kind, key, value in batch.ops if kind == RANGE_DELETE)
+    return ranges
 
 
 def group_keys(group: list[Writer]) -> Iterator[bytes]:
