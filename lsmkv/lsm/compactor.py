@@ -257,11 +257,12 @@ class Compactor:
                 compaction = pick_manual(current(), level, start, end)
                 if compaction is not None:
                     self._run(compaction)
-            # Tables already in the last level can still hold tombstones (a
-            # level-0 table moved down whole, say) or expired values: rewrite
+            # Tables already in the last level can still hold tombstones,
+            # range tombstones (a level-0 table moved down whole, say, or
+            # ones a snapshot kept) or expired values: rewrite
             # those in place.
             now = now_ms(self.host.wall_clock())
-            if any(f.tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
+            if any(f.tombstones or f.range_tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
                    for f in current().overlapping(last, start, end)):
                 compaction = pick_manual(current(), last, start, end, bottommost=True)
                 if compaction is not None:
