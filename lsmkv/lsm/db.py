@@ -552,11 +552,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
-        if st.range_dels or st.mem.range_dels is not None:
+        mem = st.mem
+        if mem.range_dels is not None or st.range_dels:
             return self._get_in(st, k, seq, default)
         # The read path is written out here rather than shared with
         # _get_at() through calls: each call is a measurable share of a get.
-        version = st.mem._latest.get(k)
+        version = mem._latest.get(k)
         if version is not None:
             while version is not None and version[0] > seq:
                 version = version[3]

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import textwrap
 
+import numpy as np
 import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -21,6 +22,8 @@ import lsmkv
 from lsmkv.base.errors import CorruptionError, InvalidArgumentError, ReadOnlyError
 from lsmkv.base.filenames import table_name
 from lsmkv.lsm.check import check_db
+from lsmkv.lsm.range_del_compaction import drop_covered, surviving_range_dels
+from lsmkv.lsm.table.columns import Columns
 from lsmkv.lsm.range_tombstones import FragmentedTombstones
 from lsmkv.lsm.table.range_del_block import decode_range_dels, encode_range_dels
 from lsmkv.lsm.table.reader import TableReader
@@ -236,20 +239,39 @@ def test_bottommost_compaction_drops_range_tombstones(db):
     assert list(db.scan()) == expected([(b"k010", b"k190")])
 
 
-def test_tombstones_kept_above_data_below(db_path):
-    db = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
-    fill(db)
-    db.flush()
-    db.compact_range()
-    # Move the data to the bottom level (level 6) by hand is not offered;
-    # instead put a tombstone in level 0 and compact only level 0 into level 1
-    # while level 1 holds data: the tombstone is not bottommost for the keys
-    # below it if they are deeper; here they are in the same compaction.
-    db.delete_range(b"k000", b"k050")
-    db.flush()
-    assert [f.range_tombstones for f in db._state.version.levels[0]] == [1]
-    assert list(db.scan()) == expected([(b"k000", b"k050")])
-    db.close()
+def test_compaction_keeps_tombstones_something_below_or_a_snapshot_needs():
+    """surviving_range_dels: a tombstone goes only where no table below meets
+    its range and no snapshot predates it."""
+    f = FragmentedTombstones.build([(b"a", b"c", 10), (b"m", b"p", 20)])
+    kept, dropped = surviving_range_dels(f, [], [[(b"b", b"b")]])
+    assert list(kept.tombstones()) == [(b"a", b"c", 10)] and dropped == 1
+    kept, dropped = surviving_range_dels(f, [15], [])
+    assert list(kept.tombstones()) == [(b"m", b"p", 20)] and dropped == 1
+    kept, dropped = surviving_range_dels(f, [25], [[(b"x", b"z")]])
+    assert not kept and dropped == 2
+
+
+def test_compaction_drops_covered_versions_no_snapshot_sees():
+    """drop_covered: a version under a newer tombstone goes unless a snapshot
+    taken between the two sees it."""
+    keys = [b"b", b"b", b"n", b"z"]
+    seq_kinds = [30 << 8 | 1, 5 << 8 | 1, 15 << 8 | 1, 1 << 8 | 1]
+    data = b"".join(keys)
+    koff = np.cumsum([0] + [len(k) for k in keys[:-1]]).astype(np.int64)
+    run = Columns(data, koff, np.array([len(k) for k in keys], dtype=np.int64), koff,
+                  np.zeros(len(keys), dtype=np.int64), np.array(seq_kinds, dtype=np.uint64))
+    f = FragmentedTombstones.build([(b"a", b"c", 10), (b"m", b"p", 20)])
+    kept, dropped = drop_covered(run, f, [])
+    assert [(kept.key(i), int(kept.seq_kinds[i]) >> 8) for i in range(len(kept))] == [(b"b", 30), (b"z", 1)]
+    assert dropped == 2
+    kept, dropped = drop_covered(run, f, [7])  # the snapshot at 7 sees b@5; no reader sees n@15
+    assert [(kept.key(i), int(kept.seq_kinds[i]) >> 8) for i in range(len(kept))] == [(b"b", 30), (b"b", 5),
+                                                                                       (b"z", 1)]
+    assert dropped == 1
+    kept, dropped = drop_covered(run, f, [17])  # the snapshot at 17 sees n@15, not b@5 (deleted at 10 <= 17)
+    assert [(kept.key(i), int(kept.seq_kinds[i]) >> 8) for i in range(len(kept))] == [(b"b", 30), (b"n", 15),
+                                                                                       (b"z", 1)]
+    assert dropped == 1
 
 
 def test_writing_a_range_delete_over_100000_keys_is_one_log_record(db_path):
@@ -531,5 +553,5 @@ class RangeDeleteModel(RuleBasedStateMachine):
         assert self.db.multi_get(keys) == [self.model.get(k) for k in keys]
 
 
-TestRangeDeleteModel = RangeDeleteModel.TestCase
-TestRangeDeleteModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+RangeDeleteModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestRangeDeleteModel = pytest.mark.slow(RangeDeleteModel.TestCase)
