@@ -131,7 +131,12 @@ class MemTable:
         return self._latest.get(key)
 
     def has_key_in(self, smallest: bytes, largest: bytes) -> bool:
-        """Whether some key k with smallest <= k <= largest has a version here."""
+        """Whether some key k with smallest <= k <= largest has a version
+        here, or a range tombstone here covers some of them."""
+        range_dels = self.range_dels
+        if range_dels is not None and any(start <= largest and end > smallest
+                                          for start, end in zip(range_dels.starts, range_dels.ends)):
+            return True
         first = next(self._index.iter_from(smallest), None)
         return first is not None and first <= largest
 

@@ -555,3 +555,26 @@ class RangeDeleteModel(RuleBasedStateMachine):
 
 RangeDeleteModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestRangeDeleteModel = pytest.mark.slow(RangeDeleteModel.TestCase)
+
+
+def test_ingest_after_a_range_delete_in_the_memtable_is_visible(db, tmp_path):
+    """The ingested table is newer than the memtable's range tombstone: it
+    must not read as deleted (the memtable is flushed first)."""
+    fill(db)
+    db.delete_range(b"k000", b"k100")
+    path = str(tmp_path / "in.sst")
+    with lsmkv.TableWriter(path) as w:
+        w.put(b"k050", b"ingested")
+    db.ingest([path])
+    assert db.get(b"k050") == b"ingested" and db.get(b"k051") is None
+    assert list(db.scan(b"k049", b"k052")) == [(b"k050", b"ingested")]
+    db.compact_range()
+    assert list(db.scan(b"k049", b"k052")) == [(b"k050", b"ingested")]
+
+
+def test_ingest_refuses_a_table_holding_range_tombstones(db_path, tmp_path):
+    number = _two_levels_with_a_tombstone_above(db_path)
+    with lsmkv.open(str(tmp_path / "other")) as other:
+        with pytest.raises(ValueError, match="range tombstones"):
+            other.ingest([os.path.join(db_path, table_name(number))])
+        assert list(other.scan()) == []
