@@ -428,6 +428,9 @@ class DB(KeyValueMapping):
                     self._append_and_apply_validated(group, sync_now)
                     return
         mem = self._memtable_for_writing()
+        if mem.range_deletes_full:  # (only batches carry range tombstones)
+            self._switch_memtable()
+            mem = self._state.mem
         first = seq = self._last_seq + 1
         records = []
         user_bytes = 0

@@ -34,7 +34,7 @@ from typing import Iterator
 
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
-from .range_tombstones import FragmentedTombstones
+from .range_tombstones import EMPTY as EMPTY_FRAGMENTS, FragmentedTombstones
 from .write_batch import META, RANGE_DELETE
 
 _SPLIT_AT = 2 * NODE_LOAD
@@ -45,6 +45,11 @@ _SPLIT_AT = 2 * NODE_LOAD
 #: table of about that much data. (The Python objects behind a version take
 #: roughly 150 bytes more; see Options.write_buffer_size.)
 ENTRY_OVERHEAD = 16
+
+#: Range tombstones a memtable takes before the next write switches it for a
+#: new one (RocksDB's memtable_max_range_deletions): each one copies the
+#: fragment list (with_tombstone), so the count is kept bounded.
+MAX_RANGE_DELETES = 4096
 
 
 class MemTable:
@@ -73,11 +78,17 @@ class MemTable:
         flush would have nothing to write."""
         return len(self._latest) + len(self._range_list)
 
+    @property
+    def range_deletes_full(self) -> bool:
+        """Whether the memtable holds MAX_RANGE_DELETES range tombstones."""
+        return len(self._range_list) >= MAX_RANGE_DELETES
+
     def add_range_delete(self, seq: int, start: bytes, end: bytes) -> None:
-        """Take the range tombstone [start, end) at ``seq``. Costs
-        O(t log t) in the memtable's range tombstones t, nothing per key covered."""
+        """Take the range tombstone [start, end) at ``seq``: a new fragment
+        list (FragmentedTombstones.with_tombstone: the fragments it overlaps
+        cut again, the rest copied), nothing per key it covers."""
         self._range_list.append((start, end, seq))
-        self.range_dels = FragmentedTombstones.build(self._range_list)
+        self.range_dels = (self.range_dels or EMPTY_FRAGMENTS).with_tombstone(start, end, seq)
         self.size += len(start) + len(end) + ENTRY_OVERHEAD
 
     def add(self, seq: int, kind: int, key: bytes, value: bytes) -> None:

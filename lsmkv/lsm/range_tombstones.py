@@ -21,7 +21,7 @@ without a lock. This module knows nothing of tables, memtables or the DB.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Iterable, Iterator
 
 #: A range tombstone as written: (start, end, sequence).
@@ -72,6 +72,23 @@ class FragmentedTombstones:
                     ends.append(points[i + 1])
                     seqs.append(covering)
         return cls(starts, ends, seqs)
+
+    def with_tombstone(self, start: bytes, end: bytes, seq: int) -> "FragmentedTombstones":
+        """A new list: these fragments and the tombstone (start, end, seq).
+        Only the fragments it overlaps are fragmented again; the rest are
+        copied (list slices, in C): O(t + k log k) for t fragments, k of them
+        overlapped, however many keys the tombstone covers."""
+        if not start < end:
+            return self
+        i = bisect_right(self.ends, start)  # the first fragment ending after start
+        j = bisect_left(self.starts, end, i)  # the first fragment starting at or after end
+        pieces = [(start, end, seq)]
+        for k in range(i, j):
+            pieces.extend((self.starts[k], self.ends[k], covering) for covering in self.seqs[k])
+        middle = FragmentedTombstones.build(pieces)
+        return FragmentedTombstones(self.starts[:i] + middle.starts + self.starts[j:],
+                                    self.ends[:i] + middle.ends + self.ends[j:],
+                                    self.seqs[:i] + middle.seqs + self.seqs[j:])
 
     @classmethod
     def merged(cls, parts: Iterable["FragmentedTombstones | None"]) -> "FragmentedTombstones":

@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import lsmkv
@@ -579,3 +579,51 @@ def test_ingest_refuses_a_table_holding_range_tombstones(db_path, tmp_path):
         with pytest.raises(ValueError, match="range tombstones"):
             other.ingest([os.path.join(db_path, table_name(number))])
         assert list(other.scan()) == []
+
+
+def test_a_scan_skips_a_deleted_stretch_without_reading_its_blocks(db_path):
+    """A newer source's tombstone makes an older source jump to its end:
+    the blocks in between are never read (in either direction)."""
+    db = lsmkv.open(db_path, write_buffer_size=8 << 20, block_cache_size=0, disable_auto_compactions=True)
+    keys = [b"key%06d" % i for i in range(20_000)]
+    fill(db, keys)
+    db.flush()
+    db.compact_range()
+    blocks = sum(db._tables.reader(f).num_blocks for f in db._state.version.levels[1])
+    db.delete_range(b"key001000", b"key019000")
+    want = expected([(b"key001000", b"key019000")], keys)
+    for reverse in (False, True):
+        before = db._io.block_reads
+        assert list(db.scan(reverse=reverse)) == (want[::-1] if reverse else want)
+        read = db._io.block_reads - before
+        assert read < blocks // 5, (read, blocks)
+    db.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(1, 50)), max_size=12))
+def test_adding_tombstones_one_by_one_covers_what_fragmenting_them_all_does(tombstones):
+    """The memtable's incremental fragmenting (with_tombstone) answers every
+    question as fragmenting all the tombstones at once does."""
+    key = lambda i: b"%02d" % i
+    whole = FragmentedTombstones.build((key(a), key(b), s) for a, b, s in tombstones)
+    one_by_one = FragmentedTombstones([], [], [])
+    for a, b, s in tombstones:
+        one_by_one = one_by_one.with_tombstone(key(a), key(b), s)
+    for i in range(22):
+        for read_seq in (0, 10, 25, 60):
+            assert one_by_one.covering_seq(key(i), read_seq) == whole.covering_seq(key(i), read_seq)
+    assert decode_range_dels(encode_range_dels(one_by_one)) == one_by_one
+
+
+def test_a_memtable_takes_a_bounded_number_of_range_tombstones(db_path, monkeypatch):
+    from lsmkv.lsm import memtable
+    monkeypatch.setattr(memtable, "MAX_RANGE_DELETES", 8)
+    with lsmkv.open(db_path, write_buffer_size=64 << 20) as db:
+        for i in range(20):
+            db.delete_range(b"p%03d" % i, b"p%03d\x00" % i)
+        assert len(db._state.mem) <= 8
+        db.put(b"p005", b"back")
+        db.flush()
+        assert [f.range_tombstones for f in db._state.version.levels[0]] == [4, 8, 8]
+        assert list(db.scan()) == [(b"p005", b"back")]
