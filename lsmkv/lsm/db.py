@@ -337,6 +337,7 @@ class DB(KeyValueMapping):
         memtable, whatever the number of keys it covers; reads honour it
         at once, compactions drop what it covers (range_tombstones.py).
         start == end deletes nothing; start > end raises InvalidArgumentError."""
+        self._check_open()
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
         if sync is not False and sync is not True:

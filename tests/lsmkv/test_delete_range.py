@@ -150,7 +150,7 @@ def test_compaction_at_every_level_and_reopen(db_path):
     db.compact_range()  # the data in level 1
     db.delete_range(b"k020", b"k040")
     db.flush()
-    db._compactor.compact_range(None, None)  # the tombstone down to level 1 beside data below? bottommost
+    db.compact_range()  # the tombstone meets the data it covers in level 1 and both go
     fill(db, KEYS[100:120], b"w")
     db.delete_range(b"k110", b"k115")
     db.delete_range(b"k180", b"k190")
@@ -627,3 +627,36 @@ def test_a_memtable_takes_a_bounded_number_of_range_tombstones(db_path, monkeypa
         db.flush()
         assert [f.range_tombstones for f in db._state.version.levels[0]] == [4, 8, 8]
         assert list(db.scan()) == [(b"p005", b"back")]
+
+
+def test_background_compactions_carry_tombstones_over_deeper_data(db_path):
+    """With several levels of data, tombstones go down level by level
+    (clipped to each output), kept while data lies below them; reads are
+    right all along, and once compacted to the bottom nothing is left of them."""
+    options = dict(write_buffer_size=16 * 1024, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
+                   l0_compaction_trigger=2, block_size=1024)
+    keys = [b"key%05d" % i for i in range(6000)]
+    with lsmkv.open(db_path, **options) as db:
+        for i in range(0, len(keys), 500):
+            fill(db, keys[i:i + 500], b"v" * 40)
+        db.flush()
+        assert db._compactor.wait_idle(timeout=120)
+        assert sum(1 for n in db.stats()["files_per_level"][2:] if n) >= 1, "data below level 1 expected"
+        ranges = [(b"key00100", b"key02500"), (b"key02000", b"key02100"), (b"key04000", b"key05999")]
+        for start, end in ranges:
+            db.delete_range(start, end)
+            fill(db, [b"key%05d" % i for i in range(7000, 7050)], b"w")  # more data on top, more compactions
+        want = dict(expected(ranges, keys, b"v" * 40))
+        want.update((b"key%05d" % i, b"wkey%05d" % i) for i in range(7000, 7050))
+        want = sorted(want.items())
+        db.flush()
+        assert db._compactor.wait_idle(timeout=120)
+        assert list(db.scan()) == want and list(db.scan(reverse=True)) == want[::-1]
+        assert db.get(b"key03000") is not None and db.get(b"key04500") is None
+    assert check_db(db_path).ok
+    with lsmkv.open(db_path, **options) as db:
+        assert list(db.scan()) == want
+        db.compact_range()
+        assert list(db.scan()) == want
+        assert db.stats()["table_range_tombstones"] == 0
+    assert check_db(db_path).ok
