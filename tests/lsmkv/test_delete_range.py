@@ -660,3 +660,29 @@ def test_background_compactions_carry_tombstones_over_deeper_data(db_path):
         assert list(db.scan()) == want
         assert db.stats()["table_range_tombstones"] == 0
     assert check_db(db_path).ok
+
+
+@pytest.mark.parametrize("damage", ["footer", "index"])
+def test_salvage_keeps_the_range_tombstones_of_a_table_whose_footer_or_index_is_damaged(db_path, damage):
+    from lsmkv.lsm.table.salvage import salvage_table
+    db = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
+    fill(db)
+    db.delete_range(b"k050", b"k150")
+    db.delete_range(b"k100", b"k160")
+    db.flush()
+    meta = db._state.version.levels[0][0]
+    db.close()
+    path = os.path.join(db_path, table_name(meta.number))
+    reader = TableReader(DEFAULT_FS, path, meta.number, cache=None)
+    fragments = reader.range_dels
+    data = bytearray(open(path, "rb").read())
+    if damage == "footer":
+        data[-10] ^= 0xFF
+    else:
+        from lsmkv.lsm.table.format import FOOTER_SIZE, Footer
+        footer = Footer.decode(bytes(data[-FOOTER_SIZE:]), path, len(data))
+        data[footer.index[0]] ^= 0xFF
+    reader.close()
+    salvaged = salvage_table(bytes(data), path)
+    assert salvaged.range_dels == fragments and salvaged.range_dels_lost is None
+    assert not salvaged.lost and salvaged.entries_kept == len(KEYS)

@@ -310,7 +310,9 @@ class _Salvage:
                 props = TableProperties.decode(raw, self.path, offset, CODEC_OFFSETS)
             except CorruptionError:
                 continue
-            if props.data_blocks and props.data_bytes + props.filter_bytes + TRAILER_SIZE == offset:
+            # A range-tombstone block, if any, lies between the data and the filter.
+            range_dels = props.range_del_size + TRAILER_SIZE if props.range_tombstones else 0
+            if props.data_blocks and props.data_bytes + range_dels + props.filter_bytes + TRAILER_SIZE == offset:
                 return props
         return None
 
