@@ -108,8 +108,8 @@ from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnap
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogWriter
-from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch,
-                          encode_batch, encode_single)
+from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
+                          encode_single)
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
@@ -837,9 +837,8 @@ class DB(KeyValueMapping):
         # Values with a ttl are judged once, as of the view's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
-        if st.range_dels or st.mem.range_dels is not None:
-            return self._view_finders_honouring_range_dels(st, seq, lo, hi, now)
-        finders = [memtable_finders(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
+        mems = [mem for mem in (st.mem, *st.imms) if len(mem)]
+        finders = [memtable_finders(mem, seq, now) for mem in mems]
         version = st.version
         tables = version.overlapping(0, lo, hi)
         levels = []
@@ -856,39 +855,26 @@ class DB(KeyValueMapping):
             finders.append(level_finders(version.levels[level], open_table, seq, now,
                                          largest=version.largest_keys[level], lo=lo, hi=hi,
                                          seek_chunk=seek_chunk(entries[level], densest)))
+        if st.range_dels or st.mem.range_dels is not None:
+            return honouring_range_dels(self._range_del_sources(finders, mems, tables, levels, st, seq, lo, hi), seq)
         return finders
 
-    def _view_finders_honouring_range_dels(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None,
-                                           now: int) -> list[tuple[Finder, Finder]]:
-        """_view_finders of a state that holds range tombstones: the same
-        sources, each with its own tombstones, wrapped so that what they
-        delete at ``seq`` is gone (range_del_reads.py)."""
+    def _range_del_sources(self, finders: list[tuple[Finder, Finder]], mems: list[MemTable], tables: list[FileMeta],
+                           levels: list[int], st: ReadState, seq: int, lo: bytes | None,
+                           hi: bytes | None) -> list[ViewSource]:
+        """The sources _view_finders made (memtables, level-0 tables, deeper
+        levels, in that order), each with its own range tombstones and how
+        to weigh a key's version against them (range_del_reads.py)."""
         open_table = self._tables.reader
-        sources = [ViewSource(memtable_finders(mem, seq, now), mem.range_dels,
-                              memtable_seq_of(mem, seq) if mem.range_dels is not None else None)
-                   for mem in (st.mem, *st.imms) if len(mem)]
-        version = st.version
-        tables = version.overlapping(0, lo, hi)
-        levels = []
-        for level in version.deep_levels:
-            files = version.levels[level]
-            i = 0 if lo is None else bisect_left(version.largest_keys[level], lo)
-            if i < len(files) and (hi is None or files[i].smallest < hi):
-                levels.append(level)
-        entries = version.level_entries
-        densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+        owners = [(mem.range_dels, memtable_seq_of(mem, seq)) for mem in mems]
         for meta in tables:
             reader = open_table(meta)
-            sources.append(ViewSource(table_finders(reader, seq, now, seek_chunk(meta.entries, densest)),
-                                      reader.range_dels,
-                                      table_seq_of(reader, seq) if reader.range_dels is not None else None))
+            owners.append((reader.range_dels, table_seq_of(reader, seq)))
+        version = st.version
         for level in levels:
-            files = version.levels[level]
-            largest = version.largest_keys[level]
-            own, seq_of = level_range_dels(files, largest, open_table, seq, lo, hi)
-            sources.append(ViewSource(level_finders(files, open_table, seq, now, largest=largest, lo=lo, hi=hi,
-                                                    seek_chunk=seek_chunk(entries[level], densest)), own, seq_of))
-        return honouring_range_dels(sources, seq)
+            owners.append(level_range_dels(version.levels[level], version.largest_keys[level], open_table, seq, lo, hi))
+        return [ViewSource(pair, own, seq_of if own is not None else None)
+                for pair, (own, seq_of) in zip(finders, owners)]
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
