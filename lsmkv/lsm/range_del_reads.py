@@ -167,6 +167,9 @@ def _wrapped(source: ViewSource, above: FragmentedTombstones | None, seq: int) -
 
     def kept(chunk: Chunk) -> Chunk:
         keys, kinds, values = chunk
+        first, last = keys[0], keys[-1]
+        if (above is None or not above.meets(first, last)) and (own is None or not own.meets(first, last)):
+            return chunk  # no tombstone reaches into the chunk: nothing to weigh
         flags = [not deleted(key) for key in keys]
         if all(flags):
             return chunk

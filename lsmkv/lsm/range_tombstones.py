@@ -139,6 +139,11 @@ class FragmentedTombstones:
                 return seq
         return 0
 
+    def meets(self, first: bytes, last: bytes) -> bool:
+        """Whether some fragment covers a key k with first <= k <= last."""
+        i = bisect_right(self.ends, first)  # the first fragment ending after first
+        return i < len(self.starts) and self.starts[i] <= last
+
     def span_at(self, key: bytes, read_seq: int) -> tuple[bytes, bytes] | None:
         """The joined stretch [start, end) holding ``key`` that is deleted
         for a reader at ``read_seq``, or None if ``key`` is not in one."""

@@ -553,7 +553,7 @@ class RangeDeleteModel(RuleBasedStateMachine):
         assert self.db.multi_get(keys) == [self.model.get(k) for k in keys]
 
 
-RangeDeleteModel.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+RangeDeleteModel.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
 TestRangeDeleteModel = pytest.mark.slow(RangeDeleteModel.TestCase)
 
 
