@@ -502,6 +502,8 @@ class RangeDeleteModel(RuleBasedStateMachine):
     @rule()
     def reopen(self):
         self.db.close()
+        report = check_db(self.dir)
+        assert report.ok, report.problems
         self.db = lsmkv.open(self.dir, **self.options)
 
     @precondition(lambda self: len(self.snapshots) < 3)
