@@ -55,7 +55,7 @@ from .memtable import MemTable
 from .table_cache import TableCache
 from .version import Version, VersionEdit, VersionSet
 from .wal import BLOCK_SIZE, LogReader
-from .write_batch import META, log_batches
+from .write_batch import META, RANGE_DELETE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,8 @@ class CatchUp:
             for kind, key, value in ops:  # MemTable.add_batch, with the metadata held back
                 if kind == META:
                     tail.pending_meta[key] = value
+                elif kind == RANGE_DELETE:
+                    tail.mem.add_range_delete(seq, key, value)
                 else:
                     add(seq, kind, key, value)
                 seq += 1

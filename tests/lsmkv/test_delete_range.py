@@ -688,3 +688,21 @@ def test_salvage_keeps_the_range_tombstones_of_a_table_whose_footer_or_index_is_
     salvaged = salvage_table(bytes(data), path)
     assert salvaged.range_dels == fragments and salvaged.range_dels_lost is None
     assert not salvaged.lost and salvaged.entries_kept == len(KEYS)
+
+
+def test_read_only_handles_and_checkpoints_see_range_deletes_of_the_logs(db_path, tmp_path):
+    writer = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
+    fill(writer)
+    writer.flush()
+    writer.delete_range(b"k010", b"k190")  # only in the writer's log and memtable
+    want = expected([(b"k010", b"k190")])
+    with lsmkv.open(db_path, read_only=True) as reader:
+        assert list(reader.scan()) == want and reader.get(b"k100") is None
+        writer.delete_range(b"k000", b"k005")
+        writer.flush()
+        assert reader.refresh()
+        assert list(reader.scan()) == expected([(b"k010", b"k190"), (b"k000", b"k005")])
+    lsmkv.checkpoint(db_path, str(tmp_path / "copy"))  # a read-only handle's checkpoint: memtables merged
+    writer.close()
+    with lsmkv.open(str(tmp_path / "copy")) as copy:
+        assert list(copy.scan()) == expected([(b"k010", b"k190"), (b"k000", b"k005")])
