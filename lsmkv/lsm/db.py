@@ -34,6 +34,8 @@ records the keys of everything it applied after (transactions.py).
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
 by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
+Where the read state holds range tombstones (``delete_range``), gets, multi_gets
+and views take range_del_reads.py's path instead, which honours them.
 
 Read-only handles build their view from the files a writer (in another
 process, perhaps) leaves, at open and at each refresh() (catch_up.py).
