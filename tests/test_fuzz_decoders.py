@@ -51,6 +51,8 @@ from lsmkv.lsm.table.bloom import BloomFilter
 from lsmkv.lsm.table.columns import Columns
 from lsmkv.lsm.table.format import FOOTER_SIZE, TRAILER, TRAILER_SIZE, Footer, decode_stored_block
 from lsmkv.lsm.table.properties import TableProperties
+from lsmkv.lsm.table.range_del_block import decode_range_dels, encode_range_dels
+from lsmkv.lsm.range_tombstones import FragmentedTombstones
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
 from lsmkv.lsm.ttl_value import with_deadline
 from lsmkv.lsm.version import VersionEdit, VersionSet
@@ -198,6 +200,7 @@ class Samples:
                         encode_batch(9, [(2, b"expiring", with_deadline(1 << 41, b"value")), (2, b"k", bytes(8))]),
                         encode_batch(1 << 40, [(1, b"k%d" % i, b"v" * i) for i in range(20)]),
                         encode_batch(5, [(1, b"k", b"v"), (3, b"offsets/p0", b"1234")]),  # a metadata entry
+                        encode_batch(6, [(5, b"a", b"m"), (1, b"c", b"v")]),  # a range tombstone
                         encode_batch(3, [])]
         # btree: a database with internal, leaf, overflow and free-list pages, and a log.
         self.bt_dir = os.path.join(root, "bt")
@@ -536,6 +539,21 @@ def _properties_and_filter(samples) -> tuple[bytes, bytes]:
     p_off, p_size = footer.properties
     f_off, f_size = footer.filter
     return samples.lsm_plain[p_off:p_off + p_size], samples.lsm_plain[f_off:f_off + f_size]
+
+
+#: Range-tombstone blocks: overlapping, nested and adjacent ranges, fragmented.
+_RANGE_DEL_BLOCKS = [
+    encode_range_dels(FragmentedTombstones.build([(b"c", b"g", 5), (b"a", b"e", 3), (b"d", b"f", 9)])),
+    encode_range_dels(FragmentedTombstones.build([(b"k%03d" % i, b"k%03d" % (i + 7), i + 1) for i in range(0, 60, 5)])),
+    encode_range_dels(FragmentedTombstones.build([(b"", b"\xff" * 8, 1 << 40)])),
+]
+
+
+@FUZZ
+@given(st.data())
+def test_table_range_del_block_decode(fuzz_counter, samples, data):
+    raw = data.draw(inputs(_RANGE_DEL_BLOCKS))
+    run_case(fuzz_counter, "lsmkv table range-tombstone block", lambda d: decode_range_dels(d, "fuzz.sst", 0), raw)
 
 
 @FUZZ

@@ -182,6 +182,10 @@ def cmd_sst_dump(args) -> int:
     for row in info["index"]:
         print(f"  last_key={shown(row['last_key'], args.hex)} seq={row['last_seq']} "
               f"offset={row['offset']} size={row['size']}")
+    if info["range_tombstones"]:
+        print(f"range tombstones: {len(info['range_tombstones'])} (fragment, sequence) records")
+        for row in info["range_tombstones"]:
+            print(f"  [{shown(row['start'], args.hex)}, {shown(row['end'], args.hex)}) @{row['seq']} delete range")
     if "entries" in info:
         print("entries:")
         for row in info["entries"]:

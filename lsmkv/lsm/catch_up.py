@@ -55,7 +55,7 @@ from .memtable import MemTable
 from .table_cache import TableCache
 from .version import Version, VersionEdit, VersionSet
 from .wal import BLOCK_SIZE, LogReader
-from .write_batch import META, log_batches
+from .write_batch import META, RANGE_DELETE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,8 @@ class CatchUp:
             for kind, key, value in ops:  # MemTable.add_batch, with the metadata held back
                 if kind == META:
                     tail.pending_meta[key] = value
+                elif kind == RANGE_DELETE:
+                    tail.mem.add_range_delete(seq, key, value)
                 else:
                     add(seq, kind, key, value)
                 seq += 1
@@ -317,4 +319,8 @@ def merged_memtable(mems: tuple[MemTable, ...], seq: int) -> MemTable:
                 out.add(version[0], version[1], key, version[2])
     for mem in reversed(mems):
         out.meta.update(mem.meta)
+        if mem.range_dels is not None:
+            for start, end, tomb_seq in mem.range_dels.tombstones():
+                if tomb_seq <= seq:
+                    out.add_range_delete(tomb_seq, start, end)
     return out

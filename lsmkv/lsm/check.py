@@ -3,7 +3,8 @@
 ``check_db`` verifies, without modifying anything: CURRENT and every manifest
 record's checksum; that every table the manifest names exists, opens, has
 intact blocks (every checksum), entries in internal order and the key and
-sequence ranges and counts the manifest recorded; that level 1+ tables do not
+sequence ranges and counts the manifest recorded, and a well-formed
+range-tombstone block (range_del_block.py) where one is; that level 1+ tables do not
 overlap; and every live log record's checksum. Files the manifest does not
 reference are reported as notes (a crash can leave them; open removes them).
 """
@@ -70,6 +71,13 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
                 problems.append(f"{path}: index entry {i} does not match its block's last key")
         counts["entries"] = entries
         props = reader.properties
+        range_dels = reader.range_dels  # verified when the table opened
+        if range_dels is not None:
+            counts["range_tombstones"] = range_dels.count()
+            end = range_dels.largest_end
+            covered = end[:-1] if end.endswith(b"\x00") else end  # as the builder bounds a table
+            smallest = range_dels.smallest if smallest is None else min(smallest, range_dels.smallest)
+            largest = covered if largest is None else max(largest, covered)
         if entries != props.entries or tombstones != props.tombstones or ttl_entries != props.ttl_entries:
             problems.append(f"{path}: properties say {props.entries} entries/{props.tombstones} tombstones/"
                             f"{props.ttl_entries} with a ttl, blocks hold {entries}/{tombstones}/{ttl_entries}")
@@ -78,6 +86,9 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
                 problems.append(f"{path}: key range differs from the manifest's")
             if meta.entries != entries:
                 problems.append(f"{path}: manifest says {meta.entries} entries, table holds {entries}")
+            if meta.range_tombstones != props.range_tombstones:
+                problems.append(f"{path}: manifest says {meta.range_tombstones} range tombstones, table holds "
+                                f"{props.range_tombstones}")
             if meta.size != reader.file_size:
                 problems.append(f"{path}: manifest says {meta.size} bytes, file has {reader.file_size}")
     finally:
@@ -85,7 +96,7 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
     return problems, counts
 
 
-_KIND_NAMES = {0: "delete", 1: "put", 2: "put with ttl"}
+_KIND_NAMES = {0: "delete", 1: "put", 2: "put with ttl", 5: "delete range"}
 
 
 def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
@@ -101,7 +112,7 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
         return report
     version = versions.current
     names = set(fs.listdir(path))
-    tables = blocks = entries = 0
+    tables = blocks = entries = range_tombstones = 0
     for level, files in enumerate(version.levels):
         for a, b in zip(files, files[1:]):
             if level > 0 and a.largest >= b.smallest:
@@ -116,6 +127,7 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
             tables += 1
             blocks += counts["blocks"]
             entries += counts["entries"]
+            range_tombstones += counts.get("range_tombstones", 0)
     live = version.numbers()
     log_records = 0
     for name in sorted(names):
@@ -144,7 +156,8 @@ def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:
             notes.append(f"{name}: log already in tables (removed at next open)")
     report.details.update({
         "manifest": f"MANIFEST-{versions.manifest_number:06d}",
-        "tables": tables, "blocks": blocks, "entries": entries, "log_records": log_records,
+        "tables": tables, "blocks": blocks, "entries": entries, "range_tombstones": range_tombstones,
+        "log_records": log_records,
         "files_per_level": [len(files) for files in version.levels],
         "last_sequence": versions.last_sequence,
     })
@@ -172,6 +185,8 @@ def dump_table(path: str, fs: FileSystem | None = None, *, entries: bool = True,
             "properties": reader.properties.as_dict(),
             "bloom": {"bits": reader.filter.num_bits, "hashes": reader.filter.k,
                       "bytes": reader.filter.size_bytes},
+            "range_tombstones": [{"start": start, "end": end, "seq": seq} for start, end, seq in
+                                 (reader.range_dels.tombstones() if reader.range_dels is not None else ())],
             "index": [{"last_key": k, "last_seq": sk >> 8, "offset": off, "size": sz}
                       for k, sk, off, sz in zip(reader.index_keys, reader.index_seq_kinds,
                                                 reader.index_offsets, reader.index_sizes)],

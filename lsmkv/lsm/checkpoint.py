@@ -66,7 +66,8 @@ def _write(fs: FileSystem, dest: str, source: str, version: Version, memtable: M
             edit.add_file(level, f)
             next_number = max(next_number, f.number + 1)
     if memtable is not None and len(memtable):
-        table = write_table(fs, dest, next_number, memtable.sorted_runs([]), options)
+        table = write_table(fs, dest, next_number, memtable.sorted_runs([]), options,
+                            memtable.range_dels)
         if table is not None:
             edit.add_file(0, table)
         next_number += 1

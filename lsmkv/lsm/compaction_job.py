@@ -19,8 +19,14 @@ because a newer source always holds the newer versions of a key.
 Outputs are cut at user-key boundaries (so tables in a level never share a
 key) when they reach ``target_file_size``, when they would overlap more
 than ``max_grandparent_overlap_bytes`` of the level below the output, or,
-past half the target size, where a table of that level ends. They
-are compressed at ``compression_level`` when nothing lies below the output
+past half the target size, where a table of that level ends.
+
+Range tombstones (range_tombstones.py) of the inputs are fragmented
+together: a version they cover that no live snapshot can see is dropped
+(range_del_compaction.py), and the fragments go into the outputs, each
+output carrying the part of them its key range owns. Where nothing lies
+below them and no snapshot is older, they are dropped too. Outputs are
+compressed at ``compression_level`` when nothing lies below the output
 (the bottom of the tree, where data stays), else at the faster
 ``upper_compression_level`` (that data is merged again soon).
 """
@@ -40,6 +46,8 @@ import numpy as np
 
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 
+from .range_del_compaction import drop_covered, output_range_dels, surviving_range_dels
+from .range_tombstones import FragmentedTombstones
 from .retention import retained
 from .table.builder import TableBuilder
 from .table.columns import Columns
@@ -95,6 +103,7 @@ class CompactionOutput:
     tombstones: int
     ttl_entries: int = 0
     earliest_deadline: int = 0
+    range_tombstones: int = 0
 
 
 @dataclass
@@ -108,6 +117,10 @@ class CompactionResult:
     tombstones_dropped: int = 0
     #: Values with a ttl found expired (turned into tombstones).
     ttl_expired: int = 0
+    #: Versions dropped because a range tombstone covers them for every reader.
+    range_covered_dropped: int = 0
+    #: Range tombstone records dropped where nothing lies below them.
+    range_tombstones_dropped: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -288,6 +301,10 @@ class _OutputWriter:
         self.gp_overlap = 0  # grandparent bytes the current output overlaps
         self.gp_boundaries = 0  # grandparent ends the current output has passed
         self.has_keys = False  # whether the current output holds any key yet
+        #: The range tombstones the outputs carry, and where the next
+        #: output's share of them begins (None: from the first).
+        self.range_dels: FragmentedTombstones | None = None
+        self.range_lower: bytes | None = None
 
     def add(self, run: Columns) -> None:
         while len(run):
@@ -301,7 +318,7 @@ class _OutputWriter:
                 self.builder.add_columns(run.slice(0, cut))
                 self.has_keys = True
             if cut < len(run):
-                self.finish_file()
+                self.finish_file(last=False)
             run = run.slice(cut, len(run))
 
     def _stored_per_raw(self) -> float:
@@ -375,12 +392,20 @@ class _OutputWriter:
         self.gp_overlap = 0
         self.gp_boundaries = 0
 
-    def finish_file(self) -> None:
+    def finish_file(self, last: bool = True) -> None:
+        """Finish the current output; ``last``: no output follows it (it
+        carries the range tombstones from its lower end on, unclipped above)."""
+        if self.builder is None and last and self.range_dels:
+            self._open()  # the tombstones outlive every entry: an output of their own
         builder, f = self.builder, self.file
         self.builder = self.file = None
         if builder is None:
             return
-        if builder.entries == 0:
+        if self.range_dels:
+            share, self.range_lower = output_range_dels(self.range_dels, self.range_lower,
+                                                        builder.last_key if not last else None)
+            builder.set_range_tombstones(share)
+        if builder.empty:
             f.close()
             self.fs.remove(self.path)
             return
@@ -390,7 +415,8 @@ class _OutputWriter:
         f.close()
         self.outputs.append(CompactionOutput(self.path, size, props.smallest_key, props.largest_key,
                                              props.smallest_seq, props.largest_seq, props.entries,
-                                             props.tombstones, props.ttl_entries, props.earliest_deadline))
+                                             props.tombstones, props.ttl_entries, props.earliest_deadline,
+                                             props.range_tombstones))
 
     def abort(self) -> None:
         paths = [o.tmp_path for o in self.outputs]
@@ -427,9 +453,16 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
             readers.extend(source_readers)
             sources.append(_Source(source_readers))
         bottommost = _BottommostTest(job.lower_ranges)
+        range_dels = FragmentedTombstones.merged(reader.range_dels for reader in readers)
+        if range_dels:
+            out.range_dels, dropped = surviving_range_dels(range_dels, job.snapshots, job.lower_ranges)
+            result.range_tombstones_dropped += dropped
         for hi in [*_chunk_bounds(readers, BLOCKS_PER_CHUNK), None]:
             run = _merge([source.take_below(hi) for source in sources])
             result.entries_read += len(run)
+            if len(run) and range_dels:
+                run, covered = drop_covered(run, range_dels, job.snapshots)
+                result.range_covered_dropped += covered
             if len(run):
                 run = _expire(run, job.now_ms, result)
                 run, same = _resolve(run, job.snapshots, bottommost, result)

@@ -80,7 +80,8 @@ class CompactionStats:
     bytes moved in by trivial moves, as RocksDB's per-level compaction stats."""
 
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "seconds", "cpu_seconds",
+                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "range_covered_dropped",
+                 "range_tombstones_dropped", "seconds", "cpu_seconds",
                  "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
@@ -96,6 +97,8 @@ class CompactionStats:
         self.versions_dropped += result.versions_dropped
         self.tombstones_dropped += result.tombstones_dropped
         self.ttl_expired += result.ttl_expired
+        self.range_covered_dropped += result.range_covered_dropped
+        self.range_tombstones_dropped += result.range_tombstones_dropped
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
         self.compactions_into[output_level] += 1
@@ -254,11 +257,12 @@ class Compactor:
                 compaction = pick_manual(current(), level, start, end)
                 if compaction is not None:
                     self._run(compaction)
-            # Tables already in the last level can still hold tombstones (a
-            # level-0 table moved down whole, say) or expired values: rewrite
+            # Tables already in the last level can still hold tombstones,
+            # range tombstones (a level-0 table moved down whole, say, or
+            # ones a snapshot kept) or expired values: rewrite
             # those in place.
             now = now_ms(self.host.wall_clock())
-            if any(f.tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
+            if any(f.tombstones or f.range_tombstones or (f.earliest_deadline and f.earliest_deadline <= now)
                    for f in current().overlapping(last, start, end)):
                 compaction = pick_manual(current(), last, start, end, bottommost=True)
                 if compaction is not None:
@@ -319,7 +323,7 @@ class Compactor:
         edit.delete_file(c.level, meta.number)
         moved = FileMeta(meta.number, meta.size, meta.smallest, meta.largest, meta.smallest_seq,
                          meta.largest_seq, meta.entries, meta.tombstones, meta.ttl_entries,
-                         meta.earliest_deadline, meta.global_seq)
+                         meta.earliest_deadline, meta.global_seq, meta.range_tombstones)
         moved.reader = meta.reader
         edit.add_file(c.output_level, moved)
         self.host.install(edit)
@@ -343,7 +347,8 @@ class Compactor:
                 fs.rename(out.tmp_path, os.path.join(host.path, table_name(number)))
                 edit.add_file(c.output_level, FileMeta(number, out.size, out.smallest, out.largest,
                                                        out.smallest_seq, out.largest_seq, out.entries,
-                                                       out.tombstones, out.ttl_entries, out.earliest_deadline))
+                                                       out.tombstones, out.ttl_entries, out.earliest_deadline,
+                                                       range_tombstones=out.range_tombstones))
             fs.sync_dir(host.path)
             host.install(edit)
         except BaseException:

@@ -34,6 +34,8 @@ records the keys of everything it applied after (transactions.py).
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
 by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
+Where the read state holds range tombstones (``delete_range``), gets, multi_gets
+and views take range_del_reads.py's path instead, which honours them.
 
 Read-only handles build their view from the files a writer (in another
 process, perhaps) leaves, at open and at each refresh() (catch_up.py).
@@ -93,6 +95,8 @@ from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
 from .multi_get import lookup_many
 from .obsolete_files import delete_obsolete_files
+from .range_del_reads import (ViewSource, get_honouring_range_dels, honouring_range_dels, level_range_dels,
+                              memtable_seq_of, table_seq_of)
 from .options import Options
 from .read_state import ReadState
 from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
@@ -101,8 +105,8 @@ from .stats import lsm_stats
 from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
-from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys, settle_group,
-                           validate_group)
+from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys,
+                           group_range_deletes, settle_group, validate_group)
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogWriter
@@ -329,6 +333,21 @@ class DB(KeyValueMapping):
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         self._write_one(TOMBSTONE, k, b"", sync)
 
+    def delete_range(self, start: object, end: object, sync: bool = False) -> None:
+        """Delete every key k with start <= k < end (end exclusive, as
+        RocksDB's DeleteRange): one range tombstone in the log and the
+        memtable, whatever the number of keys it covers; reads honour it
+        at once, compactions drop what it covers (range_tombstones.py).
+        start == end deletes nothing; start > end raises InvalidArgumentError."""
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        batch = WriteBatch()
+        batch.delete_range(start, end)
+        self.write(batch, sync)
+
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
@@ -412,6 +431,9 @@ class DB(KeyValueMapping):
                     self._append_and_apply_validated(group, sync_now)
                     return
         mem = self._memtable_for_writing()
+        if mem.range_deletes_full:  # (only batches carry range tombstones)
+            self._switch_memtable()
+            mem = self._state.mem
         first = seq = self._last_seq + 1
         records = []
         user_bytes = 0
@@ -436,7 +458,7 @@ class DB(KeyValueMapping):
         self._last_seq = seq - 1
         self._user_bytes_written += user_bytes
         if self._conflicts.active:  # (looked at after the writes are published)
-            self._conflicts.record(group_keys(group))
+            self._conflicts.record(group_keys(group), group_range_deletes(group))
 
     def _append_and_apply_validated(self, group: list[Writer], sync_now: bool) -> None:
         """A group holding transaction batches: each is validated, in order,
@@ -536,9 +558,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
+        mem = st.mem
+        if mem.range_dels is not None or st.range_dels:
+            return self._get_in(st, k, seq, default)
         # The read path is written out here rather than shared with
         # _get_at() through calls: each call is a measurable share of a get.
-        version = st.mem._latest.get(k)
+        version = mem._latest.get(k)
         if version is not None:
             while version is not None and version[0] > seq:
                 version = version[3]
@@ -606,7 +631,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         distinct = sorted(set(keys))
-        found, asked = lookup_many(st, distinct, seq, self._tables.reader)
+        if st.range_dels or st.mem.range_dels is not None:
+            # Range tombstones: each key weighed against them (range_del_reads.py).
+            found = [get_honouring_range_dels(st, key, seq, self._tables.reader) for key in distinct]
+            asked = len(distinct)
+        else:
+            found, asked = lookup_many(st, distinct, seq, self._tables.reader)
         self._gets += asked
         now = None  # one clock reading for every expiring value
         values: dict[bytes, bytes | None] = {}
@@ -642,6 +672,12 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
+        if st.range_dels or st.mem.range_dels is not None:
+            self._gets += 1
+            found = get_honouring_range_dels(st, k, seq, self._tables.reader)
+            if found is None or found[0] == TOMBSTONE:
+                return default
+            return found[1] if found[0] == VALUE else self._unexpired(found[1], default)
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
             if version is not None:
@@ -803,7 +839,8 @@ class DB(KeyValueMapping):
         # Values with a ttl are judged once, as of the view's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
-        finders = [memtable_finders(mem, seq, now) for mem in (st.mem, *st.imms) if len(mem)]
+        mems = [mem for mem in (st.mem, *st.imms) if len(mem)]
+        finders = [memtable_finders(mem, seq, now) for mem in mems]
         version = st.version
         tables = version.overlapping(0, lo, hi)
         levels = []
@@ -820,7 +857,26 @@ class DB(KeyValueMapping):
             finders.append(level_finders(version.levels[level], open_table, seq, now,
                                          largest=version.largest_keys[level], lo=lo, hi=hi,
                                          seek_chunk=seek_chunk(entries[level], densest)))
+        if st.range_dels or st.mem.range_dels is not None:
+            return honouring_range_dels(self._range_del_sources(finders, mems, tables, levels, st, seq, lo, hi), seq)
         return finders
+
+    def _range_del_sources(self, finders: list[tuple[Finder, Finder]], mems: list[MemTable], tables: list[FileMeta],
+                           levels: list[int], st: ReadState, seq: int, lo: bytes | None,
+                           hi: bytes | None) -> list[ViewSource]:
+        """The sources _view_finders made (memtables, level-0 tables, deeper
+        levels, in that order), each with its own range tombstones and how
+        to weigh a key's version against them (range_del_reads.py)."""
+        open_table = self._tables.reader
+        owners = [(mem.range_dels, memtable_seq_of(mem, seq)) for mem in mems]
+        for meta in tables:
+            reader = open_table(meta)
+            owners.append((reader.range_dels, table_seq_of(reader, seq)))
+        version = st.version
+        for level in levels:
+            owners.append(level_range_dels(version.levels[level], version.largest_keys[level], open_table, seq, lo, hi))
+        return [ViewSource(pair, own, seq_of if own is not None else None)
+                for pair, (own, seq_of) in zip(finders, owners)]
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
@@ -929,7 +985,8 @@ class DB(KeyValueMapping):
         number = self._versions.new_file_number()
         self._pending_outputs.add(number)
         try:
-            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options)
+            meta = write_table(self._fs, self.path, number, mem.sorted_runs(snapshots), self.options,
+                               mem.range_dels)
         except BaseException:
             self._pending_outputs.discard(number)
             raise

@@ -22,13 +22,16 @@ from lsmkv.base.filenames import table_name
 from lsmkv.base.fs import FileSystem
 
 from .options import Options
+from .range_tombstones import FragmentedTombstones
 from .table.builder import TableBuilder
 from .version import FileMeta
 
 
 def write_table(fs: FileSystem, dbpath: str, number: int,
-                runs: Iterable[tuple[list[bytes], list[int], list[bytes]]], options: Options) -> FileMeta | None:
-    """Write the sorted ``runs`` as table ``number``; None if they were empty."""
+                runs: Iterable[tuple[list[bytes], list[int], list[bytes]]], options: Options,
+                range_dels: FragmentedTombstones | None = None) -> FileMeta | None:
+    """Write the sorted ``runs`` (and the range tombstones ``range_dels``)
+    as table ``number``; None if there was nothing to write."""
     path = os.path.join(dbpath, table_name(number))
     tmp = path + ".tmp"
     f = fs.create(tmp)
@@ -38,7 +41,9 @@ def write_table(fs: FileSystem, dbpath: str, number: int,
                                bloom_bits_per_key=options.bloom_bits_per_key)
         for keys, seq_kinds, values in runs:
             builder.add_sorted(keys, seq_kinds, values)
-        if builder.entries == 0:
+        if range_dels is not None:
+            builder.set_range_tombstones(range_dels)
+        if builder.empty:
             f.close()
             fs.remove(tmp)
             return None
@@ -57,4 +62,4 @@ def write_table(fs: FileSystem, dbpath: str, number: int,
         raise
     return FileMeta(number, size, props.smallest_key, props.largest_key, props.smallest_seq,
                     props.largest_seq, props.entries, props.tombstones, props.ttl_entries,
-                    props.earliest_deadline)
+                    props.earliest_deadline, range_tombstones=props.range_tombstones)

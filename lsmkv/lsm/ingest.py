@@ -81,6 +81,9 @@ def inspect_tables(fs: FileSystem, paths) -> list[IngestTable]:
             props = reader.properties
             if reader.codec == CODEC_LENGTHS:
                 raise ValueError(f"{path}: a table of format 1 cannot be ingested (write it with lsmkv.TableWriter)")
+            if props.range_tombstones:
+                raise ValueError(f"{path}: the table holds range tombstones; only tables of puts and deletes "
+                                 "(as lsmkv.TableWriter writes) can be ingested")
             if props.entries == 0:
                 raise ValueError(f"{path}: the table holds no entries")
             if props.distinct_keys != props.entries:

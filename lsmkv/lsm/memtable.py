@@ -13,6 +13,11 @@ Layout, chosen for Python speed:
   iteration (scans and flushing). It is touched only when a key is new to the
   memtable; overwriting a key only replaces its dict entry.
 
+Range tombstones (``delete_range``, kind 5) are kept beside the skiplist,
+as a list and its fragments (range_tombstones.py): ``range_dels`` is None
+until the first one, and is replaced (never changed) by each new one, so a
+reader takes the one of the moment without a lock and filters by sequence.
+
 Order of iteration is (user key ascending, sequence descending): exactly the
 order a table is written in.
 
@@ -29,7 +34,8 @@ from typing import Iterator
 
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
-from .write_batch import META
+from .range_tombstones import EMPTY as EMPTY_FRAGMENTS, FragmentedTombstones
+from .write_batch import META, RANGE_DELETE
 
 _SPLIT_AT = 2 * NODE_LOAD
 
@@ -40,9 +46,15 @@ _SPLIT_AT = 2 * NODE_LOAD
 #: roughly 150 bytes more; see Options.write_buffer_size.)
 ENTRY_OVERHEAD = 16
 
+#: Range tombstones a memtable takes before the next write switches it for a
+#: new one (RocksDB's memtable_max_range_deletions): each one copies the
+#: fragment list (with_tombstone), so the count is kept bounded.
+MAX_RANGE_DELETES = 4096
+
 
 class MemTable:
-    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "meta", "__weakref__")
+    __slots__ = ("_latest", "_index", "_nodes", "_maxes", "size", "log_number", "meta", "range_dels",
+                 "_range_list", "__weakref__")
 
     def __init__(self, log_number: int = 0) -> None:
         self._latest: dict[bytes, tuple] = {}
@@ -57,10 +69,27 @@ class MemTable:
         #: Metadata entries written with this memtable's batches (name -> the
         #: latest value), carried into the manifest when it is flushed.
         self.meta: dict[bytes, bytes] = {}
+        #: The range tombstones written here, fragmented; None while there are none.
+        self.range_dels: FragmentedTombstones | None = None
+        self._range_list: list[tuple[bytes, bytes, int]] = []
 
     def __len__(self) -> int:
-        """Number of distinct user keys."""
-        return len(self._latest)
+        """Number of distinct user keys plus range tombstones: 0 when a
+        flush would have nothing to write."""
+        return len(self._latest) + len(self._range_list)
+
+    @property
+    def range_deletes_full(self) -> bool:
+        """Whether the memtable holds MAX_RANGE_DELETES range tombstones."""
+        return len(self._range_list) >= MAX_RANGE_DELETES
+
+    def add_range_delete(self, seq: int, start: bytes, end: bytes) -> None:
+        """Take the range tombstone [start, end) at ``seq``: a new fragment
+        list (FragmentedTombstones.with_tombstone: the fragments it overlaps
+        cut again, the rest copied), nothing per key it covers."""
+        self._range_list.append((start, end, seq))
+        self.range_dels = (self.range_dels or EMPTY_FRAGMENTS).with_tombstone(start, end, seq)
+        self.size += len(start) + len(end) + ENTRY_OVERHEAD
 
     def add(self, seq: int, kind: int, key: bytes, value: bytes) -> None:
         latest = self._latest
@@ -95,6 +124,8 @@ class MemTable:
             if kind == META:
                 self.meta[key] = value
                 self.size += len(key) + len(value) + ENTRY_OVERHEAD
+            elif kind == RANGE_DELETE:
+                self.add_range_delete(seq, key, value)
             else:
                 add(seq, kind, key, value)
             seq += 1
@@ -111,7 +142,12 @@ class MemTable:
         return self._latest.get(key)
 
     def has_key_in(self, smallest: bytes, largest: bytes) -> bool:
-        """Whether some key k with smallest <= k <= largest has a version here."""
+        """Whether some key k with smallest <= k <= largest has a version
+        here, or a range tombstone here covers some of them."""
+        range_dels = self.range_dels
+        if range_dels is not None and any(start <= largest and end > smallest
+                                          for start, end in zip(range_dels.starts, range_dels.ends)):
+            return True
         first = next(self._index.iter_from(smallest), None)
         return first is not None and first <= largest
 

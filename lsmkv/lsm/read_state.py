@@ -23,12 +23,15 @@ class ReadState:
     read that took the DB's last sequence before a refresh published this
     state reads at the floor instead.
 
+    ``range_dels``: whether reads must honour range tombstones of the
+    immutable memtables or the tables (range_del_reads.py).
+
     ``meta``: on a read-only handle, the metadata entries of the manifest
     the Version came from (a refresh reads newer ones before it publishes
     their state); None on a writable handle, whose VersionSet holds them.
     """
 
-    __slots__ = ("mem", "imms", "version", "floor", "meta")
+    __slots__ = ("mem", "imms", "version", "floor", "meta", "range_dels")
 
     def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
                  meta: dict[bytes, bytes] | None = None) -> None:
@@ -37,3 +40,6 @@ class ReadState:
         self.version = version
         self.floor = floor
         self.meta = meta
+        #: Whether an immutable memtable or a table holds range tombstones
+        #: (the memtable, still written, is asked itself: ``mem.range_dels``).
+        self.range_dels = version.range_tombstones or any(imm.range_dels is not None for imm in imms)

@@ -57,13 +57,14 @@ from lsmkv.base.set_aside import copy_aside, new_set_aside_dir
 from .check import verify_table
 from .flush import write_table
 from .options import Options
+from .range_tombstones import FragmentedTombstones
 from .table.format import FOOTER_SIZE, Footer, decode_stored_block
 from .table.properties import TableProperties
 from .table.reader import TableReader
 from .table.salvage import SalvagedTable, salvage_table
 from .version import NUM_LEVELS, FileMeta, Version, VersionSet
 from .wal import LogReader
-from .write_batch import META, TOMBSTONE, log_batches
+from .write_batch import META, RANGE_DELETE, TOMBSTONE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,10 @@ class _Repair:
         self.max_seq = 0
         #: Metadata entries (set_meta) found in the logs, name -> newest value.
         self.meta: dict[bytes, bytes] = {}
+        #: Range tombstones of the tables kept or salvaged, and of the logs
+        #: (start, end, seq): applied to what is written, then dropped.
+        self.range_dels: list[FragmentedTombstones] = []
+        self.log_range_dels: list[tuple[bytes, bytes, int]] = []
 
     def _full(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -212,6 +217,8 @@ class _Repair:
                 continue
             self.damaged_files.append(full)
             cand.salvaged = self._salvage(full, cand, problems)
+            if cand.salvaged is not None and cand.salvaged.range_dels is not None:
+                self.range_dels.append(cand.salvaged.range_dels)
             if cand.salvaged is not None and cand.salvaged.blocks:
                 salvaged += 1
                 salvaged_entries += cand.salvaged.entries_kept
@@ -246,6 +253,11 @@ class _Repair:
         lost_entries = total - kept if total is not None and total >= kept else None
         for note in salvaged.notes:
             self.report.notes.append(f"{where}: {note}")
+        if salvaged.range_dels_lost is not None and (meta is None or meta.range_tombstones):
+            self.report.lost.append(Loss(
+                f"{where}: range tombstones lost: {salvaged.range_dels_lost}; keys they deleted may reappear",
+                meta.smallest if meta is not None else None, meta.largest if meta is not None else None,
+                keys_known=meta is not None))
         for span in salvaged.lost:
             self.report.lost.append(Loss(f"{where}: {span.what}", span.first, span.last, span.first_inclusive,
                                          span.last_inclusive,
@@ -290,6 +302,10 @@ class _Repair:
                         self.meta[key] = value
                         seq += 1
                         continue
+                    if kind == RANGE_DELETE:  # a range tombstone: applied when the tables are written
+                        self.log_range_dels.append((key, value, seq))
+                        seq += 1
+                        continue
                     old = newest.get(key)
                     if old is None or old[0] <= seq:
                         newest[key] = (seq, kind, value)
@@ -321,6 +337,8 @@ class _Repair:
                 r = TableReader(self.fs, self._full(table_name(c.number)), c.number, cache=None,
                                 global_seq=c.global_seq)
                 readers.append(r)
+                if r.range_dels is not None:
+                    self.range_dels.append(r.range_dels)
                 sources.append(_newest_per_key(r.entries(), c.precedence + 1))
                 self.max_seq = max(self.max_seq, r.properties.largest_seq)
             sources.append(iter(sorted((key, -seq, 0, kind, value)
@@ -339,6 +357,11 @@ class _Repair:
         pending = 0
         prev = None
         live = dropped = 0
+        # Every range tombstone applies here (the new tables are the only
+        # level and no snapshot exists): what one covers goes, and so do they.
+        range_dels = FragmentedTombstones.merged([*self.range_dels,
+                                                  FragmentedTombstones.build(self.log_range_dels)])
+        newest_covering = _newest_covering(range_dels)
 
         def cut() -> None:
             nonlocal keys, seq_kinds, values, pending
@@ -354,7 +377,7 @@ class _Repair:
                 dropped += 1
                 continue  # an older version, or the same one from a lower-precedence source
             prev = key
-            if kind == TOMBSTONE:
+            if kind == TOMBSTONE or (range_dels and newest_covering(key) > -neg_seq):
                 dropped += 1
                 continue  # nothing older survives below the new tables
             keys.append(key)
@@ -408,6 +431,13 @@ class _Repair:
                 pass
         self.fs.sync_dir(self.path)
         self.report.details["old_files_removed"] = removed
+
+
+def _newest_covering(fragments: FragmentedTombstones):
+    """key -> the newest sequence of a range tombstone covering it (0: none)."""
+    def newest(key: bytes) -> int:
+        return fragments.covering_seq(key, _MAX_SEQ)
+    return newest
 
 
 def _newest_per_key(entries: Iterator[tuple[bytes, int, bytes]],

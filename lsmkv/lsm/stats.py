@@ -46,11 +46,13 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
     levels = []
     table_entries = 0
     table_tombstones = 0
+    table_range_tombstones = 0
     for level, files in enumerate(version.levels):
         entries = sum(f.entries for f in files)
         tombstones = sum(f.tombstones for f in files)
         table_entries += entries
         table_tombstones += tombstones
+        table_range_tombstones += sum(f.range_tombstones for f in files)
         levels.append({"level": level, "files": len(files), "bytes": sum(f.size for f in files),
                        "entries": entries, "tombstones": tombstones, "score": round(scores[level], 3),
                        "compactions_into": compaction["compactions_into"][level],
@@ -69,6 +71,8 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
         "entries": table_entries + mem_entries,
         "table_entries": table_entries,
         "table_tombstones": table_tombstones,
+        # Range tombstone records (fragment, sequence) the tables hold.
+        "table_range_tombstones": table_range_tombstones,
         "memtable_keys": mem_entries,
         "memtable_bytes": state.mem.size,
         "immutable_memtables": len(state.imms),
@@ -92,6 +96,11 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
         # Values with a ttl that compactions found expired and turned
         # into tombstones (their space is then reclaimed as tombstones' is).
         "ttl_expired": compaction["ttl_expired"],
+        # Versions compactions dropped because a range tombstone deleted
+        # them for every reader, and range tombstone records dropped where
+        # nothing lay below them and no snapshot predated them.
+        "range_covered_dropped": compaction["range_covered_dropped"],
+        "range_tombstones_dropped": compaction["range_tombstones_dropped"],
         "manifest_bytes_written": manifest_bytes_written,
         "bytes_written": written,
         "write_amp": written / user if user else 0.0,

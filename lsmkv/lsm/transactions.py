@@ -63,7 +63,7 @@ from lsmkv.base.write_set import MERGE as WRITTEN_MERGE, WriteSet
 from . import write_batch
 from .read_state import ReadState
 from .ttl_value import with_deadline
-from .write_batch import META, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
+from .write_batch import META, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
 
 #: ``get_in(state, key, sequence, default)``: a point read (DB._get_in).
 GetIn = Callable[[ReadState, bytes, int, "bytes | None"], "bytes | None"]
@@ -172,10 +172,9 @@ class TransactionBatch(WriteBatch):
         ops = self.ops
         now = None
         user_bytes = 0
-        # The range deletes first: a key written after one is among the
-        # entries, one written before inside its range is not.
+        # The ranges first: the transaction's later writes into them are newer.
         for start, end in writes.range_deletes:
-            ops.append((_kind("RANGE_DELETE", "delete_range"), start, end))
+            ops.append((RANGE_DELETE, start, end))
             user_bytes += len(start) + len(end)
         for key, kind, value, ttl in writes.entries():
             if kind == WRITTEN_VALUE:
@@ -226,7 +225,19 @@ def batch_keys(batch: WriteBatch) -> Iterable[bytes]:
     """The user keys a batch writes (its metadata entries left out)."""
     if type(batch) is TransactionBatch:
         return batch.wrote
-    return [key for kind, key, _ in batch.ops if kind != META]
+    return [key for kind, key, _ in batch.ops if kind != META and kind != RANGE_DELETE]
+
+
+def group_range_deletes(group: list[Writer]) -> list[tuple[bytes, bytes]]:
+    """The ranges [start, end) the batches of ``group`` delete (delete_range)."""
+    ranges = []
+    for writer in group:
+        batch = writer.batch
+        if type(batch) is TransactionBatch:
+            ranges.extend(batch.deleted)
+        else:
+            ranges.extend((key, value) for kind, key, value in batch.ops if kind == RANGE_DELETE)
+    return ranges
 
 
 def group_keys(group: list[Writer]) -> Iterator[bytes]:

@@ -30,6 +30,8 @@ VersionEdit encoding: a sequence of tagged fields::
     10 ingested table's sequence: number u64, sequence u64, right after the
       added table it describes (only for tables taken in by db.ingest, whose
       entries are stored with sequence 0 and all read as this one)
+    11 table range tombstones: number u64, records u64, right after the added
+      table it describes (only for tables holding range tombstones)
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ TAG_META = 9
 #: The sequence number every entry of an ingested table reads as (format
 #: version 4), right after the added table it describes.
 TAG_TABLE_GLOBAL_SEQ = 10
+#: The range tombstone records of the table added just before it (format
+#: version 5): a reader knows from the Version alone whether any table has some.
+TAG_TABLE_RANGE_DELS = 11
 
 #: Version of the database layout this code writes (recorded in each
 #: manifest). 2: write-ahead logs and tables may hold kind-2 entries (values
@@ -88,18 +93,21 @@ TAG_TABLE_GLOBAL_SEQ = 10
 #: manifests tag-9 records (metadata). Code that knows an older version
 #: refuses the database cleanly instead of misreading it; older versions
 #: are still read. 4: manifests may hold tag-10 records (ingested tables).
-DB_FORMAT_VERSION = 4
+#: 5: logs may hold kind-5 operations (range tombstones), tables a
+#: range-tombstone block, manifests tag-11 records.
+DB_FORMAT_VERSION = 5
 
 
 class FileMeta:
     """A table file as the manifest records it."""
 
     __slots__ = ("number", "size", "smallest", "largest", "smallest_seq", "largest_seq", "entries",
-                 "tombstones", "ttl_entries", "earliest_deadline", "global_seq", "reader", "being_compacted")
+                 "tombstones", "ttl_entries", "earliest_deadline", "global_seq", "range_tombstones", "reader",
+                 "being_compacted")
 
     def __init__(self, number: int, size: int, smallest: bytes, largest: bytes, smallest_seq: int,
                  largest_seq: int, entries: int = 0, tombstones: int = 0, ttl_entries: int = 0,
-                 earliest_deadline: int = 0, global_seq: int = 0) -> None:
+                 earliest_deadline: int = 0, global_seq: int = 0, range_tombstones: int = 0) -> None:
         self.number = number
         self.size = size
         self.smallest = smallest
@@ -115,6 +123,8 @@ class FileMeta:
         #: For a table taken in by db.ingest: the sequence number all its
         #: entries read as (they are stored with 0); 0 for every other table.
         self.global_seq = global_seq
+        #: Range tombstone records in the table's range-tombstone block (0: none).
+        self.range_tombstones = range_tombstones
         #: The open TableReader, managed by the DB's table cache (None when closed).
         self.reader = None
         #: Set while a compaction has this table as input.
@@ -167,6 +177,8 @@ class VersionEdit:
                                                                        f.earliest_deadline))
             if f.global_seq:
                 parts.append(_U8.pack(TAG_TABLE_GLOBAL_SEQ) + _U64.pack(f.number) + _U64.pack(f.global_seq))
+            if f.range_tombstones:
+                parts.append(_U8.pack(TAG_TABLE_RANGE_DELS) + _U64.pack(f.number) + _U64.pack(f.range_tombstones))
         for level, key in self.compact_pointers:
             parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
         for name, value in sorted(self.meta.items()):
@@ -244,6 +256,15 @@ class VersionEdit:
                     raise CorruptionError(f"manifest sequence record for ingested table {number} does not follow "
                                           "that table's entry or is inconsistent", path=path, offset=offset)
                 edit.added[-1][1].global_seq = global_seq
+            elif tag == TAG_TABLE_RANGE_DELS:
+                need(16)
+                (number,) = _U64.unpack_from(data, pos)
+                (count,) = _U64.unpack_from(data, pos + 8)
+                pos += 16
+                if not edit.added or edit.added[-1][1].number != number or not count:
+                    raise CorruptionError(f"manifest range tombstone record for table {number} does not follow "
+                                          "that table's entry or is inconsistent", path=path, offset=offset)
+                edit.added[-1][1].range_tombstones = count
             elif tag == TAG_FORMAT_VERSION:
                 need(4)
                 (edit.format_version,) = _U32.unpack_from(data, pos)
@@ -272,7 +293,7 @@ class VersionEdit:
 class Version:
     """Tables per level at one point in time. Immutable once built."""
 
-    __slots__ = ("levels", "largest_keys", "level_entries", "deep_levels", "__weakref__")
+    __slots__ = ("levels", "largest_keys", "level_entries", "deep_levels", "range_tombstones", "__weakref__")
 
     def __init__(self, levels: list[list[FileMeta]]) -> None:
         self.levels = levels
@@ -283,6 +304,8 @@ class Version:
         self.level_entries = [sum(f.entries for f in files) for files in levels]
         #: The levels >= 1 that hold tables, ascending.
         self.deep_levels = [level for level in range(1, len(levels)) if levels[level]]
+        #: Whether some table holds range tombstones (reads then take the path that honours them).
+        self.range_tombstones = any(f.range_tombstones for files in levels for f in files)
 
     def files(self) -> Iterable[FileMeta]:
         for files in self.levels:

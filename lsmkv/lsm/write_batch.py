@@ -11,7 +11,11 @@ kind 2 = put with a time to live (value = deadline u64 | user value, so
 value_length is at least 8; see ttl_value.py),
 kind 3 = metadata (key = the entry's name, UTF-8, 1-255 bytes; value = its
 value): ``batch.set_meta(name, value)``, stored with the batch and outside
-the keyspace user reads see.
+the keyspace user reads see,
+kind 5 = range tombstone (key = start, value = end, start < end):
+``batch.delete_range(start, end)`` deletes every key k with start <= k <
+end that is older (lsmkv/lsm/range_tombstones.py); one operation, whatever
+the number of keys it covers.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import struct
 import time
 from typing import Callable, Iterator
 
-from lsmkv.base.errors import ClosedError, CorruptionError, SizeLimitError
+from lsmkv.base.errors import ClosedError, CorruptionError, InvalidArgumentError, SizeLimitError
 from lsmkv.base.keys import as_key, as_value
 from lsmkv.base.meta import MAX_META_NAME, meta_entry
 from lsmkv.base.ttl import check_ttl, deadline_ms
@@ -34,6 +38,8 @@ VALUE = 1
 VALUE_TTL = 2
 #: A metadata entry (name, value), written atomically with the batch's data.
 META = 3
+#: A range tombstone: key = start, value = end (exclusive).
+RANGE_DELETE = 5
 
 BATCH_HEADER = struct.Struct("<QI")
 OP_HEADER = struct.Struct("<BII")
@@ -77,7 +83,11 @@ def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tupl
         kind, klen, vlen = unpack(payload, pos)
         pos += hsize
         end = pos + klen + vlen
-        if (kind > META or end > size or (kind == TOMBSTONE and vlen)
+        if kind == RANGE_DELETE:
+            if end > size or not payload[pos: pos + klen] < payload[pos + klen: end]:
+                raise CorruptionError("write batch range tombstone malformed (its start is not below its end)",
+                                      path=path, offset=offset)
+        elif (kind > META or end > size or (kind == TOMBSTONE and vlen)
                 or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)
                 or (kind == META and not 0 < klen <= MAX_META_NAME)):
             raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
@@ -136,6 +146,20 @@ class WriteBatch:
         self._check_size(len(k))
         self.ops.append((TOMBSTONE, k, b""))
         self.user_bytes += len(k)
+
+    def delete_range(self, start: object, end: object) -> None:
+        """Delete every key k with start <= k < end (end exclusive), as one
+        operation whatever the number of keys it covers. start == end
+        deletes nothing; start > end raises InvalidArgumentError."""
+        lo = as_key(start)
+        hi = as_key(end)
+        if lo > hi:
+            raise InvalidArgumentError(f"delete_range: start {lo!r} is greater than end {hi!r}")
+        self._check_size(len(lo) + len(hi))
+        if lo == hi:
+            return
+        self.ops.append((RANGE_DELETE, lo, hi))
+        self.user_bytes += len(lo) + len(hi)
 
     def set_meta(self, name: str, value: object) -> None:
         """Store ``value`` under the metadata entry ``name``, atomically with

@@ -22,8 +22,10 @@ from lsmkv.base.fs import WritableFile
 from .block import BlockBuilder, encode_block
 from .columns import Columns
 from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
-from .format import FORMAT_VERSION, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
+from .format import FORMAT_VERSION, FORMAT_VERSION_WITH_TTL, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
 from .properties import TableProperties
+from .range_del_block import encode_range_dels
+from ..range_tombstones import FragmentedTombstones
 from ..ttl_value import DEADLINE_SIZE, deadline_of
 
 HANDLE_VALUE = struct.Struct("<QQ")
@@ -55,6 +57,8 @@ class TableBuilder:
         self._hash_arrays: list[np.ndarray] = []
         self.props = TableProperties(compression=compression.encode() if compression else b"none")
         self.props.smallest_seq = (1 << 56) - 1
+        #: The range tombstones the table carries (set_range_tombstones).
+        self.range_dels: FragmentedTombstones | None = None
 
     @property
     def file_size(self) -> int:
@@ -64,6 +68,21 @@ class TableBuilder:
     @property
     def entries(self) -> int:
         return self.props.entries
+
+    @property
+    def last_key(self) -> bytes | None:
+        """The last key added so far (None before any)."""
+        return self._last_key
+
+    @property
+    def empty(self) -> bool:
+        """Whether the table would hold nothing: no entry, no range tombstone."""
+        return self.props.entries == 0 and not self.range_dels
+
+    def set_range_tombstones(self, fragments: FragmentedTombstones) -> None:
+        """Give the table ``fragments`` to keep in its range-tombstone block
+        (written by finish; the table's key range is widened to cover them)."""
+        self.range_dels = fragments if fragments else None
 
     def add(self, key: bytes, seq: int, kind: int, value: bytes) -> None:
         last = self._last_key
@@ -290,7 +309,26 @@ class TableBuilder:
             self._pending_raw = 0
         self._finish_data_block()
         props = self.props
-        if props.entries == 0:
+        range_dels = self.range_dels
+        if range_dels is not None:
+            # The key range covers the tombstones: the end is exclusive,
+            # so a table's largest key may be one no tombstone covers.
+            tomb_seqs = [seq for seqs in range_dels.seqs for seq in seqs]
+            if props.entries == 0 or range_dels.smallest < props.smallest_key:
+                props.smallest_key = range_dels.smallest
+            end = range_dels.largest_end
+            # The largest key covered is just below the (exclusive) end:
+            # exactly ``x`` when the end is ``x + b"\x00"``, else the end
+            # itself stands for it (a bound one key too wide).
+            covered = end[:-1] if end.endswith(b"\x00") else end
+            if self._last_key is None or covered > self._last_key:
+                self._last_key = covered
+            props.smallest_seq = min(props.smallest_seq, min(tomb_seqs))
+            props.largest_seq = max(props.largest_seq, max(tomb_seqs))
+            props.range_tombstones = len(tomb_seqs)
+            raw = encode_range_dels(range_dels)
+            props.range_del_offset, props.range_del_size = self._append(compress_block(raw, self._compressor))
+        elif props.entries == 0:
             props.smallest_seq = 0
         props.largest_key = self._last_key or b""
         hashes = self._hashes
@@ -304,7 +342,10 @@ class TableBuilder:
         props.index_bytes = len(index_raw)
         props_handle = self._append(compress_block(props.encode(), None))
         index_handle = self._append(compress_block(index_raw, self._compressor))
-        version = FORMAT_VERSION if props.ttl_entries else FORMAT_VERSION_WITHOUT_TTL
+        if range_dels is not None:
+            version = FORMAT_VERSION
+        else:
+            version = FORMAT_VERSION_WITH_TTL if props.ttl_entries else FORMAT_VERSION_WITHOUT_TTL
         footer = Footer(index_handle, filter_handle, props_handle, version).encode()
         self._pending.append(footer)
         self._pending_bytes += len(footer)

@@ -31,7 +31,12 @@ TABLE_MAGIC = 0x4C534D4B56544231  # "LSMKVTB1"
 #: Format 3: format 2 whose entries may be of kind 2 (a value with a ttl:
 #: its deadline in front of it). Written only by a table that holds such an
 #: entry; one without any is written as format 2, byte for byte.
-FORMAT_VERSION = 3
+#: Format 4: format 3 with a range-tombstone block (range_del_block.py),
+#: located by the properties range_del_offset and range_del_size. Written
+#: only by a table that holds range tombstones.
+FORMAT_VERSION = 4
+#: The version of a table with kind-2 entries and no range tombstones.
+FORMAT_VERSION_WITH_TTL = 3
 #: The version of a table without kind-2 entries.
 FORMAT_VERSION_WITHOUT_TTL = 2
 OLDEST_FORMAT_VERSION = 1

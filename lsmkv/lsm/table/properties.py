@@ -16,7 +16,7 @@ from .block import CODEC_OFFSETS, decode_block, encode_block
 
 _BYTES_FIELDS = {"smallest_key", "largest_key", "compression"}
 #: Properties written only when not zero.
-_OMITTED_WHEN_ZERO = {"ttl_entries", "earliest_deadline"}
+_OMITTED_WHEN_ZERO = {"ttl_entries", "earliest_deadline", "range_tombstones", "range_del_offset", "range_del_size"}
 
 
 @dataclass
@@ -27,6 +27,12 @@ class TableProperties:
     #: deadlines (ms since the epoch); both 0 (and not written) without ttls.
     ttl_entries: int = 0
     earliest_deadline: int = 0
+    #: Range tombstone records (fragment, sequence) in the range-tombstone
+    #: block, and that block's handle (offset, payload size); all 0 (and not
+    #: written) in a table without range tombstones (range_del_block.py).
+    range_tombstones: int = 0
+    range_del_offset: int = 0
+    range_del_size: int = 0
     #: Distinct user keys (the bloom filter's key count).
     distinct_keys: int = 0
     smallest_key: bytes = b""

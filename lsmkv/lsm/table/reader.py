@@ -51,6 +51,7 @@ from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
 from .properties import TableProperties
+from .range_del_block import decode_range_dels
 
 #: Lookups in a raw cached block after which it is decoded and its keys
 #: indexed: decoding costs about as much as a dozen raw searches, so only
@@ -78,7 +79,7 @@ class IOStats:
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
-                 "indexed", "key_slots", "global_seq", "admit_on_read", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
+                 "indexed", "key_slots", "global_seq", "admit_on_read", "range_dels", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
                  "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
@@ -142,6 +143,9 @@ class TableReader:
             self._bloom_bits = self.filter.bits
             self._bloom_m = self.filter.num_bits
             self._bloom_probes = range(self.filter.k)
+            #: The table's range tombstones, fragmented (range_tombstones.py);
+            #: None for a table without any (reads then skip every check).
+            self.range_dels = self._read_range_dels(footer)
         except BaseException:
             self.file.close()
             raise
@@ -154,6 +158,48 @@ class TableReader:
             self.file.close()
         except Exception:
             pass
+
+    def _read_range_dels(self, footer: Footer):
+        """The range-tombstone block (range_del_block.py), verified, or None."""
+        props = self.properties
+        if not props.range_tombstones:
+            if props.range_del_offset or props.range_del_size:
+                raise CorruptionError("table properties locate a range-tombstone block but count none",
+                                      path=self.path, offset=footer.properties[0])
+            return None
+        offset, size = props.range_del_offset, props.range_del_size
+        if self.format_version < 4 or offset + size + TRAILER_SIZE > footer.filter[0]:
+            raise CorruptionError("range-tombstone block handle points outside the table's blocks",
+                                  path=self.path, offset=footer.properties[0])
+        fragments = decode_range_dels(self._read_raw(offset, size), self.path, offset)
+        if fragments.count() != props.range_tombstones:
+            raise CorruptionError(f"range-tombstone block holds {fragments.count()} records, the properties "
+                                  f"say {props.range_tombstones}", path=self.path, offset=offset)
+        if self.global_seq:
+            raise CorruptionError("an ingested table cannot hold range tombstones", path=self.path, offset=offset)
+        return fragments if fragments else None
+
+    def get_with_seq(self, key: bytes, read_seq: int) -> tuple[int, int, bytes] | None:
+        """(seq, kind, value) of the newest version of ``key`` with seq <=
+        read_seq, or None: for the reads that weigh a version against a
+        range tombstone of the same table (decodes the block; not the hot path)."""
+        i = bisect_left(self.index_keys, key)
+        n = len(self.index_keys)
+        while i < n:
+            block = self.block(i)
+            keys = block.keys
+            j = bisect_left(keys, key)
+            m = len(keys)
+            sks = block.seq_kinds
+            while j < m:
+                if keys[j] != key:
+                    return None
+                sk = sks[j]
+                if sk >> 8 <= read_seq:
+                    return sk >> 8, sk & 0xFF, block.value(j)
+                j += 1
+            i += 1
+        return None
 
     @property
     def num_blocks(self) -> int:

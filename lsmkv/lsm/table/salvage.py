@@ -30,6 +30,11 @@ How the data blocks are found (the layout is in docs/formats.md):
   count as lost.
 - **Filter or properties block damaged**: no entries are lost (repair
   writes new tables, with new filters and properties); a note says so.
+- **Range-tombstone block** (format 4, docs/formats.md): located by the
+  properties' handle and kept if it verifies (checksum and structure,
+  range_del_block.py); the data blocks end where it begins. If it fails, or
+  the properties that locate it are gone, ``range_dels_lost`` says why:
+  keys its tombstones deleted may come back, which repair reports as a loss.
 
 Finding a stored block without its handle: every stored block is
 ``payload | type | crc32``. A compressed block (type 1) is a zstandard frame,
@@ -64,6 +69,8 @@ from .bloom import BloomFilter
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, ZSTD_COMPRESSION, Footer, decode_stored_block
 from .properties import TableProperties
+from .range_del_block import decode_range_dels
+from ..range_tombstones import FragmentedTombstones
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: zstandard's largest block (RFC 8878, Block_Maximum_Size).
@@ -109,6 +116,11 @@ class SalvagedTable:
     properties: TableProperties | None = None
     #: How the data blocks were found: "index" or "scan".
     found_by: str = "index"
+    #: The range tombstones kept (their block verified), or None.
+    range_dels: FragmentedTombstones | None = None
+    #: Why the table's range tombstones could not be kept, if it had some
+    #: (or may have had: its properties are gone).
+    range_dels_lost: str | None = None
 
     @property
     def entries_kept(self) -> int:
@@ -184,6 +196,10 @@ class _Salvage:
                 if found_it:
                     out.notes.append(f"{what} block found by scanning the file")
         props = out.properties
+        if props is not None and props.range_tombstones:
+            self._range_dels(props)
+        elif props is None:
+            out.range_dels_lost = "its properties block, which locates any range tombstones, did not verify"
         if props is not None:
             if self.smallest is None and props.entries:
                 self.smallest = props.smallest_key
@@ -197,6 +213,25 @@ class _Salvage:
         return out
 
     # -- the footer and the metadata blocks ------------------------------------------
+
+    def _range_dels(self, props: TableProperties) -> None:
+        """Keep the range-tombstone block if it verifies; the data blocks end where it begins."""
+        offset, size = props.range_del_offset, props.range_del_size
+        if self.data_end is None or offset < self.data_end:
+            self.data_end = offset
+        try:
+            if offset + size + TRAILER_SIZE > len(self.data):
+                raise CorruptionError("range-tombstone block runs past the end of the file", path=self.path,
+                                      offset=offset)
+            raw = decode_stored_block(self.data[offset:offset + size + TRAILER_SIZE], self.path, offset)
+            fragments = decode_range_dels(raw, self.path, offset)
+            if fragments.count() != props.range_tombstones:
+                raise CorruptionError(f"range-tombstone block holds {fragments.count()} records, the properties "
+                                      f"say {props.range_tombstones}", path=self.path, offset=offset)
+        except CorruptionError as exc:
+            self.out.range_dels_lost = f"its range-tombstone block at offset {offset} is damaged ({_why(exc)})"
+            return
+        self.out.range_dels = fragments
 
     def _stored(self, offset: int, size: int) -> bytes:
         """The raw bytes of the stored block at ``offset`` (CorruptionError if it fails)."""
@@ -275,7 +310,9 @@ class _Salvage:
                 props = TableProperties.decode(raw, self.path, offset, CODEC_OFFSETS)
             except CorruptionError:
                 continue
-            if props.data_blocks and props.data_bytes + props.filter_bytes + TRAILER_SIZE == offset:
+            # A range-tombstone block, if any, lies between the data and the filter.
+            range_dels = props.range_del_size + TRAILER_SIZE if props.range_tombstones else 0
+            if props.data_blocks and props.data_bytes + range_dels + props.filter_bytes + TRAILER_SIZE == offset:
                 return props
         return None
 
