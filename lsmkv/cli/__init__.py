@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     p.add_argument("--keep-logs", action="store_true", help="keep every cycle's operation logs")
     p.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines (default 10)")
-    p.add_argument("--sabotage", choices=["drop-acked-write", "partial-inflight", "child-error"],
+    p.add_argument("--sabotage", choices=["drop-acked-write", "partial-inflight", "unlogged-write", "child-error"],
                    help="run a child that breaks the contract on purpose (shows that the check fails)")
     p.set_defaults(func=cmd_crashtest, engine=None)
     p = sub.add_parser("demo", help="write, read, reopen and print stats")

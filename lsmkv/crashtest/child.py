@@ -30,8 +30,9 @@ seconds (code 4), so it cannot outlive a driver that failed.
 ``sabotage`` makes the child break the contract on purpose, so that tests can
 show the check catches it: ``drop-acked-write`` acknowledges a put it never
 hands to the database; ``partial-inflight`` writes half of a batch and then
-stalls with the batch in flight; ``child-error`` raises in a thread, as a
-failing engine call would.
+stalls with the batch in flight; ``unlogged-write`` puts a key without
+logging it, then reads it in a transaction (the read check must report it);
+``child-error`` raises in a thread, as a failing engine call would.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from .oracle import (MERGE, RANGE, VOID_KINDS, WRITE_KINDS, BadRead, ExpectedSta
                      meta_name, thread_of)
 from .workload import Mix, Planned, ThreadWorkload
 
-SABOTAGE = ("drop-acked-write", "partial-inflight", "child-error")
+SABOTAGE = ("drop-acked-write", "partial-inflight", "unlogged-write", "child-error")
 #: The operation of thread 0 that sabotage replaces (its first, so that any kill after it counts).
 SABOTAGED_OP = 1
 
@@ -209,10 +210,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _sabotage(db, space: KeySpace, work: ThreadWorkload, log: OpLog, how: str, keys: list[int]) -> None:
+def _sabotage(db, space: KeySpace, work: ThreadWorkload, log: OpLog, how: str, keys: list[int],
+              known: ExpectedState, ingests: _Ingests) -> None:
     """Break the contract once, in a way the check must notice."""
     if how == "child-error":
         raise RuntimeError("deliberate failure in a writer thread (sabotage child-error)")
+    if how == "unlogged-write":
+        db.put(space.key(keys[0]), value("c0.t0.n0", keys[0], 16), sync=True)  # in no log
+        intent = Intent(work.next_id(), "txn", ((keys[1], 8),), True, _now_ms())
+        log.intent(intent)
+        refused = _transaction(db, space, Planned(intent, reads=(keys[0],)), intent, known, log, ingests)
+        log.ack(intent.op, _now_ms() + 1, refused=refused)
+        return
     if how == "drop-acked-write":
         intent = Intent(work.next_id(), "put", ((keys[0], 64),), True)
         log.intent(intent)
@@ -239,7 +248,7 @@ def _thread_main(db, eng, space: KeySpace, config: ChildConfig, thread: int, kno
             work.exclude(index)
     while True:
         if sabotage_keys and work.started + 1 == SABOTAGED_OP:
-            _sabotage(db, space, work, log, config.sabotage, sabotage_keys)
+            _sabotage(db, space, work, log, config.sabotage, sabotage_keys, known, ingests)
             sabotage_keys = []
             continue
         planned = work.next()

@@ -48,6 +48,19 @@ def test_a_batch_left_half_applied_in_flight_is_caught(tmp_path):
 
 
 @pytest.mark.crash
+def test_a_transaction_reading_what_its_thread_never_wrote_is_caught(tmp_path):
+    figures = run_crashtest(CrashTestConfig(engine="btree", workdir=str(tmp_path / "btree"), cycles=6, seed=3,
+                                            sabotage="unlogged-write"))
+    failure = figures.failure
+    assert failure is not None
+    key = KeySpace(2000, 4).key(0)
+    assert sorted((m.key, m.problem) for m in failure.mismatches) == [
+        (key, "key never written is present"), (key, f"transaction c{failure.cycle}.t0.n1 read a wrong value")]
+    read = next(m for m in failure.mismatches if "read" in m.problem)
+    assert (read.expected, read.found) == ("absent (never written)", "value of c0.t0.n0 (16 bytes)")
+
+
+@pytest.mark.crash
 def test_a_child_that_fails_by_itself_is_a_failure_with_its_stderr(tmp_path):
     figures = run_crashtest(CrashTestConfig(engine="btree", workdir=str(tmp_path / "btree"), cycles=6, seed=3,
                                             sabotage="child-error"))
