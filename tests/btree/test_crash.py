@@ -1,8 +1,10 @@
 """Crash test of the B+tree with the crash-test driver (lsmkv.crashtest): a
-child writing from four threads (puts, deletes, batches, explicit
+child writing from four threads (puts, deletes, batches, merges into
+counters, range deletes, transactions committed and rolled back, explicit
 checkpoints, with dirty-page and log-size checkpoints all the time) is
 SIGKILLed again and again; after every kill the database must recover with
-every acknowledged write, each in-flight operation all or nothing, no
+every acknowledged write, each in-flight operation all or nothing (a batch,
+a transaction, a range, a merge), nothing of a rolled-back transaction, no
 resurrected delete, a whole tree (``check_invariants``, entry count) and a
 clean ``btree.check`` both on the crashed directory and after recovery. The
 soak variant runs the long mode (opt-in with --soak).

@@ -1,9 +1,11 @@
 """Crash test of the LSM engine with the crash-test driver (lsmkv.crashtest):
-a child writing from four threads (puts, deletes, batches, flushes,
-compact_range, with flushes and compactions running all the time in the
-background) is SIGKILLed again and again; after every kill the database must
-recover with every acknowledged write, each in-flight operation all or
-nothing, no resurrected delete, exactly the tables its manifest names, and a
+a child writing from four threads (puts, deletes, batches, range
+deletes, merges where the engine has them, transactions committed and rolled
+back, flushes, compact_range, with flushes and compactions running all the
+time in the background) is SIGKILLed again and again; after every kill the
+database must recover with every acknowledged write, each in-flight operation
+all or nothing (a batch, a transaction, a range), nothing of a rolled-back
+transaction, no resurrected delete, exactly the tables its manifest names, and a
 clean ``check_db``. The soak variant runs the long mode (opt-in with --soak).
 """
 
