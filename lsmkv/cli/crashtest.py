@@ -47,6 +47,7 @@ def _print_crashtest_figures(fig, options: dict) -> None:
     row("keys compared", f"{fig.keys_checked:,} (the whole key space after every crash)")
     in_flight = sum(fig.in_flight.values())
     row("in flight at the kills", f"{in_flight:,} writes: {counts(fig.in_flight)}")
+    row("in flight, by kind", counts(fig.in_flight_by_kind))
     row("maintenance at the kills", counts(fig.killed_in_maintenance))
     row("crashed directory showed", counts(fig.evidence))
     row("shape reached", ", ".join(f"{k} {v:,}" for k, v in sorted(fig.facts.items())) or "-")

@@ -393,6 +393,7 @@ class CrashTest:
                 figures.killed_in_maintenance[outcome.kind] += 1
             else:
                 figures.in_flight[outcome.outcome] += 1
+                figures.in_flight_by_kind[f"{outcome.kind} {outcome.outcome}"] += 1
         for label in evidence:
             figures.evidence[label] += 1
         figures.note_facts(facts)

@@ -68,6 +68,8 @@ class Figures:
     keys_checked: int = 0
     #: In-flight writes at the kills by outcome (applied, not applied, no visible effect).
     in_flight: Counter = field(default_factory=Counter)
+    #: The same by kind of write: "txn applied", "delete_range not applied", ...
+    in_flight_by_kind: Counter = field(default_factory=Counter)
     #: Maintenance calls (flush, compact, checkpoint) in progress at the kills, by kind.
     killed_in_maintenance: Counter = field(default_factory=Counter)
     #: What crashed directories showed in progress (engine-specific labels), in how many cycles.
