@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -305,10 +306,18 @@ class Compactor:
             grandparents=[(f.largest, f.size) for f in c.grandparents],
             target_file_size=self.limits.target_file_size,
             max_grandparent_overlap_bytes=self.limits.max_grandparent_overlap_bytes,
-            table=self.table_options, now_ms=now_ms(host.wall_clock()))
+            table=self.table_options, now_ms=now_ms(host.wall_clock()),
+            merge_operator=host.options.merge_operator)
 
     def _merge(self, c: Compaction) -> CompactionResult:
         job = self._job(c)
+        if self._worker is not None and job.merge_operator is not None:
+            # The worker gets the operator pickled; one that does not pickle
+            # (a lambda, a closure) folds in this process instead.
+            try:
+                job.merge_operator = pickle.dumps(job.merge_operator, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - whatever pickling raises
+                return run_compaction(job, self.host.fs)
         if self._worker is not None:
             return self._worker.run(job)
         return run_compaction(job, self.host.fs)

@@ -11,7 +11,10 @@ kind 2 = put with a time to live (value = deadline u64 | user value, so
 value_length is at least 8; see ttl_value.py),
 kind 3 = metadata (key = the entry's name, UTF-8, 1-255 bytes; value = its
 value): ``batch.set_meta(name, value)``, stored with the batch and outside
-the keyspace user reads see.
+the keyspace user reads see,
+kind 4 = merge operand (value = the operand): ``batch.merge(key, operand)``,
+folded by the database's merge operator on reads and in compaction
+(lsmkv/lsm/merge_read.py, compaction_job.py).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import struct
 import time
 from typing import Callable, Iterator
 
-from lsmkv.base.errors import ClosedError, CorruptionError, SizeLimitError
+from lsmkv.base.errors import ClosedError, CorruptionError, InvalidArgumentError, SizeLimitError
 from lsmkv.base.keys import as_key, as_value
+from lsmkv.base.merge_operators import check_operand
 from lsmkv.base.meta import MAX_META_NAME, meta_entry
 from lsmkv.base.ttl import check_ttl, deadline_ms
 
@@ -34,6 +38,8 @@ VALUE = 1
 VALUE_TTL = 2
 #: A metadata entry (name, value), written atomically with the batch's data.
 META = 3
+#: A merge operand (``db.merge``), folded onto the key's older versions.
+MERGE = 4
 
 BATCH_HEADER = struct.Struct("<QI")
 OP_HEADER = struct.Struct("<BII")
@@ -77,7 +83,7 @@ def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tupl
         kind, klen, vlen = unpack(payload, pos)
         pos += hsize
         end = pos + klen + vlen
-        if (kind > META or end > size or (kind == TOMBSTONE and vlen)
+        if (kind > MERGE or end > size or (kind == TOMBSTONE and vlen)
                 or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)
                 or (kind == META and not 0 < klen <= MAX_META_NAME)):
             raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
@@ -100,12 +106,19 @@ class WriteBatch:
     and ``clock`` (the database's ttl_clock) dates puts with a ttl.
     """
 
-    __slots__ = ("ops", "user_bytes", "_commit", "_sync", "_done", "_clock")
+    __slots__ = ("ops", "user_bytes", "merges", "_commit", "_sync", "_done", "_clock", "_merge_operator")
 
     def __init__(self, commit: "Callable[[WriteBatch, bool], None] | None" = None, sync: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, merge_operator: Callable | None = None) -> None:
         self.ops: list[tuple[int, bytes, bytes]] = []
         self.user_bytes = 0
+        #: How many merge operands the batch holds (the database checks
+        #: them, and records its operator's name, before writing them).
+        self.merges = 0
+        #: The database's merge operator (a batch from ``db.write_batch()``):
+        #: ``merge`` checks operands with it; a standalone batch's operands
+        #: are checked by ``db.write``.
+        self._merge_operator = merge_operator
         self._commit = commit
         self._sync = sync
         self._done = False
@@ -137,6 +150,23 @@ class WriteBatch:
         self.ops.append((TOMBSTONE, k, b""))
         self.user_bytes += len(k)
 
+    def merge(self, key: object, operand: object) -> None:
+        """Merge ``operand`` into ``key``: reads see the database's merge
+        operator applied to the key's value and its operands, oldest first
+        (lsmkv/base/merge_operators.py). InvalidArgumentError if the
+        database was opened without ``merge_operator=`` or the operator
+        cannot fold the operand; the batch is unchanged then."""
+        k = as_key(key)
+        v = as_value(operand)
+        if self._commit is not None and self._merge_operator is None:
+            raise InvalidArgumentError("merge needs a merge operator: open the database with merge_operator=")
+        if self._merge_operator is not None:
+            check_operand(self._merge_operator, v)
+        self._check_size(len(k) + len(v))
+        self.ops.append((MERGE, k, v))
+        self.merges += 1
+        self.user_bytes += len(k) + len(v)
+
     def set_meta(self, name: str, value: object) -> None:
         """Store ``value`` under the metadata entry ``name``, atomically with
         the rest of the batch (a batch may hold only metadata). Metadata is
@@ -156,6 +186,7 @@ class WriteBatch:
     def clear(self) -> None:
         self.ops.clear()
         self.user_bytes = 0
+        self.merges = 0
 
     def __len__(self) -> int:
         return len(self.ops)
