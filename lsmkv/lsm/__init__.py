@@ -67,13 +67,14 @@ def destroy(path: str | bytes | os.PathLike) -> None:
     _destroy_db(path, "lsm")
 
 
-def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike) -> None:
+def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike, *,
+               merge_operator=None) -> None:
     """Write a consistent, openable copy of the lsmkv database at ``path``
     into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
     another process has it open for writing: the store is opened read-only
     and its tables are hard-linked, so the copy costs little more than its
-    memtable."""
-    with _open_read_only(path, Options.from_kwargs({"read_only": True})) as db:
+    memtable. A store that holds merge operands needs its ``merge_operator``."""
+    with _open_read_only(path, Options.from_kwargs({"read_only": True, "merge_operator": merge_operator})) as db:
         db.checkpoint(dest)
 
 

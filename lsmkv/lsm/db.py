@@ -1228,7 +1228,8 @@ class DB(KeyValueMapping):
                 st = self._state
                 seq = max(seq, st.floor)
                 write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
-                                 seq, dict(st.meta), self.options, self._tables.reader)
+                                 seq, dict(st.meta), self.options, self._tables.reader,
+                                 merge_operator=self._versions.merge_operator)
             return
         with self._writes.exclusive():
             if self._log is not None and self._errors.error is None and len(self._state.mem):
@@ -1238,7 +1239,7 @@ class DB(KeyValueMapping):
             last_seq = self._last_seq
             meta = dict(self._versions.meta)
         write_checkpoint(self._fs, dest, self.path, st.version, None, last_seq, meta, self.options,
-                         self._tables.reader)
+                         self._tables.reader, merge_operator=self._versions.merge_operator)
 
     def split_keys(self, parts: int) -> list[bytes]:
         """At most ``parts - 1`` ascending keys that cut the database into

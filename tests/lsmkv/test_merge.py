@@ -553,3 +553,70 @@ def test_every_acknowledged_merge_survives_sigkill(tmp_path):
             if db.get(b"n%03d" % ((start - 1) % 200)).split(b",")[-1] != b"%d" % (start - 1):
                 db.merge(b"n%03d" % ((start - 1) % 200), b"%d" % (start - 1))
         assert check_db(path).ok
+
+
+# -- checkpoints, repair, read-only handles ---------------------------------------------------
+
+def _write_operands_everywhere(db) -> None:
+    """Operands over a value in a deeper level, in level 0 and in the memtable."""
+    db.put(b"k", b"base")
+    db.merge(b"j", b"j1")
+    db.flush()
+    db.compact_range()
+    db.merge(b"k", b"a")
+    db.merge(b"j", b"j2")
+    db.flush()
+    db.merge(b"k", b"b")
+    db.merge(b"k", b"c")
+
+
+EVERYWHERE = {b"j": b"j1,j2", b"k": b"base,a,b,c"}
+
+
+def test_checkpoints_keep_the_operands_and_the_operator_name(tmp_path):
+    path = str(tmp_path / "db")
+    with lsmkv.open(path, merge_operator=Append(), disable_auto_compactions=True) as db:
+        _write_operands_everywhere(db)
+        # (first: the handle's own checkpoint flushes the memtable, whose operands
+        # a read-only handle reads from the log)
+        lsmkv.checkpoint(path, str(tmp_path / "copy2"), merge_operator=Append())
+        with pytest.raises(OptionError):
+            lsmkv.checkpoint(path, str(tmp_path / "copy3"))
+        db.checkpoint(str(tmp_path / "copy"))
+    for copy in ("copy", "copy2"):
+        with pytest.raises(OptionError):
+            lsmkv.open(str(tmp_path / copy))
+        with lsmkv.open(str(tmp_path / copy), merge_operator=Append()) as db:
+            assert dict(db.scan()) == EVERYWHERE
+
+
+@pytest.mark.parametrize("manifest", ["kept", "lost"])
+def test_repair_keeps_every_operand_a_read_folds(tmp_path, manifest):
+    path = str(tmp_path / "db")
+    with lsmkv.open(path, merge_operator=Append(), disable_auto_compactions=True) as db:
+        _write_operands_everywhere(db)
+        db._simulate_crash()  # the last operands are in the log only
+    if manifest == "lost":
+        for name in os.listdir(path):
+            if name.startswith("MANIFEST-"):
+                os.remove(os.path.join(path, name))
+    lsmkv.repair(path)
+    if manifest == "kept":
+        with pytest.raises(OptionError):
+            lsmkv.open(path)
+    with lsmkv.open(path, merge_operator=Append()) as db:
+        assert dict(db.scan()) == EVERYWHERE
+        assert db.get(b"k") == EVERYWHERE[b"k"]
+
+
+def test_a_read_only_handle_follows_the_writers_merges(tmp_path):
+    path = str(tmp_path / "db")
+    with lsmkv.open(path, merge_operator=UInt64Add(), disable_auto_compactions=True) as db:
+        db.merge(b"c", ADD(1))
+        with lsmkv.open(path, read_only=True, merge_operator=UInt64Add()) as ro:
+            assert count(ro.get(b"c")) == 1
+            db.flush()
+            db.merge(b"c", ADD(2))
+            assert ro.refresh()
+            assert count(ro.get(b"c")) == 3
+            assert [(k, count(v)) for k, v in ro.scan()] == [(b"c", 3)]
