@@ -26,8 +26,8 @@ imports ``lsmkv.base``, loads nothing of the LSM engine; so is
 from __future__ import annotations
 
 from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
-                               InvalidDatabaseError, LockError, LsmkvError, OptionError, ReadOnlyError, SizeLimitError,
-                               SnapshotEndedError, SyncTimeoutError)
+                               InvalidDatabaseError, LockError, LsmkvError, MergeError, OptionError, ReadOnlyError,
+                               SizeLimitError, SnapshotEndedError, SyncTimeoutError)
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE
 
 __version__ = "0.1.0"
@@ -63,5 +63,5 @@ __all__ = [
     "Snapshot", "run_in_transaction", "MAX_KEY_SIZE", "MAX_VALUE_SIZE",
     "BackgroundError", "ClosedError", "CorruptionError", "InvalidArgumentError", "InvalidDatabaseError", "LockError",
     "LsmkvError", "OptionError", "ReadOnlyError", "SizeLimitError", "SnapshotEndedError", "SyncTimeoutError",
-    "ConflictError",
+    "ConflictError", "MergeError",
 ]
