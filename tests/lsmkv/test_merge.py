@@ -620,3 +620,15 @@ def test_a_read_only_handle_follows_the_writers_merges(tmp_path):
             assert ro.refresh()
             assert count(ro.get(b"c")) == 3
             assert [(k, count(v)) for k, v in ro.scan()] == [(b"c", 3)]
+
+
+def test_a_transaction_reads_keys_with_operands_folded(tmp_path):
+    with lsmkv.open(str(tmp_path / "db"), merge_operator=UInt64Add(), **SMALL) as db:
+        db.put(b"c", ADD(10))
+        db.flush()
+        db.merge(b"c", ADD(5))
+        with db.transaction() as txn:
+            assert count(txn.get(b"c")) == 15
+            assert [(k, count(v)) for k, v in txn.scan()] == [(b"c", 15)]
+            txn.put(b"c", ADD(count(txn.get(b"c")) * 2))
+        assert count(db.get(b"c")) == 30
