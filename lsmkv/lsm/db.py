@@ -361,6 +361,8 @@ class DB(KeyValueMapping):
         with sync=True, returns once the write is durable."""
         k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
         v = operand if type(operand) is bytes and len(operand) <= MAX_VALUE_SIZE else as_value(operand)
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         self._prepare_merges(((MERGE, k, v),))
         self._write_one(MERGE, k, v, sync)
 

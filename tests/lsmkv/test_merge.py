@@ -370,6 +370,11 @@ def test_bad_operands_and_merges_without_an_operator_write_nothing(tmp_path):
             db.merge(b"k", 5)
         assert db.stats()["last_sequence"] == before
         assert count(db.get(b"k")) == 1 and db.get(b"other") is None
+    with lsmkv.open(str(tmp_path / "sync"), merge_operator=UInt64Add()) as db:
+        with pytest.raises(TypeError, match="sync"):
+            db.merge(b"k", ADD(1), sync="yes")
+    with lsmkv.open(str(tmp_path / "sync")) as db:  # the refused merge recorded no operator name
+        assert db.get(b"k") is None
     with lsmkv.open(str(tmp_path / "plain")) as db:
         with pytest.raises(InvalidArgumentError, match="merge_operator="):
             db.merge(b"k", b"v")
@@ -378,7 +383,7 @@ def test_bad_operands_and_merges_without_an_operator_write_nothing(tmp_path):
                 batch.merge(b"k", b"v")
         assert db.get(b"k") is None and db.stats()["last_sequence"] == 0
     with lsmkv.open(str(tmp_path / "plain")) as db:  # nothing recorded a name
-        pass
+        assert db.get(b"k") is None
 
 
 # -- tools ------------------------------------------------------------------------------------
