@@ -81,7 +81,8 @@ class CompactionStats:
     bytes moved in by trivial moves, as RocksDB's per-level compaction stats."""
 
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
-                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "seconds", "cpu_seconds",
+                 "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "merges_folded", "merge_failures",
+                 "seconds", "cpu_seconds",
                  "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
@@ -97,6 +98,8 @@ class CompactionStats:
         self.versions_dropped += result.versions_dropped
         self.tombstones_dropped += result.tombstones_dropped
         self.ttl_expired += result.ttl_expired
+        self.merges_folded += result.merges_folded
+        self.merge_failures += result.merge_failures
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
         self.compactions_into[output_level] += 1

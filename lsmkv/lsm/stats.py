@@ -92,6 +92,10 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
         # Values with a ttl that compactions found expired and turned
         # into tombstones (their space is then reclaimed as tombstones' is).
         "ttl_expired": compaction["ttl_expired"],
+        # Merge operands compactions folded into values, and keys whose
+        # operands the operator failed on (kept as they were).
+        "merge_operands_folded": compaction["merges_folded"],
+        "merge_failures": compaction["merge_failures"],
         "manifest_bytes_written": manifest_bytes_written,
         "bytes_written": written,
         "write_amp": written / user if user else 0.0,
