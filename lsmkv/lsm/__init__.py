@@ -18,6 +18,7 @@ import os
 
 from lsmkv.base.destroy import destroy as _destroy_db
 from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import DEFAULT_FS
 
 # The modules checkpoint.py and repair.py are loaded before the functions of
 # the same names are defined below, so that ``lsmkv.lsm.checkpoint`` and
@@ -30,6 +31,7 @@ from .options import Options
 from .repair import repair_db as _repair_db
 from .snapshot import Snapshot
 from .table_writer import TableInfo, TableWriter, read_table
+from .version import VersionSet
 from .write_batch import WriteBatch
 
 
@@ -57,6 +59,15 @@ def _open_read_only(path, opts: Options) -> DB:
             if (isinstance(exc, CorruptionError) and "is missing" not in str(exc)) or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def recorded_merge_operator(path: str | bytes | os.PathLike) -> str | None:
+    """The name of the merge operator the database at ``path`` records
+    (None if no merge was ever written to it), read from its manifest
+    without opening the database."""
+    versions = VersionSet(os.fsdecode(path), DEFAULT_FS)
+    versions.recover()
+    return versions.merge_operator
 
 
 def destroy(path: str | bytes | os.PathLike) -> None:

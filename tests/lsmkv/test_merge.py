@@ -19,10 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import lsmkv
 from lsmkv.base.errors import InvalidArgumentError, MergeError, OptionError, ReadOnlyError
-from lsmkv.base.merge_operators import Append, Max, UInt64Add, fold
+from lsmkv.base.merge_operators import Append, Max, UInt64Add, builtin_operator, fold, operator_name
 from lsmkv.cli import main as cli_main
 from lsmkv.lsm.check import check_db, dump_table
-from lsmkv.lsm.write_batch import MERGE, VALUE
 
 SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
              l0_compaction_trigger=2, compaction_executor="thread")
@@ -640,3 +639,32 @@ def test_a_transaction_reads_keys_with_operands_folded(tmp_path):
             assert [(k, count(v)) for k, v in txn.scan()] == [(b"c", 15)]
             txn.put(b"c", ADD(count(txn.get(b"c")) * 2))
         assert count(db.get(b"c")) == 30
+
+
+def test_the_command_line_reads_a_store_of_built_in_operands_and_names_any_other_operator(tmp_path, capsys):
+    path = str(tmp_path / "db")
+    with lsmkv.open(path, merge_operator=Append(b";")) as db:
+        db.merge(b"k", b"a")
+        db.merge(b"k", b"b")
+    assert cli_main(["get", path, "k"]) == 0
+    assert capsys.readouterr().out == "a;b\n"
+    assert cli_main(["put", path, "j", "v"]) == 0
+    assert cli_main(["scan", path]) == 0
+    assert capsys.readouterr().out == "j\tv\nk\ta;b\n"
+    custom = str(tmp_path / "custom")
+    with lsmkv.open(custom, merge_operator=Fussy()) as db:
+        db.merge(b"k", b"a")
+    assert cli_main(["get", custom, "k"]) != 0
+    assert "test.fussy" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("operator", [UInt64Add(), Max(), Append(), Append(b"\n\x00")])
+def test_each_built_in_operator_is_found_by_its_recorded_name(operator):
+    found = builtin_operator(operator_name(operator))
+    assert type(found) is type(operator) and operator_name(found) == operator_name(operator)
+    assert found(b"k", None, [b"\x01" * 8, b"\x02" * 8]) == operator(b"k", None, [b"\x01" * 8, b"\x02" * 8])
+
+
+def test_other_names_are_no_built_in_operator():
+    assert builtin_operator("test.fussy") is None
+    assert builtin_operator("lsmkv.append:zz") is None
