@@ -668,3 +668,20 @@ def test_each_built_in_operator_is_found_by_its_recorded_name(operator):
 def test_other_names_are_no_built_in_operator():
     assert builtin_operator("test.fussy") is None
     assert builtin_operator("lsmkv.append:zz") is None
+
+
+@pytest.mark.parametrize("with_ttl", [False, True])
+def test_a_table_of_operands_is_never_read_as_values_nor_ingested(tmp_path, with_ttl):
+    path = str(tmp_path / "db")
+    with lsmkv.open(path, merge_operator=Append(), disable_auto_compactions=True) as db:
+        if with_ttl:
+            db.put(b"a", b"v", ttl=3600)
+        db.merge(b"k", b"operand")
+        db.flush()
+    table = os.path.join(path, [n for n in os.listdir(path) if n.endswith(".sst")][0])
+    with pytest.raises(ValueError, match="merge operand"):
+        list(lsmkv.read_table(table))
+    with lsmkv.open(str(tmp_path / "other"), merge_operator=Append()) as other:
+        with pytest.raises(ValueError, match="merge operands"):
+            other.ingest([table])
+        assert list(other.scan()) == []
