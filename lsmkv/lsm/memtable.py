@@ -2,8 +2,8 @@
 
 Holds every version of every key written since the last flush, each with its
 sequence number and kind (a value, a tombstone, a value with a ttl, a merge
-operand), so that snapshots and iterators
-opened earlier keep seeing the versions they started on.
+operand), so that snapshots and iterators opened earlier keep seeing the
+versions they started on.
 
 Layout, chosen for Python speed:
 * ``_latest``: a dict from user key to its newest version. A version is a
