@@ -156,3 +156,21 @@ def fold(operator: Callable, key: bytes, existing: bytes | None, operands: Seque
         raise MergeError(f"merge operator {operator_name(operator)} returned {type(result).__name__} "
                          f"for key {key[:40]!r}, not bytes")
     return result
+
+
+def builtin_operator(name: str) -> Callable | None:
+    """The built-in operator whose name is ``name`` (as a store records
+    it: ``lsmkv.uint64add``, ``lsmkv.max``, ``lsmkv.append:<delimiter in
+    hex>``), or None: how a tool that does not know the application's
+    operator (the ``lsmkv`` command) opens a store of built-in operands."""
+    if name == UInt64Add.name:
+        return UInt64Add()
+    if name == Max.name:
+        return Max()
+    prefix = "lsmkv.append:"
+    if name.startswith(prefix):
+        try:
+            return Append(bytes.fromhex(name[len(prefix):]))
+        except ValueError:
+            return None
+    return None

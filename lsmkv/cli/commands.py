@@ -4,7 +4,8 @@ the library, prints, and returns its exit code; lsmkv/cli/__init__.py
 parses and dispatches.
 
 Database commands work on both engines: the engine is detected from the
-directory, and a store is opened with ``lsmkv.stores.open_store``. Only
+directory, and a store is opened with ``lsmkv.stores.open_store`` (an lsmkv
+store of merge operands with the built-in operator its manifest names). Only
 ``put`` creates a database (``--engine`` chooses its engine then, and must
 match an existing one); every other command fails on a missing one and
 creates nothing.
@@ -21,6 +22,8 @@ import tempfile
 from lsmkv.base.dbdir import engine_of_damaged
 from lsmkv.base.errors import LsmkvError
 from lsmkv.base.fs import DEFAULT_FS
+from lsmkv.base.merge_operators import builtin_operator
+from lsmkv.lsm import recorded_merge_operator
 from lsmkv.lsm.check import check_db, dump_table
 from lsmkv.stores import engine_module, open_store, which_engine
 from lsmkv.terminal.cli_entries import entry_object, jsonable, print_entries, shown
@@ -47,7 +50,16 @@ def open_db(path: str, *, write: bool = False, create: bool = False, engine: str
             engine_module("btree")
         except ImportError:
             raise LsmkvError(f"{path} is a btree database, but the btree engine is not available") from None
-    return open_store(path, engine=kind, read_only=not (write or create))
+    options = {}
+    if kind == "lsm" and found is not None:
+        # A store of merge operands opens only with its operator: the
+        # built-in one its manifest names, if it is one (else the open says
+        # which operator it needs).
+        name = recorded_merge_operator(path)
+        operator = builtin_operator(name) if name is not None else None
+        if operator is not None:
+            options["merge_operator"] = operator
+    return open_store(path, engine=kind, read_only=not (write or create), **options)
 
 
 def cmd_get(args) -> int:

@@ -18,6 +18,7 @@ import os
 
 from lsmkv.base.destroy import destroy as _destroy_db
 from lsmkv.base.errors import CorruptionError
+from lsmkv.base.fs import DEFAULT_FS
 
 # The modules checkpoint.py and repair.py are loaded before the functions of
 # the same names are defined below, so that ``lsmkv.lsm.checkpoint`` and
@@ -30,6 +31,7 @@ from .options import Options
 from .repair import repair_db as _repair_db
 from .snapshot import Snapshot
 from .table_writer import TableInfo, TableWriter, read_table
+from .version import VersionSet
 from .write_batch import WriteBatch
 
 
@@ -59,6 +61,15 @@ def _open_read_only(path, opts: Options) -> DB:
     raise AssertionError("unreachable")
 
 
+def recorded_merge_operator(path: str | bytes | os.PathLike) -> str | None:
+    """The name of the merge operator the database at ``path`` records
+    (None if no merge was ever written to it), read from its manifest
+    without opening the database."""
+    versions = VersionSet(os.fsdecode(path), DEFAULT_FS)
+    versions.recover()
+    return versions.merge_operator
+
+
 def destroy(path: str | bytes | os.PathLike) -> None:
     """Delete the lsmkv database at ``path`` (LevelDB's DestroyDB): its files,
     and the directory if nothing else is left in it. Refuses, deleting
@@ -67,13 +78,14 @@ def destroy(path: str | bytes | os.PathLike) -> None:
     _destroy_db(path, "lsm")
 
 
-def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike) -> None:
+def checkpoint(path: str | bytes | os.PathLike, dest: str | bytes | os.PathLike, *,
+               merge_operator=None) -> None:
     """Write a consistent, openable copy of the lsmkv database at ``path``
     into the new directory ``dest`` (see :meth:`DB.checkpoint`), also while
     another process has it open for writing: the store is opened read-only
     and its tables are hard-linked, so the copy costs little more than its
-    memtable."""
-    with _open_read_only(path, Options.from_kwargs({"read_only": True})) as db:
+    memtable. A store that holds merge operands needs its ``merge_operator``."""
+    with _open_read_only(path, Options.from_kwargs({"read_only": True, "merge_operator": merge_operator})) as db:
         db.checkpoint(dest)
 
 

@@ -55,7 +55,7 @@ from .memtable import MemTable
 from .table_cache import TableCache
 from .version import Version, VersionEdit, VersionSet
 from .wal import BLOCK_SIZE, LogReader
-from .write_batch import META, RANGE_DELETE, log_batches
+from .write_batch import MERGE, META, RANGE_DELETE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -306,16 +306,26 @@ def _read_from(fs: FileSystem, path: str, start: int, in_progress: bool) -> tupl
 
 def merged_memtable(mems: tuple[MemTable, ...], seq: int) -> MemTable:
     """One memtable holding, for each key of ``mems`` (newest first), its
-    newest version at read sequence ``seq``, and their metadata entries
-    (newer ones win): what a read-only handle's checkpoint writes as one
-    table."""
+    newest version at read sequence ``seq`` (below a merge operand, the
+    older versions down to the first that is not one), and their metadata
+    entries (newer ones win): what a read-only handle's checkpoint writes
+    as one table."""
     out = MemTable()
-    for mem in mems:
+    for i, mem in enumerate(mems):
         for key in list(mem._latest):
             if out.newest(key) is not None:
                 continue  # a newer memtable holds it
-            version = mem.get(key, seq)
-            if version is not None:
+            chain = []
+            for older in mems[i:]:
+                version = older.get(key, seq)
+                while version is not None:
+                    chain.append(version)
+                    if version[1] != MERGE:
+                        break
+                    version = version[3]
+                if chain and chain[-1][1] != MERGE:
+                    break
+            for version in reversed(chain):  # oldest first, as they were written
                 out.add(version[0], version[1], key, version[2])
     for mem in reversed(mems):
         out.meta.update(mem.meta)

@@ -41,7 +41,9 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
         prev_key = None
         prev_seq = None
         entries = tombstones = ttl_entries = 0
-        max_kind = 2 if reader.format_version >= 3 else 1
+        # Format 3 adds kinds 2 (a value with a ttl) and 4 (a merge operand);
+        # kind 3 (metadata) lives in logs and manifests only.
+        max_kind = 4 if reader.format_version >= 3 else 1
         smallest = largest = None
         for i in range(reader.num_blocks):
             try:
@@ -53,7 +55,7 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
             for j, key in enumerate(block.keys):
                 seq = block.seq_kinds[j] >> 8
                 kind = block.seq_kinds[j] & 0xFF
-                if kind > max_kind:
+                if kind > max_kind or kind == 3:
                     problems.append(f"{path}: block {i} entry {j} has unknown kind {kind} "
                                     f"(table format version {reader.format_version})")
                 elif kind == 2:
@@ -96,7 +98,7 @@ def verify_table(fs: FileSystem, path: str, number: int, meta: FileMeta | None =
     return problems, counts
 
 
-_KIND_NAMES = {0: "delete", 1: "put", 2: "put with ttl", 5: "delete range"}
+_KIND_NAMES = {0: "delete", 1: "put", 2: "put with ttl", 4: "merge", 5: "delete range"}
 
 
 def check_db(path: str, fs: FileSystem | None = None) -> CheckReport:

@@ -38,22 +38,25 @@ from .wal import LogWriter
 
 def write_checkpoint(fs: FileSystem, dest: str, source: str, version: Version, memtable: MemTable | None,
                      last_sequence: int, meta: dict[bytes, bytes], options: Options,
-                     open_reader: Callable[[FileMeta], object]) -> None:
+                     open_reader: Callable[[FileMeta], object], merge_operator: str | None = None) -> None:
     """Write ``version`` (plus ``memtable``, if given and not empty) as a new
     database at ``dest``, which must not exist. ``open_reader(meta)`` gives
     an open reader of a table whose file may have been deleted. On failure
-    ``dest`` is removed again."""
+    ``dest`` is removed again. ``merge_operator``: the name the source's
+    manifest records, carried into the copy's."""
     fs.makedirs(dest)
     try:
-        _write(fs, dest, source, version, memtable, last_sequence, meta, options, open_reader)
+        _write(fs, dest, source, version, memtable, last_sequence, meta, options, open_reader, merge_operator)
     except BaseException:
         fs.discard_directory(dest)
         raise
 
 
 def _write(fs: FileSystem, dest: str, source: str, version: Version, memtable: MemTable | None,
-           last_sequence: int, meta: dict[bytes, bytes], options: Options, open_reader) -> None:
+           last_sequence: int, meta: dict[bytes, bytes], options: Options, open_reader,
+           merge_operator: str | None) -> None:
     edit = VersionEdit()
+    edit.merge_operator = merge_operator
     edit.format_version = DB_FORMAT_VERSION
     next_number = 1
     for level, files in enumerate(version.levels):

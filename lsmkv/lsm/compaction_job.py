@@ -11,6 +11,15 @@ temporary names, fsynced. A value whose ttl has expired by the job's
 never touches the manifest: the DB renames the
 outputs to their table numbers and records the change in one edit.
 
+Merge operands (kind 4) are folded where a key's operands meet their base
+within one snapshot stripe of the inputs -- a value, a tombstone or, at the
+bottommost data, nothing -- into one value with the newest operand's
+sequence (:func:`_fold_merges`); elsewhere they are kept as they are, as
+they are when the operator raises or the job has none (its operator could
+not be pickled to the worker, or unpickled there). A value with a ttl still
+live is not folded onto: the fold would outlive its deadline. Keys without
+operands never reach this code.
+
 Merge order: sources are given newest first (each level-0 table is a
 source; a deeper level's tables, concatenated, are one). For equal user keys
 the merge yields entries in source order, which is newest-version-first,
@@ -40,11 +49,13 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 import numpy as np
 
+from lsmkv.base.errors import MergeError
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
+from lsmkv.base.merge_operators import fold
 
 from .range_del_compaction import drop_covered, output_range_dels, surviving_range_dels
 from .range_tombstones import FragmentedTombstones
@@ -53,7 +64,7 @@ from .table.builder import TableBuilder
 from .table.columns import Columns
 from .table.reader import TableReader
 from .ttl_value import DEADLINE_SIZE
-from .write_batch import TOMBSTONE, VALUE_TTL
+from .write_batch import MERGE, TOMBSTONE, VALUE, VALUE_TTL
 
 
 @dataclass
@@ -89,6 +100,9 @@ class CompactionJob:
     #: Wall-clock time of the job, in ms since the epoch: values with a ttl
     #: whose deadline is at or before it become tombstones (0: none do).
     now_ms: int = 0
+    #: The database's merge operator, or its pickle (for a worker process),
+    #: or None: merge operands are then kept as they are.
+    merge_operator: Callable | bytes | None = None
 
 
 @dataclass
@@ -121,6 +135,10 @@ class CompactionResult:
     range_covered_dropped: int = 0
     #: Range tombstone records dropped where nothing lies below them.
     range_tombstones_dropped: int = 0
+    #: Merge operands folded into values.
+    merges_folded: int = 0
+    #: Keys whose operands the merge operator failed on (kept unfolded).
+    merge_failures: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -231,28 +249,38 @@ def _expire(run: Columns, now_ms: int, result: CompactionResult) -> Columns:
 
 
 def _resolve(run: Columns, snapshots: list[int], bottommost: _BottommostTest,
-             result: CompactionResult) -> tuple[Columns, np.ndarray]:
+             result: CompactionResult, operator: Callable | None = None) -> tuple[Columns, np.ndarray]:
     """Drop the versions no reader can see and the tombstones nothing older
-    lies under. Only keys with several versions or a tombstone are looked at
-    one by one; the rest pass through in bulk. Returns the kept run and its
-    same-key-as-previous flags."""
+    lies under; fold merge operands where they meet their base
+    (_fold_merges). Only keys with several versions, a tombstone or an
+    operand are looked at one by one; the rest pass through in bulk.
+    Returns the kept run and its same-key-as-previous flags."""
     n = len(run)
     same = run.same_as_previous()
-    tombstone = (run.seq_kinds & np.uint64(0xFF)) == 0
-    interesting = np.flatnonzero(same | tombstone)
+    kinds = run.seq_kinds & np.uint64(0xFF)
+    tombstone = kinds == 0
+    merge = kinds == MERGE
+    has_merges = bool(merge.any())
+    interesting = np.flatnonzero(same | tombstone | merge) if has_merges else np.flatnonzero(same | tombstone)
     if not len(interesting):
         return run, same
     group_starts = np.flatnonzero(~same)
     group_of = np.cumsum(~same) - 1
     keep = np.ones(n, dtype=bool)
     seq_kinds = run.seq_kinds
+    #: index in run -> the value a merge fold put there.
+    folded: dict[int, bytes] = {}
     for g in np.unique(group_of[interesting]).tolist():
         start = int(group_starts[g])
         end = int(group_starts[g + 1]) if g + 1 < len(group_starts) else n
         group = [(sk >> 8, sk & 0xFF, start + x) for x, sk in enumerate(seq_kinds[start:end].tolist())]
         kept = retained(group, snapshots) if len(group) > 1 else group
         result.versions_dropped += len(group) - len(kept)
-        if kept[-1][1] == TOMBSTONE and bottommost(run.key(start)):
+        at_bottom = None
+        if has_merges and any(version[1] == MERGE for version in kept):
+            at_bottom = bottommost(run.key(start))
+            kept = _fold_merges(run, kept, snapshots, at_bottom, operator, folded, result)
+        if kept[-1][1] == TOMBSTONE and (bottommost(run.key(start)) if at_bottom is None else at_bottom):
             while kept and kept[-1][1] == TOMBSTONE:
                 kept = kept[:-1]
                 result.tombstones_dropped += 1
@@ -260,10 +288,93 @@ def _resolve(run: Columns, snapshots: list[int], bottommost: _BottommostTest,
             keep[start:end] = False
             for _, _, x in kept:
                 keep[x] = True
+    if folded:
+        run = _with_values(run, folded)
     if keep.all():
         return run, same
     groups = group_of[keep]
     return run.take(keep), np.concatenate(([False], groups[1:] == groups[:-1]))
+
+
+def _value(run: Columns, i: int) -> bytes:
+    o = int(run.voff[i])
+    return run.data[o: o + int(run.vlen[i])]
+
+
+def _fold_merges(run: Columns, kept: list[tuple[int, int, int]], snapshots: list[int], at_bottom: bool,
+                 operator: Callable | None, folded: dict[int, bytes],
+                 result: CompactionResult) -> list[tuple[int, int, int]]:
+    """The versions ``kept`` (newest first, (seq, kind, index in run)) of one
+    key with each snapshot stripe's leading merge operands folded onto the
+    version below them in the stripe (retained() kept it): a value, or a
+    tombstone (folded onto None); or onto None when the operands are the
+    key's oldest versions and the output is the bottommost data. The fold
+    takes the newest operand's place as a VALUE (its new value recorded in
+    ``folded``). Operands whose base is elsewhere, a value with a ttl still
+    live, or an operator that raises (or is missing) leave them as they are."""
+    if operator is None:
+        return kept
+    out: list[tuple[int, int, int]] = []
+    i = 0
+    n = len(kept)
+    while i < n:
+        seq, kind, x = kept[i]
+        if kind != MERGE:
+            out.append(kept[i])
+            i += 1
+            continue
+        stripe = bisect_left(snapshots, seq)
+        j = i
+        while j < n and kept[j][1] == MERGE and bisect_left(snapshots, kept[j][0]) == stripe:
+            j += 1
+        # kept[i:j]: the stripe's leading operands, newest first.
+        base_in_stripe = j < n and bisect_left(snapshots, kept[j][0]) == stripe
+        if base_in_stripe:
+            base_kind = kept[j][1]
+            if base_kind == VALUE:
+                base = _value(run, kept[j][2])
+            elif base_kind == TOMBSTONE:
+                base = None
+            else:  # a value with a ttl still live (expired ones are tombstones by now)
+                out.extend(kept[i:j + 1])
+                i = j + 1
+                continue
+            consumed = j + 1
+        elif j == n and at_bottom:
+            base = None
+            consumed = j
+        else:
+            out.extend(kept[i:j])
+            i = j
+            continue
+        operands = [_value(run, kept[k][2]) for k in range(j - 1, i - 1, -1)]
+        try:
+            value = fold(operator, run.key(x), base, operands)
+        except MergeError:
+            result.merge_failures += 1
+            out.extend(kept[i:consumed])
+            i = consumed
+            continue
+        folded[x] = value
+        result.merges_folded += j - i
+        out.append((seq, VALUE, x))
+        i = consumed
+    return out
+
+
+def _with_values(run: Columns, folded: dict[int, bytes]) -> Columns:
+    """``run`` with the entries at the indexes of ``folded`` turned into
+    values holding the folded bytes (appended to a copy of its buffer)."""
+    index = np.fromiter(folded, dtype=np.int64, count=len(folded))
+    values = list(folded.values())
+    lengths = np.array([len(v) for v in values], dtype=np.int64)
+    voff = run.voff.copy()
+    vlen = run.vlen.copy()
+    seq_kinds = run.seq_kinds.copy()
+    voff[index] = len(run.data) + np.cumsum(lengths) - lengths
+    vlen[index] = lengths
+    seq_kinds[index] = (seq_kinds[index] & ~np.uint64(0xFF)) | np.uint64(VALUE)
+    return Columns(run.data + b"".join(values), run.koff, run.klen, voff, vlen, seq_kinds, run._padded)
 
 
 def _zero_sequences(run: Columns, same: np.ndarray, snapshots: list[int]) -> Columns:
@@ -271,14 +382,18 @@ def _zero_sequences(run: Columns, same: np.ndarray, snapshots: list[int]) -> Col
     see gets sequence 0 (as RocksDB does): nothing older exists to order it
     against, and a column of zeros compresses to nearly nothing."""
     seq_kinds = run.seq_kinds
-    if not snapshots:
+    if not snapshots and not same.any():
         # Retention left one version per key: every one of them qualifies.
         zeroed = seq_kinds & np.uint64(0xFF)
     else:
+        # (Without snapshots, a key keeps several versions only where merge
+        # operands could not be folded.)
         last_of_key = np.ones(len(run), dtype=bool)
         last_of_key[:-1] = ~same[1:]
-        visible_to_all = (seq_kinds >> np.uint64(8)) <= np.uint64(snapshots[0])
-        zeroed = np.where(last_of_key & visible_to_all, seq_kinds & np.uint64(0xFF), seq_kinds)
+        if snapshots:
+            visible_to_all = (seq_kinds >> np.uint64(8)) <= np.uint64(snapshots[0])
+            last_of_key &= visible_to_all
+        zeroed = np.where(last_of_key, seq_kinds & np.uint64(0xFF), seq_kinds)
     return run.with_seq_kinds(zeroed)
 
 
@@ -445,6 +560,7 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     at_bottom = not any(job.lower_ranges)
     level = job.table.compression_level if at_bottom else job.table.upper_compression_level
     out = _OutputWriter(job, fs, level)
+    operator = _job_operator(job.merge_operator)
     try:
         sources = []
         for tables in job.sources:
@@ -465,7 +581,7 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
                 result.range_covered_dropped += covered
             if len(run):
                 run = _expire(run, job.now_ms, result)
-                run, same = _resolve(run, job.snapshots, bottommost, result)
+                run, same = _resolve(run, job.snapshots, bottommost, result, operator)
                 if at_bottom and len(run):
                     run = _zero_sequences(run, same, job.snapshots)
                 result.entries_written += len(run)
@@ -483,6 +599,17 @@ def run_compaction(job: CompactionJob, fs: FileSystem | None = None) -> Compacti
     result.seconds = time.perf_counter() - started
     result.cpu_seconds = time.thread_time() - cpu_started
     return result
+
+
+def _job_operator(operator: Callable | bytes | None) -> Callable | None:
+    """The job's merge operator; a pickled one that does not unpickle here
+    is None (operands are kept, never lost)."""
+    if not isinstance(operator, bytes):
+        return operator
+    try:
+        return pickle.loads(operator)
+    except Exception:  # noqa: BLE001 - any failure: fold nothing
+        return None
 
 
 # -- talking to a worker process -------------------------------------------

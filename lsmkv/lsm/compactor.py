@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -81,7 +82,7 @@ class CompactionStats:
 
     __slots__ = ("compactions", "trivial_moves", "bytes_read", "bytes_written", "entries_read",
                  "entries_written", "versions_dropped", "tombstones_dropped", "ttl_expired", "range_covered_dropped",
-                 "range_tombstones_dropped", "seconds", "cpu_seconds",
+                 "range_tombstones_dropped", "merges_folded", "merge_failures", "seconds", "cpu_seconds",
                  "compactions_into", "bytes_read_into", "bytes_written_into", "bytes_moved_into")
 
     def __init__(self) -> None:
@@ -99,6 +100,8 @@ class CompactionStats:
         self.ttl_expired += result.ttl_expired
         self.range_covered_dropped += result.range_covered_dropped
         self.range_tombstones_dropped += result.range_tombstones_dropped
+        self.merges_folded += result.merges_folded
+        self.merge_failures += result.merge_failures
         self.seconds += result.seconds
         self.cpu_seconds += result.cpu_seconds
         self.compactions_into[output_level] += 1
@@ -309,10 +312,18 @@ class Compactor:
             grandparents=[(f.largest, f.size) for f in c.grandparents],
             target_file_size=self.limits.target_file_size,
             max_grandparent_overlap_bytes=self.limits.max_grandparent_overlap_bytes,
-            table=self.table_options, now_ms=now_ms(host.wall_clock()))
+            table=self.table_options, now_ms=now_ms(host.wall_clock()),
+            merge_operator=host.options.merge_operator)
 
     def _merge(self, c: Compaction) -> CompactionResult:
         job = self._job(c)
+        if self._worker is not None and job.merge_operator is not None:
+            # The worker gets the operator pickled; one that does not pickle
+            # (a lambda, a closure) folds in this process instead.
+            try:
+                job.merge_operator = pickle.dumps(job.merge_operator, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001 - whatever pickling raises
+                return run_compaction(job, self.host.fs)
         if self._worker is not None:
             return self._worker.run(job)
         return run_compaction(job, self.host.fs)

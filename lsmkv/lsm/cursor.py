@@ -8,8 +8,10 @@ view -- a memtable, a level-0 table, a deeper level's tables concatenated
 -- moves a chunk at a time: the keys of one skiplist node or the keys one
 table block owns, each already resolved to its newest version visible at
 the sequence (a tombstone included, since it hides older sources). Values
-with a ttl are resolved per source as chunks arrive (``expiring``): by the
-time the merge looks, a kind is only a value or a tombstone.
+with a ttl are resolved per source as chunks arrive (``expiring``), and
+so are merge operands (``merged``: the key's value as a point read at the
+view's sequence folds it, merge_read.py): by the time the merge looks, a
+kind is only a value or a tombstone.
 
 This module reads memtables and tables through the small interfaces they
 offer (the skiplist index, ``TableReader.owned_entries``/``entries_after``);
@@ -20,11 +22,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from operator import itemgetter
+from typing import Callable
 
 from lsmkv.base.cursor import EMPTY, Chunk, Finder, SourceCursor, filtered
 
 from .ttl_value import live_value
-from .write_batch import TOMBSTONE, VALUE, VALUE_TTL
+from .write_batch import MERGE, TOMBSTONE, VALUE, VALUE_TTL
+
+#: ``merged(key)``: the value of a key whose visible version is a merge
+#: operand, at the view's sequence (None: the view cannot meet one).
+Merged = Callable[[bytes], bytes] | None
 
 _first = itemgetter(0)
 _second = itemgetter(1)
@@ -35,12 +42,12 @@ _FIRST_CHUNK = 32
 _MAX_CHUNK = 4096
 
 
-def memtable_source(mem, read_seq: int, now_ms: int | None = None) -> SourceCursor:
+def memtable_source(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None) -> SourceCursor:
     """A memtable's keys a skiplist node at a time (see memtable_finders)."""
-    return SourceCursor(*memtable_finders(mem, read_seq, now_ms))
+    return SourceCursor(*memtable_finders(mem, read_seq, now_ms, merged))
 
 
-def memtable_finders(mem, read_seq: int, now_ms: int | None = None) -> tuple[Finder, Finder]:
+def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None) -> tuple[Finder, Finder]:
     """A memtable's after/before finders: its keys a skiplist node at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
     they resolve to nothing and are left out. With ``now_ms``, values with
@@ -54,21 +61,23 @@ def memtable_finders(mem, read_seq: int, now_ms: int | None = None) -> tuple[Fin
             # Every key's newest version is visible (a cursor made after the
             # last write to this memtable): C-level maps, no walk.
             kinds = list(map(_second, versions))
-            if now_ms is not None and VALUE_TTL in kinds:
-                return _expire((keys, kinds, list(map(_third, versions))), now_ms)
-            return keys, kinds, list(map(_third, versions))
-        out_keys, kinds, values = [], [], []
-        for key in keys:
-            version = latest.get(key)
-            while version is not None and version[0] > read_seq:
-                version = version[3]
-            if version is not None:
-                out_keys.append(key)
-                kinds.append(version[1])
-                values.append(version[2])
+            chunk = keys, kinds, list(map(_third, versions))
+        else:
+            out_keys, kinds, values = [], [], []
+            for key in keys:
+                version = latest.get(key)
+                while version is not None and version[0] > read_seq:
+                    version = version[3]
+                if version is not None:
+                    out_keys.append(key)
+                    kinds.append(version[1])
+                    values.append(version[2])
+            chunk = out_keys, kinds, values
         if now_ms is not None and VALUE_TTL in kinds:
-            return _expire((out_keys, kinds, values), now_ms)
-        return out_keys, kinds, values
+            chunk = _expire(chunk, now_ms)
+        if merged is not None and MERGE in kinds:
+            chunk = _fold(chunk, merged)
+        return chunk
 
     # How many keys to resolve per chunk: few right after a seek (a short
     # range read needs a handful, and a skiplist node holds hundreds), 4x
@@ -124,6 +133,17 @@ def _expire(chunk: Chunk, now_ms: int) -> Chunk:
     return chunk[0], kinds, values
 
 
+def _fold(chunk: Chunk, merged: Merged) -> Chunk:
+    """``chunk`` with each merge operand replaced by its key's value
+    (``merged``). Callers check ``MERGE in kinds`` first (one C scan)."""
+    keys = chunk[0]
+    kinds, values = list(chunk[1]), list(chunk[2])
+    for i, kind in enumerate(kinds):
+        if kind == MERGE:
+            kinds[i], values[i] = VALUE, merged(keys[i])
+    return keys, kinds, values
+
+
 #: Entries a table source reads in place for the first chunk after a seek,
 #: at most (a source sparser than the view's densest reads fewer: seek_chunk).
 SEEK_CHUNK = 16
@@ -131,10 +151,10 @@ _MIN_SEEK_CHUNK = 4
 
 
 def table_source(reader, read_seq: int, now_ms: int | None = None,
-                 seek_chunk: int = SEEK_CHUNK) -> SourceCursor:
+                 seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> SourceCursor:
     """A table's keys a block's owned keys at a time (reader.owned_entries),
     or a part of a block read in place (see table_finders)."""
-    return SourceCursor(*table_finders(reader, read_seq, now_ms, seek_chunk))
+    return SourceCursor(*table_finders(reader, read_seq, now_ms, seek_chunk, merged))
 
 
 def seek_chunk(entries: int, densest: int) -> int:
@@ -152,7 +172,7 @@ def seek_chunk(entries: int, densest: int) -> int:
 
 
 def table_finders(reader, read_seq: int, now_ms: int | None = None,
-                   seek_chunk: int = SEEK_CHUNK) -> tuple[Finder, Finder]:
+                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> tuple[Finder, Finder]:
     """A table's after/before finders. Forward, when the table allows it
     (reader.reads_in_place), a block is read in place: ``seek_chunk``
     entries after a seek -- a short range read decodes what it reads, not
@@ -191,7 +211,9 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
                 chunk = filtered(owned(i), key, inclusive, True)
             if chunk[0]:
                 if now_ms is not None and VALUE_TTL in chunk[1]:
-                    return _expire(chunk, now_ms)
+                    chunk = _expire(chunk, now_ms)
+                if merged is not None and MERGE in chunk[1]:
+                    chunk = _fold(chunk, merged)
                 return chunk
             i += 1
         return EMPTY
@@ -202,7 +224,9 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
             chunk = filtered(owned(i), key, inclusive, False)
             if chunk[0]:
                 if now_ms is not None and VALUE_TTL in chunk[1]:
-                    return _expire(chunk, now_ms)
+                    chunk = _expire(chunk, now_ms)
+                if merged is not None and MERGE in chunk[1]:
+                    chunk = _fold(chunk, merged)
                 return chunk
             i -= 1
         return EMPTY
@@ -212,7 +236,7 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
 
 def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
                    largest: list[bytes], lo: bytes | None = None, hi: bytes | None = None,
-                   seek_chunk: int = SEEK_CHUNK) -> tuple[Finder, Finder]:
+                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> tuple[Finder, Finder]:
     """A level's after/before finders: its tables (sorted, disjoint) one after the other.
     ``largest`` is each table's largest key (the Version keeps that list,
     so a view need not build it). A table is opened, and its finders made,
@@ -225,7 +249,7 @@ def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = N
     def table(f: int) -> tuple[Finder, Finder]:
         found = finders.get(f)
         if found is None:
-            found = finders[f] = table_finders(open_table(files[f]), read_seq, now_ms, seek_chunk)
+            found = finders[f] = table_finders(open_table(files[f]), read_seq, now_ms, seek_chunk, merged)
         return found
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:

@@ -73,11 +73,13 @@ from lsmkv.base.cache_size import default_capacity as default_cache_capacity
 from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
 from lsmkv.base.dbdir import prepare_directory
-from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
+from lsmkv.base.errors import (BackgroundError, ClosedError, InvalidArgumentError, InvalidDatabaseError, OptionError,
+                               ReadOnlyError)
 from lsmkv.base.filenames import LOCK, log_name
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
+from lsmkv.base.merge_operators import check_operand, operator_name
 from lsmkv.base.timer import Timer
 from lsmkv.base.transaction import Transaction, TransactionLimits
 from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
@@ -93,6 +95,7 @@ from .error_handler import ErrorHandler, flush_to_fresh_manifest
 from .flush import write_table
 from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
+from .merge_read import merged_value
 from .multi_get import lookup_many
 from .obsolete_files import delete_obsolete_files
 from .range_del_reads import (ViewSource, get_honouring_range_dels, honouring_range_dels, level_range_dels,
@@ -110,7 +113,7 @@ from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnap
 from .ttl_value import live_value, with_deadline
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
 from .wal import LogWriter
-from .write_batch import (MAX_BATCH_BYTES, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
+from .write_batch import (MAX_BATCH_BYTES, MERGE, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
                           encode_single)
 from .write_controller import WriteController
 
@@ -140,6 +143,10 @@ class DB(KeyValueMapping):
         self._writes = self._commits.writes
         self._group_commit = options.group_commit
         self._ttl_clock = options.ttl_clock
+        #: Folds merge operands (None: the handle refuses merges).
+        self._merge_operator = options.merge_operator
+        #: Held while the operator's name is first recorded in the manifest.
+        self._merge_name_lock = threading.Lock()
         #: Held while the log is synced, or replaced: the syncer never syncs
         #: a log a memtable switch is closing.
         self._log_sync_lock = threading.Lock()
@@ -197,7 +204,7 @@ class DB(KeyValueMapping):
                    if self._read_only else None)
         self._transaction_host = LsmTransactionHost(
             TransactionLimits(max_write_bytes=MAX_BATCH_BYTES, entry_overhead=OP_HEADER.size, writes_refused=refused),
-            self.write, self._ttl_clock, self._conflicts)
+            self.write, self._ttl_clock, self._conflicts, self._merge_operator)
         self._open()
 
     # ------------------------------------------------------------------
@@ -219,10 +226,12 @@ class DB(KeyValueMapping):
                 self._catch_up = CatchUp(self.path, fs, self._versions, self._tables,
                                          salvage=opts.wal_recovery_mode == "salvage")
                 self._install_caught_up()
+                self._check_merge_operator()
                 return
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
+            self._check_merge_operator()
             check_tables_present(fs, self.path, self._versions.current)
             recovered = recover_for_writing(fs, self.path, self._versions, opts, self._write_level0)
             self._recovery = recovered.report
@@ -230,6 +239,21 @@ class DB(KeyValueMapping):
         except BaseException:
             self._release_resources()
             raise
+
+    def _check_merge_operator(self) -> None:
+        """At open: a store whose manifest records a merge operator's name
+        (it may hold operands) opens only with an operator of that name."""
+        stored = self._versions.merge_operator
+        if stored is None:
+            return
+        given = self._merge_operator
+        if given is None:
+            raise OptionError(f"{self.path} holds merge operands written with the merge operator {stored!r}; "
+                              f"open it with merge_operator= (an operator named {stored!r})")
+        name = operator_name(given)
+        if name != stored:
+            raise OptionError(f"{self.path} holds merge operands written with the merge operator {stored!r}, "
+                              f"not {name!r} (the merge_operator given)")
 
     def _start_writing(self, new_log: int, max_seq: int) -> None:
         """After recovery (recovery.py): create the log the new manifest
@@ -348,6 +372,44 @@ class DB(KeyValueMapping):
         batch.delete_range(start, end)
         self.write(batch, sync)
 
+    def merge(self, key: object, operand: object, sync: bool = False) -> None:
+        """Merge ``operand`` into ``key``: reads see the merge operator
+        (``merge_operator=`` at open) folded over the key's value and its
+        operands, oldest first (lsmkv/base/merge_operators.py). The operand
+        is checked before anything is written (InvalidArgumentError);
+        with sync=True, returns once the write is durable."""
+        k = key if type(key) is bytes and len(key) <= MAX_KEY_SIZE else as_key(key)
+        v = operand if type(operand) is bytes and len(operand) <= MAX_VALUE_SIZE else as_value(operand)
+        if sync is not False and sync is not True:
+            raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
+        self._prepare_merges(((MERGE, k, v),))
+        self._write_one(MERGE, k, v, sync)
+
+    def _prepare_merges(self, ops: Iterable[tuple[int, bytes, bytes]]) -> None:
+        """Before merge operands are written: the handle must be writable
+        and have an operator that accepts each of them; the first time,
+        the operator's name is recorded in the manifest (durably, before
+        any operand reaches the log)."""
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
+        operator = self._merge_operator
+        if operator is None:
+            raise InvalidArgumentError(f"{self.path}: merge needs a merge operator: open the database with "
+                                       "merge_operator=")
+        for kind, _, operand in ops:
+            if kind == MERGE:
+                check_operand(operator, operand)
+        name = operator_name(operator)
+        if self._versions.merge_operator != name:
+            with self._merge_name_lock:
+                if self._versions.merge_operator != name:
+                    if self._log is None or self._errors.error is not None:
+                        self._raise_not_writable()
+                    edit = VersionEdit()
+                    edit.merge_operator = name
+                    self._apply_edit(edit)
+
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
@@ -394,7 +456,7 @@ class DB(KeyValueMapping):
         self._check_open()
         if self._read_only:
             raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
-        return WriteBatch(self.write, sync, self._ttl_clock)
+        return WriteBatch(self.write, sync, self._ttl_clock, self._merge_operator)
 
     def write(self, batch: WriteBatch, sync: bool = False) -> None:
         """Apply ``batch`` atomically. With sync=True, returns once it is
@@ -403,6 +465,8 @@ class DB(KeyValueMapping):
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
         if not batch.ops:
             return
+        if batch.merges or (type(batch) is TransactionBatch and any(op[0] == MERGE for op in batch.ops)):
+            self._prepare_merges(batch.ops)
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
         self._commits.write(batch, sync)
@@ -571,6 +635,8 @@ class DB(KeyValueMapping):
                 kind = version[1]
                 if kind == VALUE:
                     return version[2]
+                if kind == MERGE:
+                    return self._merged(st, k, seq)
                 return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         for imm in st.imms:
             version = imm._latest.get(k)
@@ -580,6 +646,8 @@ class DB(KeyValueMapping):
                 kind = version[1]
                 if kind == VALUE:
                     return version[2]
+                if kind == MERGE:
+                    return self._merged(st, k, seq)
                 return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         self._gets += 1
         h = None  # the bloom hash: computed by a table only when its key index misses
@@ -602,11 +670,16 @@ class DB(KeyValueMapping):
                         found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
                         if found is not None:
                             break
-        if found is None or found[0] == TOMBSTONE:
+        if found is None:
             return default
-        if found[0] == VALUE_TTL:
+        kind = found[0]
+        if kind == VALUE:
+            return found[1]
+        if kind == TOMBSTONE:
+            return default
+        if kind == VALUE_TTL:
             return self._unexpired(found[1], default)
-        return found[1]
+        return self._merged(st, k, seq)
 
     def multi_get(self, keys: Iterable[object]) -> list[bytes | None]:
         """The value of each of ``keys`` (None where absent), in the order
@@ -651,6 +724,8 @@ class DB(KeyValueMapping):
                     if now is None:
                         now = now_ms(self._ttl_clock())
                     value = live_value(value, now)
+                elif kind == MERGE:
+                    value = self._merged(st, key, seq)
             values[key] = value
         return [values[key] for key in keys]
 
@@ -684,13 +759,24 @@ class DB(KeyValueMapping):
                 kind = version[1]
                 if kind == VALUE:
                     return version[2]
+                if kind == MERGE:
+                    return self._merged(st, k, seq)
                 return default if kind == TOMBSTONE else self._unexpired(version[2], default)
         found = self._get_from_tables(st.version, k, seq)
         if found is None or found[0] == TOMBSTONE:
             return default
         if found[0] == VALUE_TTL:
             return self._unexpired(found[1], default)
+        if found[0] == MERGE:
+            return self._merged(st, k, seq)
         return found[1]
+
+    def _merged(self, st: ReadState, key: bytes, seq: int, now: int | None = None) -> bytes:
+        """The value of ``key``, whose newest version visible at ``seq`` is a
+        merge operand: the operator folded over its operands (merge_read.py)."""
+        if now is None:
+            now = now_ms(self._ttl_clock())
+        return merged_value(st, key, seq, now, self._merge_operator, self._tables.reader)
 
     def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
         """(kind, value) of the newest version <= seq in the tables, or None.
@@ -839,8 +925,11 @@ class DB(KeyValueMapping):
         # Values with a ttl are judged once, as of the view's making (as
         # the data is): live ones read as values, expired ones as deletes.
         now = now_ms(self._ttl_clock())
+        # Keys whose visible version is a merge operand read as their fold
+        # (only a handle with an operator can meet one: merge_read.py).
+        merged = None if self._merge_operator is None else partial(self._merged, st, seq=seq, now=now)
         mems = [mem for mem in (st.mem, *st.imms) if len(mem)]
-        finders = [memtable_finders(mem, seq, now) for mem in mems]
+        finders = [memtable_finders(mem, seq, now, merged) for mem in mems]
         version = st.version
         tables = version.overlapping(0, lo, hi)
         levels = []
@@ -852,11 +941,11 @@ class DB(KeyValueMapping):
         entries = version.level_entries
         densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
         for meta in tables:
-            finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest)))
+            finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged))
         for level in levels:
             finders.append(level_finders(version.levels[level], open_table, seq, now,
                                          largest=version.largest_keys[level], lo=lo, hi=hi,
-                                         seek_chunk=seek_chunk(entries[level], densest)))
+                                         seek_chunk=seek_chunk(entries[level], densest), merged=merged))
         if st.range_dels or st.mem.range_dels is not None:
             return honouring_range_dels(self._range_del_sources(finders, mems, tables, levels, st, seq, lo, hi), seq)
         return finders
@@ -1198,7 +1287,8 @@ class DB(KeyValueMapping):
                 st = self._state
                 seq = max(seq, st.floor)
                 write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
-                                 seq, dict(st.meta), self.options, self._tables.reader)
+                                 seq, dict(st.meta), self.options, self._tables.reader,
+                                 merge_operator=self._versions.merge_operator)
             return
         with self._writes.exclusive():
             if self._log is not None and self._errors.error is None and len(self._state.mem):
@@ -1208,7 +1298,7 @@ class DB(KeyValueMapping):
             last_seq = self._last_seq
             meta = dict(self._versions.meta)
         write_checkpoint(self._fs, dest, self.path, st.version, None, last_seq, meta, self.options,
-                         self._tables.reader)
+                         self._tables.reader, merge_operator=self._versions.merge_operator)
 
     def split_keys(self, parts: int) -> list[bytes]:
         """At most ``parts - 1`` ascending keys that cut the database into

@@ -41,6 +41,7 @@ from lsmkv.base.fs import FileSystem
 from .table.block import CODEC_LENGTHS
 from .table.reader import TableReader
 from .version import NUM_LEVELS, FileMeta, Version, VersionEdit
+from .write_batch import MERGE
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,10 @@ def inspect_tables(fs: FileSystem, paths) -> list[IngestTable]:
             if props.distinct_keys != props.entries:
                 raise ValueError(f"{path}: the table holds several versions of a key; only tables with one "
                                  "version per key (as lsmkv.TableWriter writes) can be ingested")
+            if holds_merge_operands(reader):
+                raise ValueError(f"{path}: the table holds merge operands, which only the database that wrote "
+                                 "them can fold; only tables of values and deletes (as lsmkv.TableWriter "
+                                 "writes) can be ingested")
             tables.append(IngestTable(path, reader.file_size, props.smallest_key, props.largest_key, props.entries,
                                       props.tombstones, props.ttl_entries, props.earliest_deadline))
         finally:
@@ -100,6 +105,17 @@ def inspect_tables(fs: FileSystem, paths) -> list[IngestTable]:
                              f"{after.path} ({after.smallest!r}..{after.largest!r}); ingest them in separate "
                              "calls (the later call wins) or merge them first")
     return tables
+
+
+def holds_merge_operands(reader: TableReader) -> bool:
+    """Whether the table holds a merge operand (kind 4). Only a table of
+    format 3 can; one with no value with a ttl is of format 3 for that
+    alone, one with both is read to find out."""
+    if reader.format_version < 3:
+        return False
+    if not reader.properties.ttl_entries:
+        return True
+    return any(seq_kind & 0xFF == MERGE for _, seq_kind, _ in reader.entries())
 
 
 def ingest_level(version: Version, smallest: bytes, largest: bytes) -> int:

@@ -1,8 +1,9 @@
 """MemTable: the in-memory write buffer in front of the tables.
 
 Holds every version of every key written since the last flush, each with its
-sequence number and kind (value or tombstone), so that snapshots and iterators
-opened earlier keep seeing the versions they started on.
+sequence number and kind (a value, a tombstone, a value with a ttl, a merge
+operand), so that snapshots and iterators opened earlier keep seeing the
+versions they started on.
 
 Layout, chosen for Python speed:
 * ``_latest``: a dict from user key to its newest version. A version is a

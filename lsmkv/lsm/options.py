@@ -116,6 +116,13 @@ class Options:
     #: latency by up to this much, lowers fsyncs per write under load.
     commit_delay: float = 0.0
 
+    #: How ``db.merge(key, operand)`` operands fold into a value: a callable
+    #: ``(key, existing value or None, operands oldest first) -> bytes``
+    #: (lsmkv/base/merge_operators.py: UInt64Add, Append, Max). A store
+    #: that holds operands records the operator's name; opening it without
+    #: an operator, or with one of another name, raises OptionError.
+    merge_operator: Callable | None = field(default=None, repr=False)
+
     #: The file-system layer (swap for fault injection in tests).
     fs: FileSystem = field(default=DEFAULT_FS, repr=False)
     #: The wall clock that dates puts with a ttl and judges expiry: seconds
@@ -188,6 +195,9 @@ class Options:
         if not callable(self.ttl_clock):
             raise OptionError(f"option ttl_clock must be a callable returning seconds since the epoch, "
                               f"got {type(self.ttl_clock).__name__}")
+        if self.merge_operator is not None and not callable(self.merge_operator):
+            raise OptionError(f"option merge_operator must be a callable (key, existing, operands) -> bytes, "
+                              f"got {type(self.merge_operator).__name__}")
         if not isinstance(self.fs, FileSystem):
             raise OptionError(f"option fs must be a lsmkv.base.fs.FileSystem, got {type(self.fs).__name__}")
 

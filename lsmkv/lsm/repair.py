@@ -29,7 +29,11 @@ refuses to run while another process has the database open for writing):
    newest first, then levels 1..6, then (without a manifest) the higher
    file number. That is the version a read would have returned. Tombstones
    and older versions are dropped (nothing is left below them), so no
-   deleted key comes back and level 0's order no longer matters.
+   deleted key comes back and level 0's order no longer matters. Below a
+   merge operand (kind 4) the older versions are kept down to the first
+   that is not one (a tombstone there is dropped: an operand with nothing
+   below folds as one over a tombstone does), so that a read folds what it
+   folded before; the manifest's merge operator name is carried over.
 5. Commit: a new manifest naming just the new tables, with a log number
    past every old log, becomes current by the atomic rename of CURRENT.
    A crash before that leaves the old database as it was (plus unreferenced
@@ -64,7 +68,7 @@ from .table.reader import TableReader
 from .table.salvage import SalvagedTable, salvage_table
 from .version import NUM_LEVELS, FileMeta, Version, VersionSet
 from .wal import LogReader
-from .write_batch import META, RANGE_DELETE, TOMBSTONE, log_batches
+from .write_batch import MERGE, META, RANGE_DELETE, TOMBSTONE, log_batches
 
 log = logging.getLogger(__name__)
 
@@ -287,9 +291,11 @@ class _Repair:
 
     # -- 3. logs ------------------------------------------------------------------
 
-    def _read_logs(self, floor: int) -> dict[bytes, tuple[int, int, bytes]]:
-        """key -> (sequence, kind, value) of the newest version in the logs."""
-        newest: dict[bytes, tuple[int, int, bytes]] = {}
+    def _read_logs(self, floor: int) -> dict[bytes, list[tuple[int, int, bytes]]]:
+        """key -> [(sequence, kind, value)] of the newest version in the logs
+        and, below a merge operand, the versions down to the first that is
+        not one (newest first)."""
+        newest: dict[bytes, list[tuple[int, int, bytes]]] = {}
         batches = 0
         numbers = sorted(p[1] for p in map(parse, self.names) if p is not None and p[0] == "log" and p[1] >= floor)
         for number in numbers:
@@ -307,8 +313,8 @@ class _Repair:
                         seq += 1
                         continue
                     old = newest.get(key)
-                    if old is None or old[0] <= seq:
-                        newest[key] = (seq, kind, value)
+                    if old is None or old[0][0] <= seq:
+                        newest[key] = [(seq, kind, value), *old] if kind == MERGE and old else [(seq, kind, value)]
                     seq += 1
                 self.max_seq = max(self.max_seq, seq - 1)
             for offset, size, why in reader.report.dropped:
@@ -325,7 +331,7 @@ class _Repair:
     # -- 4. merge and write -------------------------------------------------------
 
     def _write_merged(self, survivors: list[_Candidate],
-                      newest_in_logs: dict[bytes, tuple[int, int, bytes]]) -> list[tuple[int, FileMeta]]:
+                      newest_in_logs: dict[bytes, list[tuple[int, int, bytes]]]) -> list[tuple[int, FileMeta]]:
         readers = []
         try:
             sources = []
@@ -342,7 +348,7 @@ class _Repair:
                 sources.append(_newest_per_key(r.entries(), c.precedence + 1))
                 self.max_seq = max(self.max_seq, r.properties.largest_seq)
             sources.append(iter(sorted((key, -seq, 0, kind, value)
-                                       for key, (seq, kind, value) in newest_in_logs.items())))
+                                       for key, chain in newest_in_logs.items() for seq, kind, value in chain)))
             return self._write_tables(heapq.merge(*sources))
         finally:
             for r in readers:
@@ -362,6 +368,10 @@ class _Repair:
         range_dels = FragmentedTombstones.merged([*self.range_dels,
                                                   FragmentedTombstones.build(self.log_range_dels)])
         newest_covering = _newest_covering(range_dels)
+        #: The last version kept of ``prev`` is a merge operand: keep older
+        #: ones (a lower sequence) down to the first that is not one.
+        collecting = False
+        last_seq = 0
 
         def cut() -> None:
             nonlocal keys, seq_kinds, values, pending
@@ -373,10 +383,12 @@ class _Repair:
             keys, seq_kinds, values, pending = [], [], [], 0
 
         for key, neg_seq, _rank, kind, value in merged:
-            if key == prev:
+            if key == prev and not (collecting and -neg_seq < last_seq):
                 dropped += 1
                 continue  # an older version, or the same one from a lower-precedence source
             prev = key
+            collecting = kind == MERGE
+            last_seq = -neg_seq
             if kind == TOMBSTONE or (range_dels and newest_covering(key) > -neg_seq):
                 dropped += 1
                 continue  # nothing older survives below the new tables
@@ -409,6 +421,7 @@ class _Repair:
         versions._install(Version(levels))
         # Metadata: the old manifest's (if it could be read), then the logs' (newer).
         versions.meta = {**(old.meta if old is not None else {}), **self.meta}
+        versions.merge_operator = old.merge_operator if old is not None else None
         if old is None and self.meta:
             self.report.notes.append("metadata entries were recovered from the logs only (the manifest that held "
                                      "the older ones could not be read)")
@@ -445,10 +458,13 @@ def _newest_per_key(entries: Iterator[tuple[bytes, int, bytes]],
     """(key, -sequence, precedence, kind, value) of each key's newest version
     among a table's ``entries`` (in internal order)."""
     prev = None
+    collecting = False  # the last version yielded is a merge operand: the next one of its key is needed too
     for key, seq_kind, value in entries:
-        if key != prev:
+        if key != prev or collecting:
             prev = key
-            yield key, -(seq_kind >> 8), precedence, seq_kind & 0xFF, value
+            kind = seq_kind & 0xFF
+            collecting = kind == MERGE
+            yield key, -(seq_kind >> 8), precedence, kind, value
 
 
 def _readable_properties(fs: FileSystem, path: str) -> TableProperties | None:

@@ -101,6 +101,10 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
         # nothing lay below them and no snapshot predated them.
         "range_covered_dropped": compaction["range_covered_dropped"],
         "range_tombstones_dropped": compaction["range_tombstones_dropped"],
+        # Merge operands compactions folded into values, and keys whose
+        # operands the operator failed on (kept as they were).
+        "merge_operands_folded": compaction["merges_folded"],
+        "merge_failures": compaction["merge_failures"],
         "manifest_bytes_written": manifest_bytes_written,
         "bytes_written": written,
         "write_amp": written / user if user else 0.0,

@@ -30,6 +30,7 @@ from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value
 from .table.builder import TableBuilder
 from .table.reader import TableReader
 from .ttl_value import DEADLINE_SIZE
+from .write_batch import MERGE
 
 _PUT = 1  # seq 0, kind 1 (a value)
 _DELETE = 0  # seq 0, kind 0 (a tombstone)
@@ -192,7 +193,8 @@ def read_table(path: str | bytes | os.PathLike, *, fs: FileSystem | None = None)
     """The entries of the table file at ``path`` in key order: ``(key,
     value)``, value None for a tombstone. For a table with several versions
     of a key (one written by a database), each version, newest first; a
-    value with a time to live is given without its deadline."""
+    value with a time to live is given without its deadline. A merge
+    operand (which only its database can fold) is a ValueError naming it."""
     fs = fs or DEFAULT_FS
     reader = TableReader(fs, os.fsdecode(path), 0, cache=None)
     try:
@@ -202,6 +204,9 @@ def read_table(path: str | bytes | os.PathLike, *, fs: FileSystem | None = None)
                 yield key, None
             elif kind == 2:
                 yield key, value[DEADLINE_SIZE:]
+            elif kind == MERGE:
+                raise ValueError(f"{reader.path}: the entry of key {key[:40]!r} is a merge operand, which only "
+                                 "the database that wrote it can fold")
             else:
                 yield key, value
     finally:

@@ -52,7 +52,7 @@ from typing import Callable, Collection, Iterable, Iterator
 
 from lsmkv.base.conflicts import ConflictTracker, PendingWrites, Ticket
 from lsmkv.base.cursor import TOMBSTONE as WRITTEN_TOMBSTONE, VALUE as WRITTEN_VALUE, Finder
-from lsmkv.base.errors import ClosedError, InvalidArgumentError, SyncTimeoutError
+from lsmkv.base.errors import ClosedError, SyncTimeoutError
 from lsmkv.base.group_commit import raised_again
 from lsmkv.base.key_ranges import Range
 from lsmkv.base.transaction import TransactionLimits
@@ -60,10 +60,9 @@ from lsmkv.base.ttl import deadline_ms
 from lsmkv.base.write_queue import Writer
 from lsmkv.base.write_set import MERGE as WRITTEN_MERGE, WriteSet
 
-from . import write_batch
 from .read_state import ReadState
 from .ttl_value import with_deadline
-from .write_batch import META, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
+from .write_batch import MERGE, META, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
 
 #: ``get_in(state, key, sequence, default)``: a point read (DB._get_in).
 GetIn = Callable[[ReadState, bytes, int, "bytes | None"], "bytes | None"]
@@ -187,9 +186,8 @@ class TransactionBatch(WriteBatch):
             elif kind == WRITTEN_TOMBSTONE:
                 ops.append((TOMBSTONE, key, b""))
             elif kind == WRITTEN_MERGE:
-                merge = _kind("MERGE", "merge")
                 for operand in value:  # oldest first
-                    ops.append((merge, key, operand))
+                    ops.append((MERGE, key, operand))
                     user_bytes += len(key) + len(operand)
                 continue
             else:
@@ -209,16 +207,6 @@ class TransactionBatch(WriteBatch):
     def wait_settled(self) -> None:
         self._settled.acquire()
         self._settled.release()
-
-
-def _kind(name: str, what: str) -> int:
-    """The write-batch kind ``name`` (MERGE = 4, RANGE_DELETE = 5), or an
-    InvalidArgumentError while this engine's write batches have no such kind."""
-    kind = getattr(write_batch, name, None)
-    if kind is None:
-        raise InvalidArgumentError(f"the lsm engine does not take {what} in a transaction yet; nothing of the "
-                                   "transaction was written")
-    return kind
 
 
 def batch_keys(batch: WriteBatch) -> Iterable[bytes]:
@@ -294,11 +282,14 @@ class LsmTransactionHost:
     ``write(batch, sync)`` is DB.write, ``clock`` the ttl clock, ``tracker``
     the DB's ConflictTracker."""
 
-    __slots__ = ("limits", "_write", "_clock", "_tracker")
+    __slots__ = ("limits", "merge_operator", "_write", "_clock", "_tracker")
 
     def __init__(self, limits: TransactionLimits, write: Callable[[WriteBatch, bool], None],
-                 clock: Callable[[], float], tracker: ConflictTracker) -> None:
+                 clock: Callable[[], float], tracker: ConflictTracker,
+                 merge_operator: Callable | None = None) -> None:
         self.limits = limits
+        #: The database's merge operator (None: txn.merge is refused).
+        self.merge_operator = merge_operator
         self._write = write
         self._clock = clock
         self._tracker = tracker

@@ -32,6 +32,8 @@ VersionEdit encoding: a sequence of tagged fields::
       entries are stored with sequence 0 and all read as this one)
     11 table range tombstones: number u64, records u64, right after the added
       table it describes (only for tables holding range tombstones)
+    12 merge operator: name (u32 length + UTF-8 bytes), recorded before the
+      first merge operand is written; every later manifest repeats it
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ TAG_TABLE_GLOBAL_SEQ = 10
 #: The range tombstone records of the table added just before it (format
 #: version 5): a reader knows from the Version alone whether any table has some.
 TAG_TABLE_RANGE_DELS = 11
+#: The name of the merge operator the store's operands are folded with.
+TAG_MERGE_OPERATOR = 12
 
 #: Version of the database layout this code writes (recorded in each
 #: manifest). 2: write-ahead logs and tables may hold kind-2 entries (values
@@ -93,8 +97,10 @@ TAG_TABLE_RANGE_DELS = 11
 #: manifests tag-9 records (metadata). Code that knows an older version
 #: refuses the database cleanly instead of misreading it; older versions
 #: are still read. 4: manifests may hold tag-10 records (ingested tables).
-#: 5: logs may hold kind-5 operations (range tombstones), tables a
-#: range-tombstone block, manifests tag-11 records.
+#: 5: logs may hold kind-4 operations (merge operands) and kind-5 ones
+#: (range tombstones), tables kind-4 entries and a range-tombstone block,
+#: manifests tag-11 records (a table's range tombstones) and tag-12 ones
+#: (the merge operator's name).
 DB_FORMAT_VERSION = 5
 
 
@@ -137,7 +143,7 @@ class FileMeta:
 
 class VersionEdit:
     __slots__ = ("format_version", "log_number", "next_file_number", "last_sequence", "deleted", "added",
-                 "compact_pointers", "meta")
+                 "compact_pointers", "meta", "merge_operator")
 
     def __init__(self) -> None:
         self.format_version: int | None = None
@@ -149,6 +155,8 @@ class VersionEdit:
         self.compact_pointers: list[tuple[int, bytes]] = []
         #: Metadata entries set by this edit (name -> value).
         self.meta: dict[bytes, bytes] = {}
+        #: The merge operator's name, once the store may hold merge operands.
+        self.merge_operator: str | None = None
 
     def add_file(self, level: int, meta: FileMeta) -> None:
         self.added.append((level, meta))
@@ -183,6 +191,9 @@ class VersionEdit:
             parts.append(_U8.pack(TAG_COMPACT_POINTER) + _U8.pack(level) + _U32.pack(len(key)) + key)
         for name, value in sorted(self.meta.items()):
             parts.append(_U8.pack(TAG_META) + _U32.pack(len(name)) + name + _U32.pack(len(value)) + value)
+        if self.merge_operator is not None:
+            name = self.merge_operator.encode("utf-8")
+            parts.append(_U8.pack(TAG_MERGE_OPERATOR) + _U32.pack(len(name)) + name)
         return b"".join(parts)
 
     @classmethod
@@ -278,6 +289,13 @@ class VersionEdit:
                 if not 0 < len(name) <= 255:
                     raise CorruptionError(f"manifest metadata name of {len(name)} bytes", path=path, offset=offset)
                 edit.meta[name] = key()
+            elif tag == TAG_MERGE_OPERATOR:
+                raw = key()
+                try:
+                    edit.merge_operator = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CorruptionError("manifest merge operator name is not UTF-8", path=path,
+                                          offset=offset) from None
             elif tag == TAG_COMPACT_POINTER:
                 need(1)
                 level = data[pos]
@@ -372,6 +390,8 @@ class VersionSet:
         self.compact_pointers: dict[int, bytes] = {}
         #: Metadata entries as of the last flushed memtable (name -> value).
         self.meta: dict[bytes, bytes] = {}
+        #: The name of the merge operator recorded (None: no merge was written).
+        self.merge_operator: str | None = None
         self.manifest_number = 0
         #: Read-only handles: the offset in the manifest past the last edit
         #: ``follow`` applied (where the next one starts).
@@ -533,6 +553,8 @@ class VersionSet:
                 self.last_sequence = max(self.last_sequence, edit.last_sequence)
         for level, key in edit.compact_pointers:
             self.compact_pointers[level] = key
+        if edit.merge_operator is not None:
+            self.merge_operator = edit.merge_operator
         if edit.meta:
             with self._lock:
                 self.meta = {**self.meta, **edit.meta}  # replaced whole: readers hold the old dict
@@ -560,6 +582,8 @@ class VersionSet:
         for level, key in sorted(pointers.items()):
             snapshot.compact_pointers.append((level, key))
         snapshot.meta = {**self.meta, **(edit.meta if edit is not None else {})}
+        snapshot.merge_operator = (edit.merge_operator if edit is not None and edit.merge_operator is not None
+                                   else self.merge_operator)
         with self._lock:
             snapshot.log_number = max(self.log_number, edit.log_number or 0) if edit else self.log_number
             snapshot.next_file_number = self.next_file_number

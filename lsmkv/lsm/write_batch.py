@@ -12,6 +12,9 @@ value_length is at least 8; see ttl_value.py),
 kind 3 = metadata (key = the entry's name, UTF-8, 1-255 bytes; value = its
 value): ``batch.set_meta(name, value)``, stored with the batch and outside
 the keyspace user reads see,
+kind 4 = merge operand (value = the operand): ``batch.merge(key, operand)``,
+folded by the database's merge operator on reads and in compaction
+(lsmkv/lsm/merge_read.py, compaction_job.py).
 kind 5 = range tombstone (key = start, value = end, start < end):
 ``batch.delete_range(start, end)`` deletes every key k with start <= k <
 end that is older (lsmkv/lsm/range_tombstones.py); one operation, whatever
@@ -26,6 +29,7 @@ from typing import Callable, Iterator
 
 from lsmkv.base.errors import ClosedError, CorruptionError, InvalidArgumentError, SizeLimitError
 from lsmkv.base.keys import as_key, as_value
+from lsmkv.base.merge_operators import check_operand
 from lsmkv.base.meta import MAX_META_NAME, meta_entry
 from lsmkv.base.ttl import check_ttl, deadline_ms
 
@@ -38,6 +42,8 @@ VALUE = 1
 VALUE_TTL = 2
 #: A metadata entry (name, value), written atomically with the batch's data.
 META = 3
+#: A merge operand (``db.merge``), folded onto the key's older versions.
+MERGE = 4
 #: A range tombstone: key = start, value = end (exclusive).
 RANGE_DELETE = 5
 
@@ -87,7 +93,7 @@ def decode_batch(payload: bytes, path: str, offset: int) -> tuple[int, list[tupl
             if end > size or not payload[pos: pos + klen] < payload[pos + klen: end]:
                 raise CorruptionError("write batch range tombstone malformed (its start is not below its end)",
                                       path=path, offset=offset)
-        elif (kind > META or end > size or (kind == TOMBSTONE and vlen)
+        elif (kind > MERGE or end > size or (kind == TOMBSTONE and vlen)
                 or (kind == VALUE_TTL and vlen < DEADLINE_SIZE)
                 or (kind == META and not 0 < klen <= MAX_META_NAME)):
             raise CorruptionError(f"write batch operation malformed (kind {kind})", path=path, offset=offset)
@@ -110,12 +116,19 @@ class WriteBatch:
     and ``clock`` (the database's ttl_clock) dates puts with a ttl.
     """
 
-    __slots__ = ("ops", "user_bytes", "_commit", "_sync", "_done", "_clock")
+    __slots__ = ("ops", "user_bytes", "merges", "_commit", "_sync", "_done", "_clock", "_merge_operator")
 
     def __init__(self, commit: "Callable[[WriteBatch, bool], None] | None" = None, sync: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, merge_operator: Callable | None = None) -> None:
         self.ops: list[tuple[int, bytes, bytes]] = []
         self.user_bytes = 0
+        #: How many merge operands the batch holds (the database checks
+        #: them, and records its operator's name, before writing them).
+        self.merges = 0
+        #: The database's merge operator (a batch from ``db.write_batch()``):
+        #: ``merge`` checks operands with it; a standalone batch's operands
+        #: are checked by ``db.write``.
+        self._merge_operator = merge_operator
         self._commit = commit
         self._sync = sync
         self._done = False
@@ -161,6 +174,23 @@ class WriteBatch:
         self.ops.append((RANGE_DELETE, lo, hi))
         self.user_bytes += len(lo) + len(hi)
 
+    def merge(self, key: object, operand: object) -> None:
+        """Merge ``operand`` into ``key``: reads see the database's merge
+        operator applied to the key's value and its operands, oldest first
+        (lsmkv/base/merge_operators.py). InvalidArgumentError if the
+        database was opened without ``merge_operator=`` or the operator
+        cannot fold the operand; the batch is unchanged then."""
+        k = as_key(key)
+        v = as_value(operand)
+        if self._commit is not None and self._merge_operator is None:
+            raise InvalidArgumentError("merge needs a merge operator: open the database with merge_operator=")
+        if self._merge_operator is not None:
+            check_operand(self._merge_operator, v)
+        self._check_size(len(k) + len(v))
+        self.ops.append((MERGE, k, v))
+        self.merges += 1
+        self.user_bytes += len(k) + len(v)
+
     def set_meta(self, name: str, value: object) -> None:
         """Store ``value`` under the metadata entry ``name``, atomically with
         the rest of the batch (a batch may hold only metadata). Metadata is
@@ -180,6 +210,7 @@ class WriteBatch:
     def clear(self) -> None:
         self.ops.clear()
         self.user_bytes = 0
+        self.merges = 0
 
     def __len__(self) -> int:
         return len(self.ops)

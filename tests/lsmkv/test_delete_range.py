@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import lsmkv
+from lsmkv.base.merge_operators import Append
 from lsmkv.base.errors import CorruptionError, InvalidArgumentError, ReadOnlyError
 from lsmkv.base.filenames import table_name
 from lsmkv.lsm.check import check_db
@@ -453,12 +454,15 @@ MODEL_KEYS = st.sampled_from([b"k%02d" % i for i in range(30)])
 
 
 class RangeDeleteModel(RuleBasedStateMachine):
-    """put/delete/delete_range/flush/compact/reopen/snapshot against a dict."""
+    """put/delete/merge/delete_range/flush/compact/reopen/snapshot against a
+    dict: range tombstones and merge operands together (a merge after a range
+    delete starts from nothing; one before it is deleted with its key)."""
 
     def __init__(self):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="lsmkv-range-")
-        self.options = dict(write_buffer_size=400, block_size=96, max_immutable_memtables=2)
+        self.options = dict(write_buffer_size=400, block_size=96, max_immutable_memtables=2,
+                            merge_operator=Append(b"+"))
         self.db = lsmkv.open(self.dir, **self.options)
         self.model: dict[bytes, bytes] = {}
         self.snapshots: list[tuple[object, dict]] = []
@@ -478,6 +482,15 @@ class RangeDeleteModel(RuleBasedStateMachine):
     def delete(self, key):
         self.db.delete(key)
         self.model.pop(key, None)
+
+    @rule(key=MODEL_KEYS, operand=st.binary(min_size=1, max_size=4), batch=st.booleans())
+    def merge(self, key, operand, batch):
+        if batch:
+            with self.db.write_batch() as w:
+                w.merge(key, operand)
+        else:
+            self.db.merge(key, operand)
+        self.model[key] = self.model[key] + b"+" + operand if key in self.model else operand
 
     @rule(a=MODEL_KEYS, b=MODEL_KEYS, batch=st.booleans())
     def delete_range(self, a, b, batch):

@@ -18,7 +18,6 @@ import pytest
 import lsmkv
 import lsmkv.base.conflicts
 from lsmkv import ClosedError, ConflictError, SyncTimeoutError
-from lsmkv.base.errors import InvalidArgumentError
 from lsmkv.lsm import write_batch as lsm_write_batch
 from lsmkv.base.write_set import WriteSet
 from lsmkv.lsm.transactions import TransactionBatch
@@ -206,23 +205,7 @@ def test_a_transactions_scans_and_cursors_keep_the_tables_they_read(tmp_path):
         txn.rollback()
 
 
-@pytest.mark.skipif(hasattr(lsm_write_batch, "RANGE_DELETE"), reason="the lsm engine takes range deletes: "
-                    "tests/api/test_transactions.py runs them")
-def test_a_range_delete_is_refused_at_commit_while_the_engine_has_no_such_kind(tmp_path):
-    with lsmkv.open(str(tmp_path / "db")) as db:
-        db.put(b"a", b"1")
-        txn = db.transaction()
-        txn.put(b"b", b"2")
-        txn.delete_range(b"a", b"b")
-        assert txn.get(b"a") is None
-        with pytest.raises(InvalidArgumentError, match="does not take delete_range in a transaction"):
-            txn.commit()
-        assert db.get(b"a") == b"1" and db.get(b"b") is None
-
-
-def test_a_transactions_batch_holds_its_range_deletes_first_then_its_writes_and_merges(monkeypatch):
-    for name, kind in (("MERGE", 4), ("RANGE_DELETE", 5)):  # the kinds of shared-api.md
-        monkeypatch.setattr(lsm_write_batch, name, kind, raising=False)
+def test_a_transactions_batch_holds_its_range_deletes_first_then_its_writes_and_merges():
     writes = WriteSet()
     writes.put(b"m", b"gone")
     writes.delete_range(b"k", b"n")

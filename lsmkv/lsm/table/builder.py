@@ -49,6 +49,9 @@ class TableBuilder:
         self._offset = 0
         self._last_key: bytes | None = None
         self._last_seq = 0
+        #: Whether an entry is a merge operand (kind 4): the table is then
+        #: written as format 3, as one with a ttl entry is.
+        self._has_merges = False
         #: Entries given as columns that do not fill a block yet (add_columns).
         self._pending_cols: Columns | None = None
         #: Raw block size of the pending columns (4 bytes of count included).
@@ -105,6 +108,8 @@ class TableBuilder:
         elif kind == 2:
             props.ttl_entries += 1
             self._note_deadline(deadline_of(value))
+        elif kind == 4:
+            self._has_merges = True
         props.raw_key_bytes += len(key)
         props.raw_value_bytes += len(value)
         if seq < props.smallest_seq:
@@ -138,6 +143,8 @@ class TableBuilder:
         seqs = list(map(rshift, seq_kinds, repeat(8)))
         props.entries += n
         props.tombstones += kinds.count(0)
+        if 4 in kinds:
+            self._has_merges = True
         ttl = kinds.count(2)
         if ttl:
             props.ttl_entries += ttl
@@ -254,6 +261,8 @@ class TableBuilder:
         seqs = cols.seq_kinds >> np.uint64(8)
         props.entries += n
         props.tombstones += int(np.count_nonzero(kinds == 0))
+        if not self._has_merges and np.any(kinds == 4):
+            self._has_merges = True
         ttl = np.flatnonzero(kinds == 2)
         if len(ttl):
             props.ttl_entries += len(ttl)
@@ -345,7 +354,7 @@ class TableBuilder:
         if range_dels is not None:
             version = FORMAT_VERSION
         else:
-            version = FORMAT_VERSION_WITH_TTL if props.ttl_entries else FORMAT_VERSION_WITHOUT_TTL
+            version = FORMAT_VERSION_WITH_TTL if props.ttl_entries or self._has_merges else FORMAT_VERSION_WITHOUT_TTL
         footer = Footer(index_handle, filter_handle, props_handle, version).encode()
         self._pending.append(footer)
         self._pending_bytes += len(footer)

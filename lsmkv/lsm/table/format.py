@@ -29,13 +29,14 @@ TABLE_MAGIC = 0x4C534D4B56544231  # "LSMKVTB1"
 #: Format 2: blocks store end offsets (block.py), so a lookup searches a
 #: block in its raw bytes. Format 1 (length columns) is still read.
 #: Format 3: format 2 whose entries may be of kind 2 (a value with a ttl:
-#: its deadline in front of it). Written only by a table that holds such an
-#: entry; one without any is written as format 2, byte for byte.
+#: its deadline in front of it) or kind 4 (a merge operand). Written only
+#: by a table that holds such an entry; one without any is written as
+#: format 2, byte for byte.
 #: Format 4: format 3 with a range-tombstone block (range_del_block.py),
 #: located by the properties range_del_offset and range_del_size. Written
 #: only by a table that holds range tombstones.
 FORMAT_VERSION = 4
-#: The version of a table with kind-2 entries and no range tombstones.
+#: The version of a table with kind-2 or kind-4 entries and no range tombstones.
 FORMAT_VERSION_WITH_TTL = 3
 #: The version of a table without kind-2 entries.
 FORMAT_VERSION_WITHOUT_TTL = 2

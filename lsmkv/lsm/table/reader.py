@@ -455,6 +455,29 @@ class TableReader:
             i += 1  # the key's older versions continue at the start of the next block
         return None
 
+    def versions(self, key: bytes, read_seq: int) -> list[tuple[int, int, bytes]]:
+        """(seq, kind, value) of every version of ``key`` with seq <= read_seq,
+        newest first (a read folding merge operands needs them all, and
+        their sequences to weigh them against range tombstones; any other
+        read wants only the newest, :meth:`get`)."""
+        out: list[tuple[int, int, bytes]] = []
+        index_keys = self.index_keys
+        i = bisect_left(index_keys, key)
+        while i < len(index_keys):
+            block = self.block(i)
+            keys = block.keys
+            sks = block.seq_kinds
+            j = bisect_left(keys, key)
+            while j < len(keys):
+                if keys[j] != key:
+                    return out
+                sk = sks[j]
+                if sk >> 8 <= read_seq:
+                    out.append((sk >> 8, sk & 0xFF, block.value(j)))
+                j += 1
+            i += 1  # the key's older versions continue at the start of the next block
+        return out
+
     def get_many(self, keys: list[bytes], read_seq: int) -> list[tuple[int, bytes] | None]:
         """What :meth:`get` returns for each of ``keys`` (ascending, distinct),
         in their order: the keys the key index or the bloom filter answers
