@@ -29,7 +29,7 @@ class LsmEngine:
     name = "lsm"
     maintenance = ("flush", "compact")
     #: Write kinds the workload may use beyond puts, deletes, batches, ingest.
-    features = frozenset({"delete_range", "txn"})
+    features = frozenset({"merge", "delete_range", "txn"})
     #: Small buffers and levels: a flush every few hundred writes, level 1
     #: over its target and compacting into level 2 all the time, tables of a
     #: dozen blocks. Level 0 may grow to 30 tables before writers stop, so
