@@ -6,8 +6,8 @@ operator the workload's counters need), which maintenance operations the
 child may call, which write kinds beyond puts, deletes, batches and ingest
 it supports (``features``: merge, delete_range, txn), what a crashed
 directory tells about the moment of the kill, and the engine's own checks
-before and after recovery. The driver and
-the child use nothing engine-specific beyond this module.
+before and after recovery. The driver and the child use nothing
+engine-specific beyond this module.
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ class LsmEngine:
                        "l0_slowdown_trigger": 20, "l0_stop_trigger": 30}
 
     def open(self, path: str, options: dict):
-        if "merge" in self.features:
-            options = {"merge_operator": UInt64Add(), **options}
-        return open_store(path, engine="lsm", **options)
+        return open_store(path, engine="lsm", **{"merge_operator": UInt64Add(), **options})
 
     def reopen_options(self, options: dict) -> dict:
         """Options for the driver's verifying open: recovery as in the child,
@@ -118,6 +116,7 @@ class BtreeEngine:
     #: "compact" is compact_range(), the vacuum: a rewritten page file
     #: renamed over the old one.
     maintenance = ("checkpoint", "compact")
+    #: Write kinds the workload may use beyond puts, deletes, batches, ingest.
     features = frozenset({"merge", "delete_range", "txn"})
     #: 1 KiB pages (a tree three levels deep, values over ~250 bytes in
     #: overflow chains), a pool of 256 pages (a checkpoint whenever 192 are
