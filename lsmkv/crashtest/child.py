@@ -17,8 +17,8 @@ its own acknowledged operations); a read that differs is logged
 (:meth:`~lsmkv.crashtest.oracle.OpLog.bad_read`) and fails the cycle. A
 commit that raises ConflictError is a failure too (each thread writes only
 its own keys), unless another thread's ingest overlapped the transaction
-(an ingest conflicts over its files' whole key ranges): then it is logged
-as refused. The last
+and its file's key range holds the key the error names (an ingest
+conflicts over its files' whole key ranges): then it is logged as refused. The last
 ``sync_threads`` threads write with sync=True nearly always, so several
 sync writers meet in group commit all the time.
 
@@ -114,27 +114,45 @@ def _write_items(writer, space: KeySpace, op: str, items: tuple[tuple, ...]) -> 
 
 
 class _Ingests:
-    """Ingests started and finished in the child: an ingest conflicts with
-    the transactions open meanwhile over its files' whole key ranges, which
-    cover other threads' keys."""
+    """The key ranges of the child's ingests: an ingest conflicts with the
+    transactions open meanwhile over its file's whole key range, which
+    covers other threads' keys."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.started = 0
-        self.finished = 0
+        self._ranges: list[tuple[bytes, bytes]] = []  # (smallest, largest) of each ingest, in start order
+        self._running: set[int] = set()
 
-    def start(self) -> None:
+    def start(self, smallest: bytes, largest: bytes) -> int:
         with self._lock:
-            self.started += 1
+            self._ranges.append((smallest, largest))
+            self._running.add(len(self._ranges) - 1)
+            return len(self._ranges) - 1
 
-    def finish(self) -> None:
+    def finish(self, number: int) -> None:
         with self._lock:
-            self.finished += 1
+            self._running.discard(number)
 
-    def overlapped(self, finished_before: int) -> bool:
-        """Whether an ingest not finished when ``finished`` was
-        ``finished_before`` has started since (or was running then)."""
-        return self.started > finished_before
+    def mark(self) -> tuple[int, frozenset[int]]:
+        """Taken when a transaction begins: the ingests that may overlap it
+        are those running now and those started later."""
+        with self._lock:
+            return len(self._ranges), frozenset(self._running)
+
+    def explain(self, mark: tuple[int, frozenset[int]], error: Exception) -> bool:
+        """Whether an ingest that overlapped the transaction covers the key
+        (or range) its ConflictError names."""
+        started, running = mark
+        with self._lock:
+            ranges = [self._ranges[i] for i in running] + self._ranges[started:]
+        key, span = getattr(error, "key", None), getattr(error, "range", None)
+        for smallest, largest in ranges:
+            if key is not None and smallest <= key <= largest:
+                return True
+            if key is None and span is not None and (span[0] is None or span[0] <= largest) \
+                    and (span[1] is None or smallest < span[1]):
+                return True
+        return False
 
 
 def _transaction(db, space: KeySpace, planned: Planned, intent: Intent, known: ExpectedState, log: OpLog,
@@ -142,7 +160,7 @@ def _transaction(db, space: KeySpace, planned: Planned, intent: Intent, known: E
     """Run a transaction: check its reads against ``known``, write its
     items, commit or roll back. True if the commit was refused by a
     conflict an overlapping ingest explains."""
-    finished_before = ingests.finished
+    mark = ingests.mark()
     txn = db.transaction(sync=intent.sync)
     try:
         for index in planned.reads:
@@ -155,8 +173,8 @@ def _transaction(db, space: KeySpace, planned: Planned, intent: Intent, known: E
             return False
         try:
             txn.commit()
-        except lsmkv.ConflictError:
-            if ingests.overlapped(finished_before):
+        except lsmkv.ConflictError as exc:
+            if ingests.explain(mark, exc):
                 return True
             raise
         return False
@@ -197,11 +215,11 @@ def _write(db, space: KeySpace, intent: Intent, ingest_dir: str, ingests: _Inges
                     table.delete(key)
                 else:
                     table.put(key, data)
-        ingests.start()
+        number = ingests.start(rows[0][0], rows[-1][0])
         try:
             db.ingest([path], move=True)
         finally:
-            ingests.finish()
+            ingests.finish(number)
     else:
         raise ValueError(f"no way to execute {intent.kind!r}")
 
