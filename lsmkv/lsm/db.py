@@ -752,6 +752,8 @@ class DB(KeyValueMapping):
             found = get_honouring_range_dels(st, k, seq, self._tables.reader)
             if found is None or found[0] == TOMBSTONE:
                 return default
+            if found[0] == MERGE:
+                return self._merged(st, k, seq)
             return found[1] if found[0] == VALUE else self._unexpired(found[1], default)
         for mem in (st.mem, *st.imms):
             version = mem.get(k, seq)
