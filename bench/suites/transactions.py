@@ -12,7 +12,12 @@ random, reads it, and writes it back plus one, in one transaction:
   per thread, WAL and synchronous=NORMAL (the bench's sqlite3 settings);
   writers queue on the database's lock (``busy_timeout`` 60 s);
 * ``lmdb``: one write transaction per increment (``env.begin(write=True)``),
-  sync=False; LMDB lets one writer in at a time.
+  sync=False; LMDB lets one writer in at a time;
+* ``lsm-merge``, ``btree-merge``: the same counters without a transaction:
+  ``db.merge(key, UInt64Add.operand(1))`` on a database opened with
+  ``merge_operator=UInt64Add()`` -- no read, nothing to validate, never a
+  retry (lsm stores the operand and folds it on reads and in compaction;
+  btree folds it at write).
 
 No engine fsyncs at commit (lsmkv and btree: ``sync=False``, the default):
 what is measured is the transactions themselves. The table gives commits
@@ -37,9 +42,10 @@ from ..timed_threads import run_timed_threads
 from ..report import fmt_ratio
 
 NAME = "transactions"
-DESCRIPTION = "read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB"
+DESCRIPTION = ("read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB; "
+               "and counters by merge")
 
-ENGINES = ("lsm", "btree", "sqlite3", "lmdb")
+ENGINES = ("lsm", "btree", "lsm-merge", "btree-merge", "sqlite3", "lmdb")
 _COUNTER = struct.Struct("<Q")
 
 
@@ -104,6 +110,23 @@ class _ProjectCounters(_Counters):
 
     def close(self) -> None:
         self.db.close()
+
+
+class _MergeCounters(_ProjectCounters):
+    """Counters by ``db.merge`` (UInt64Add, little-endian u64 like _COUNTER)."""
+
+    def open(self) -> None:
+        from lsmkv.base.merge_operators import UInt64Add
+        module = __import__("lsmkv" if self.engine == "lsm-merge" else "btree")
+        self.db = module.open(self.path, merge_operator=UInt64Add())
+        self.one = UInt64Add.operand(1)
+        with self.db.write_batch() as batch:
+            for key in self.keys:
+                batch.put(key, _COUNTER.pack(0))
+
+    def increment(self, key: bytes) -> int:
+        self.db.merge(key, self.one)
+        return 0
 
 
 class _SqliteCounters(_Counters):
@@ -173,6 +196,8 @@ class _LmdbCounters(_Counters):
 def counters_for(engine: str, path: str, keys: list[bytes]) -> _Counters:
     if engine in ("lsm", "btree"):
         return _ProjectCounters(engine, path, keys)
+    if engine in ("lsm-merge", "btree-merge"):
+        return _MergeCounters(engine, path, keys)
     if engine == "sqlite3":
         return _SqliteCounters(engine, path, keys)
     if engine == "lmdb":

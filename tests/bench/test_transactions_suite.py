@@ -24,7 +24,7 @@ def _args(tmp_path, *extra: str) -> argparse.Namespace:
 
 @pytest.mark.slow
 def test_every_engine_runs_each_thread_count_and_its_counters_add_up(tmp_path):
-    engines = ["lsm", "btree", "sqlite3"] + ([] if availability("lmdb") else ["lmdb"])
+    engines = ["lsm", "btree", "lsm-merge", "btree-merge", "sqlite3"] + ([] if availability("lmdb") else ["lmdb"])
     rec = Recorder(suite.NAME, str(tmp_path / "results"))
     suite.run(_args(tmp_path, "--engines", ",".join(engines)), rec)
     runs = {(r["engine"], r["threads"]): r for r in rec.runs}
@@ -32,7 +32,7 @@ def test_every_engine_runs_each_thread_count_and_its_counters_add_up(tmp_path):
     for (engine, threads), run in runs.items():
         assert run["operations"] > 0 and run["hot_keys"] == 2
         assert run["retries"] >= 0
-        if threads == 1 or engine in ("sqlite3", "lmdb"):
+        if threads == 1 or engine in ("sqlite3", "lmdb", "lsm-merge", "btree-merge"):
             assert run["retries"] == 0, (engine, threads)  # no one to conflict with, or writers queue
     table, = rec.tables
     assert [row[:2] for row in table.rows] == [[e, str(t)] for e in engines for t in (1, 3)]
