@@ -684,10 +684,14 @@ def test_sync_commits_survive_sigkill_whole(tmp_path):
     acked_total = 0
     for _ in range(5):
         proc = subprocess.Popen([sys.executable, str(script), path], stdout=subprocess.PIPE, text=True)
-        time.sleep(rng.uniform(0.4, 1.2))
+        # Once the child committed (however long its start took on a busy
+        # machine), kill it at a random moment of its commits.
+        first = proc.stdout.readline()
+        assert first.endswith("\n"), "the child died before its first commit"
+        time.sleep(rng.uniform(0.0, 0.8))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
-        acked = [int(line) for line in out.splitlines(keepends=True) if line.endswith("\n")]
+        acked = [int(line) for line in [first, *out.splitlines(keepends=True)] if line.endswith("\n")]
         acked_total += len(acked)
         with btree.open(path) as db:
             counter = int(db.get(b"counter", b"0"))
