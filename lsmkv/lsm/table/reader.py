@@ -495,23 +495,26 @@ class TableReader:
         key_slots = self.key_slots
         blocks = self.blocks
         refs = self.refs
-        rest: list[bytes] = []  # the keys the key index does not answer, ascending
-        for key in keys:
-            slot = key_slots.get(key)
-            if slot is not None:
-                sb = slot >> 32
-                block = blocks[sb]
-                if type(block) is Block:
-                    refs[sb] = 1
-                    j = slot & 0xFFFFFFFF
-                    sk = block.seq_kinds[j]
-                    if sk >> 8 <= read_seq:
-                        ends = block.value_ends
-                        found[key] = sk & 0xFF, block.data[ends[j]:ends[j + 1]]
-                        continue
-                # An older version, or a racing eviction: searched below (the
-                # filter, asked too, holds a key the table holds).
-            rest.append(key)
+        if key_slots:
+            rest: list[bytes] = []  # the keys the key index does not answer, ascending
+            for key in keys:
+                slot = key_slots.get(key)
+                if slot is not None:
+                    sb = slot >> 32
+                    block = blocks[sb]
+                    if type(block) is Block:
+                        refs[sb] = 1
+                        j = slot & 0xFFFFFFFF
+                        sk = block.seq_kinds[j]
+                        if sk >> 8 <= read_seq:
+                            ends = block.value_ends
+                            found[key] = sk & 0xFF, block.data[ends[j]:ends[j + 1]]
+                            continue
+                    # An older version, or a racing eviction: searched below (the
+                    # filter, asked too, holds a key the table holds).
+                rest.append(key)
+        else:
+            rest = keys  # no block of this table is indexed
         if not rest:
             return rest
         if self._bloom_bits is None:
