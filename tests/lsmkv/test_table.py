@@ -141,8 +141,10 @@ def test_bloom_batch_answers_as_each_key_alone(bits_per_key):
     assert BloomFilter(b"").may_contain_many(hashes[:3]) == [True] * 3
 
 
-def test_get_many_answers_as_get_in_every_block_state(tmp_path):
-    """TableReader.get_many gives each key what get gives it -- over keys
+@pytest.mark.parametrize("bloom_bits_per_key", [10, 0])
+def test_get_many_answers_as_get_in_every_block_state(tmp_path, bloom_bits_per_key):
+    """TableReader.get_many gives each key what get gives it (with a bloom
+    filter and without one) -- over keys
     with several versions (some running across blocks), tombstones, absent
     keys, read sequences that hide the newest versions -- with blocks
     uncached, cached raw, promoted into the key index, and in a cache too
@@ -158,17 +160,19 @@ def test_get_many_answers_as_get_in_every_block_state(tmp_path):
             kind = VALUE if rng.random() < 0.8 else TOMBSTONE
             entries.append((b"k%05d" % i, seq, kind, b"v%d" % seq if kind == VALUE else b""))
     path = tmp_path / "000007.sst"
-    build(path, entries, block_size=512)
+    build(path, entries, block_size=512, bloom_bits_per_key=bloom_bits_per_key)
     probes = sorted({b"k%05d" % rng.randrange(3100) for _ in range(700)} | {b"k00000", b"k00500", b"k02000"})
+    assert len(probes[::20]) < VECTOR_MIN <= len(probes)
     for capacity in (1 << 22, 4096):
         reader = TableReader(DEFAULT_FS, str(path), 7, BlockCache(capacity))
         for read_seq in (2**56, seq + 2500, seq + 40, 0) * (PROMOTE_AFTER + 1):
             expected = {k: reader.get(k, None, read_seq) for k in probes}
-            for subset in (probes, probes[::7]):  # batched filter and key by key
+            for subset in (probes, probes[::20]):  # the filter asked with numpy, and key by key
                 found = {}
                 still = reader.get_many(subset, read_seq, found)
                 assert found == {k: expected[k] for k in subset if expected[k] is not None}
                 assert still == [k for k in subset if expected[k] is None]
+        assert (reader.filter.bits is None) == (bloom_bits_per_key == 0)
         if capacity == 1 << 22:
             assert reader.key_slots  # the keys of promoted blocks answered too
 
