@@ -706,28 +706,29 @@ class DB(KeyValueMapping):
         distinct = sorted(set(keys))
         if st.range_dels or st.mem.range_dels is not None:
             # Range tombstones: each key weighed against them (range_del_reads.py).
-            found = [get_honouring_range_dels(st, key, seq, self._tables.reader) for key in distinct]
+            found = {}
+            for key in distinct:
+                entry = get_honouring_range_dels(st, key, seq, self._tables.reader)
+                if entry is not None:
+                    found[key] = entry
             asked = len(distinct)
         else:
             found, asked = lookup_many(st, distinct, seq, self._tables.reader)
         self._gets += asked
         now = None  # one clock reading for every expiring value
-        values: dict[bytes, bytes | None] = {}
-        for key, entry in zip(distinct, found):
-            if entry is None:
-                value = None
-            else:
-                kind, value = entry
-                if kind == TOMBSTONE:
-                    value = None
-                elif kind == VALUE_TTL:
-                    if now is None:
-                        now = now_ms(self._ttl_clock())
-                    value = live_value(value, now)
-                elif kind == MERGE:
-                    value = self._merged(st, key, seq)
+        values: dict[bytes, bytes | None] = {}  # the keys found; the others are absent
+        for key, (kind, value) in found.items():
+            if kind == TOMBSTONE:
+                continue
+            if kind == VALUE_TTL:
+                if now is None:
+                    now = now_ms(self._ttl_clock())
+                value = live_value(value, now)
+            elif kind == MERGE:
+                value = self._merged(st, key, seq)
             values[key] = value
-        return [values[key] for key in keys]
+        get = values.get
+        return [get(key) for key in keys]
 
     def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
         """The value of a stored expiring value (kind VALUE_TTL), or

@@ -13,7 +13,7 @@ from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
 from lsmkv.lsm.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
-from lsmkv.lsm.table.bloom import BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
+from lsmkv.lsm.table.bloom import VECTOR_MIN, BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
 from lsmkv.lsm.table.builder import TableBuilder
 from lsmkv.lsm.table.format import FOOTER_SIZE
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
@@ -121,6 +121,63 @@ def test_bloom_false_positive_rate_matches_formula():
         expected = expected_false_positive_rate(bits_per_key)
         # Within 40% of the formula (and the formula at 10 bits is ~0.8%).
         assert expected * 0.6 <= measured <= expected * 1.4, (bits_per_key, measured, expected)
+
+
+@pytest.mark.parametrize("bits_per_key", [1, 10, 40])
+def test_bloom_batch_answers_as_each_key_alone(bits_per_key):
+    """may_contain_many (numpy from VECTOR_MIN hashes on, Python below)
+    answers exactly what may_contain answers for each hash, for filters of
+    few and many probes (k = 1, 7, 28), members and non-members alike."""
+    rng = random.Random(bits_per_key)
+    keys = [rng.randbytes(rng.randint(0, 40)) for _ in range(3000)]
+    bloom = BloomFilter(build_filter([bloom_hash(k) for k in keys[:1500]], bits_per_key))
+    hashes = [bloom_hash(k) for k in keys] + [0, 2**64 - 1, 2**32 - 1, 2**32]
+    expected = [bloom.may_contain(h) for h in hashes]
+    assert True in expected and False in expected
+    assert bloom.may_contain_many(hashes) == expected
+    for n in (1, VECTOR_MIN - 1, VECTOR_MIN):
+        assert bloom.may_contain_many(hashes[-n:]) == expected[-n:]
+    assert bloom.may_contain_many([]) == []
+    assert BloomFilter(b"").may_contain_many(hashes[:3]) == [True] * 3
+
+
+@pytest.mark.parametrize("bloom_bits_per_key", [10, 0])
+def test_get_many_answers_as_get_in_every_block_state(tmp_path, bloom_bits_per_key):
+    """TableReader.get_many gives each key what get gives it (with a bloom
+    filter and without one) -- over keys
+    with several versions (some running across blocks), tombstones, absent
+    keys, read sequences that hide the newest versions -- with blocks
+    uncached, cached raw, promoted into the key index, and in a cache too
+    small to keep them (evictions during the batch); the keys it has
+    nothing for come back in order."""
+    rng = random.Random(5)
+    entries = []
+    seq = 100_000
+    older = []  # read sequences that see only the oldest versions of a key spanning blocks
+    for i in range(0, 3000, 2):
+        versions = 40 if i % 500 == 0 else rng.randint(1, 3)  # a few keys span blocks
+        for _ in range(versions):
+            seq -= 1
+            kind = VALUE if i % 500 == 0 or rng.random() < 0.8 else TOMBSTONE
+            entries.append((b"k%05d" % i, seq, kind, b"v%d" % seq if kind == VALUE else b""))
+        if versions == 40:
+            older.append(seq + 2)
+    path = tmp_path / "000007.sst"
+    build(path, entries, block_size=512, bloom_bits_per_key=bloom_bits_per_key)
+    probes = sorted({b"k%05d" % rng.randrange(3100) for _ in range(700)} | {b"k00000", b"k00500", b"k02000"})
+    assert len(probes[::20]) < VECTOR_MIN <= len(probes)
+    for capacity in (1 << 22, 4096):
+        reader = TableReader(DEFAULT_FS, str(path), 7, BlockCache(capacity))
+        for read_seq in (2**56, seq + 2500, seq + 40, 0, *older) * (PROMOTE_AFTER + 1):
+            expected = {k: reader.get(k, None, read_seq) for k in probes}
+            for subset in (probes, probes[::20]):  # the filter asked with numpy, and key by key
+                found = {}
+                still = reader.get_many(subset, read_seq, found)
+                assert found == {k: expected[k] for k in subset if expected[k] is not None}
+                assert still == [k for k in subset if expected[k] is None]
+        assert (reader.filter.bits is None) == (bloom_bits_per_key == 0)
+        if capacity == 1 << 22:
+            assert reader.key_slots  # the keys of promoted blocks answered too
 
 
 def test_empty_filter_admits_everything():

@@ -34,6 +34,8 @@ _HEADER = struct.Struct("<IB")
 #: parsing (the same two words, unsigned).
 _hash64 = mmh3.mmh3_x64_128_utupledigest
 _MASK32 = 0xFFFFFFFF
+#: Hashes from which BloomFilter.may_contain_many probes with numpy.
+VECTOR_MIN = 64
 
 
 def bloom_hash(key: bytes) -> int:
@@ -169,6 +171,40 @@ class BloomFilter:
                 return False
             h1 += h2
         return True
+
+    def may_contain_many(self, hashes: list[int]) -> list[bool]:
+        """may_contain() of each of ``hashes`` (bloom_hash values). From
+        VECTOR_MIN hashes on, every probe of every key is computed at once
+        with numpy: a dozen array operations instead of a Python loop of up
+        to k probes per key; below it, the arrays' fixed cost (tens of
+        microseconds) would exceed what they save."""
+        bits = self.bits
+        if bits is None:
+            return [True] * len(hashes)
+        m = self.num_bits
+        if len(hashes) < VECTOR_MIN:
+            out = []
+            probes = self._range
+            for h in hashes:
+                h1 = h & _MASK32
+                h2 = h >> 32
+                for _ in probes:
+                    if not bits[h1 % m]:
+                        out.append(False)
+                        break
+                    h1 += h2
+                else:
+                    out.append(True)
+            return out
+        h = np.array(hashes, dtype=np.uint64).view(np.int64)
+        h1 = h & _MASK32
+        h2 = (h >> 32) & _MASK32
+        # h1 + i*h2 < 2**32 * 31 for i < 30: exact in int64, exactly may_contain's probes.
+        positions = h2[:, None] * np.arange(self.k, dtype=np.int64)
+        positions += h1[:, None]
+        positions %= m
+        data = np.frombuffer(bits, dtype=np.uint8)
+        return ((data[positions >> 3] >> (positions & 7)) & 1).all(axis=1).tolist()
 
     @property
     def size_bytes(self) -> int:

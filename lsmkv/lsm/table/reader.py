@@ -478,64 +478,68 @@ class TableReader:
             i += 1  # the key's older versions continue at the start of the next block
         return out
 
-    def get_many(self, keys: list[bytes], read_seq: int) -> list[tuple[int, bytes] | None]:
-        """What :meth:`get` returns for each of ``keys`` (ascending, distinct),
-        in their order: the keys the key index or the bloom filter answers
-        first, then the others grouped by the data block the index sends
-        them to, each block fetched (from the cache or with one read) once
-        for all of its keys -- RocksDB's MultiGet on one table."""
-        out: list[tuple[int, bytes] | None] = [None] * len(keys)
+    def get_many(self, keys: list[bytes], read_seq: int,
+                 found: dict[bytes, tuple[int, bytes]]) -> list[bytes]:
+        """:meth:`get` of each of ``keys`` (ascending, distinct) in one pass:
+        the (kind, value) of each key this table holds a version of goes into
+        ``found``; returns the keys it has none of (ascending), for the next
+        source. A block is fetched (from the cache or with one read) once for
+        the run of keys it holds -- RocksDB's MultiGet on one table.
+
+        Each key takes get()'s path, with the table's state in local
+        variables for the whole batch: first the key index (``key_slots``)
+        for every key; then the bloom filter for all the keys it did not
+        answer at once (BloomFilter.may_contain_many); then, for those that
+        pass, the index (bisected from the previous key's block on, as the
+        keys ascend) and the block, raw or decoded."""
         key_slots = self.key_slots
         blocks = self.blocks
-        bits = self._bloom_bits
-        m = self._bloom_m
-        probes = self._bloom_probes
+        refs = self.refs
+        if key_slots:
+            rest: list[bytes] = []  # the keys the key index does not answer, ascending
+            for key in keys:
+                slot = key_slots.get(key)
+                if slot is not None:
+                    sb = slot >> 32
+                    block = blocks[sb]
+                    if type(block) is Block:
+                        refs[sb] = 1
+                        j = slot & 0xFFFFFFFF
+                        sk = block.seq_kinds[j]
+                        if sk >> 8 <= read_seq:
+                            ends = block.value_ends
+                            found[key] = sk & 0xFF, block.data[ends[j]:ends[j + 1]]
+                            continue
+                    # An older version, or a racing eviction: searched below (the
+                    # filter, asked too, holds a key the table holds).
+                rest.append(key)
+        else:
+            rest = keys  # no block of this table is indexed
+        if not rest:
+            return rest
+        if self._bloom_bits is None:
+            maybe = repeat(True)
+        else:
+            maybe = self.filter.may_contain_many([_hash64(key, 0)[0] for key in rest])
+        still: list[bytes] = []
         index_keys = self.index_keys
         n_blocks = len(index_keys)
-        groups: dict[int, list[int]] = {}
+        uses_of = self.uses
+        cache = self._cache
+        searches = 0
         b = 0
-        for k, key in enumerate(keys):
-            slot = key_slots.get(key)
-            if slot is not None:
-                sb = slot >> 32
-                block = blocks[sb]
-                if type(block) is Block:
-                    self.refs[sb] = 1
-                    j = slot & 0xFFFFFFFF
-                    sk = block.seq_kinds[j]
-                    if sk >> 8 <= read_seq:
-                        ends = block.value_ends
-                        out[k] = sk & 0xFF, block.data[ends[j]:ends[j + 1]]
-                        continue
-            elif bits is not None:
-                h = _hash64(key, 0)[0]  # the bloom filter, as get() inlines it
-                h1 = h & 0xFFFFFFFF
-                h2 = h >> 32
-                absent = False
-                for _ in probes:
-                    if not bits[h1 % m]:
-                        absent = True
-                        break
-                    h1 += h2
-                if absent:
-                    continue
+        for key, may_hold in zip(rest, maybe):
+            if not may_hold:
+                still.append(key)
+                continue
             b = bisect_left(index_keys, key, b)  # the keys ascend, so do their blocks
             if b == n_blocks:
+                still.append(key)
                 continue
-            group = groups.get(b)
-            if group is None:
-                groups[b] = [k]
-            else:
-                group.append(k)
-        if not groups:
-            return out
-        io = self._io
-        cache = self._cache
-        for b, group in groups.items():
-            io.searches += len(group)
+            searches += 1
             held = blocks[b]
             if held is None:
-                io.get_block_reads += 1
+                self._io.get_block_reads += 1
                 raw = self._read_block(b)
                 if self.codec == CODEC_LENGTHS:
                     held = self._decode(b, raw)
@@ -546,35 +550,38 @@ class TableReader:
                     if cache is not None:
                         cache.admit(self, b, raw, len(raw) + RAW_BLOCK_OVERHEAD)
             else:
-                self.refs[b] = 1
-                before = self.uses[b]
-                uses = before + len(group)
-                self.uses[b] = min(uses, 254)
-                if before < PROMOTE_AFTER <= uses and not self.indexed[b] and cache is not None:
+                refs[b] = 1
+                uses = uses_of[b] + 1
+                if uses < 255:
+                    uses_of[b] = uses
+                if uses == PROMOTE_AFTER and not self.indexed[b] and cache is not None:
                     self._promote(b)
-            for k in group:
-                key = keys[k]
-                if type(held) is bytes:
-                    found = search_block(held, key, read_seq)
-                    if found is CONTINUE:
-                        # The key's older versions go on in the next block (rare): the one-key path.
-                        found = self.get(key, None, read_seq)
-                    out[k] = found
+            if type(held) is bytes:
+                answer = search_block(held, key, read_seq)
+                if answer is CONTINUE:
+                    # The key's older versions go on in the next block (rare): the one-key path.
+                    answer = self.get(key, None, read_seq)
+            else:
+                bkeys = held.keys
+                j = bisect_left(bkeys, key)
+                nk = len(bkeys)
+                sks = held.seq_kinds
+                answer = None
+                while j < nk and bkeys[j] == key:
+                    sk = sks[j]
+                    if sk >> 8 <= read_seq:
+                        answer = sk & 0xFF, held.value(j)
+                        break
+                    j += 1
                 else:
-                    bkeys = held.keys
-                    j = bisect_left(bkeys, key)
-                    nk = len(bkeys)
-                    sks = held.seq_kinds
-                    while j < nk and bkeys[j] == key:
-                        sk = sks[j]
-                        if sk >> 8 <= read_seq:
-                            out[k] = sk & 0xFF, held.value(j)
-                            break
-                        j += 1
-                    else:
-                        if j == nk:
-                            out[k] = self.get(key, None, read_seq)
-        return out
+                    if j == nk:
+                        answer = self.get(key, None, read_seq)
+            if answer is None:
+                still.append(key)
+            else:
+                found[key] = answer
+        self._io.searches += searches
+        return still
 
     # -- iteration --------------------------------------------------------------
 
