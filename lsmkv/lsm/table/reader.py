@@ -183,23 +183,7 @@ class TableReader:
         """(seq, kind, value) of the newest version of ``key`` with seq <=
         read_seq, or None: for the reads that weigh a version against a
         range tombstone of the same table (decodes the block; not the hot path)."""
-        i = bisect_left(self.index_keys, key)
-        n = len(self.index_keys)
-        while i < n:
-            block = self.block(i)
-            keys = block.keys
-            j = bisect_left(keys, key)
-            m = len(keys)
-            sks = block.seq_kinds
-            while j < m:
-                if keys[j] != key:
-                    return None
-                sk = sks[j]
-                if sk >> 8 <= read_seq:
-                    return sk >> 8, sk & 0xFF, block.value(j)
-                j += 1
-            i += 1
-        return None
+        return next(self._visible_versions(key, read_seq), None)
 
     @property
     def num_blocks(self) -> int:
@@ -460,7 +444,11 @@ class TableReader:
         newest first (a read folding merge operands needs them all, and
         their sequences to weigh them against range tombstones; any other
         read wants only the newest, :meth:`get`)."""
-        out: list[tuple[int, int, bytes]] = []
+        return list(self._visible_versions(key, read_seq))
+
+    def _visible_versions(self, key: bytes, read_seq: int) -> Iterator[tuple[int, int, bytes]]:
+        """Yields (seq, kind, value) of the versions of ``key`` with seq <=
+        read_seq, newest first, decoding the blocks they are in."""
         index_keys = self.index_keys
         i = bisect_left(index_keys, key)
         while i < len(index_keys):
@@ -470,13 +458,12 @@ class TableReader:
             j = bisect_left(keys, key)
             while j < len(keys):
                 if keys[j] != key:
-                    return out
+                    return
                 sk = sks[j]
                 if sk >> 8 <= read_seq:
-                    out.append((sk >> 8, sk & 0xFF, block.value(j)))
+                    yield sk >> 8, sk & 0xFF, block.value(j)
                 j += 1
             i += 1  # the key's older versions continue at the start of the next block
-        return out
 
     def get_many(self, keys: list[bytes], read_seq: int,
                  found: dict[bytes, tuple[int, bytes]]) -> list[bytes]:
