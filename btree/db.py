@@ -35,9 +35,9 @@ this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
 pre-images before writers change them (see btree.tree); when the handle
 replaces its tree (a vacuum, a read-only handle's reload) the old tree
-stays with its snapshots (``_views``), and a read-only handle registers
-the checkpoint they read in the reader table (btree/readers.py), whose
-slots the writer then keeps.
+stays with its snapshots (``_views``, btree/snapshot_views.py), and a
+read-only handle registers the checkpoint they read in the reader table
+(btree/readers.py), whose slots the writer then keeps.
 Another process that opens the directory for writing gets a LockError;
 read-only handles take no lock and follow a writer in another process by
 reloading when they meet a page newer than their view.
@@ -86,6 +86,7 @@ from .readers import ReaderTable
 from .recovery import (VIEW_ATTEMPTS, concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
                        replay_log, retry_while_checkpointing)
 from .snapshot import Snapshot
+from .snapshot_views import drop_view, end_snapshot, end_view, pin_view, read_snapshot
 from .stats import collect_stats
 from .transactions import (TransactionHost, TransactionSnapshot, recorded_writes, screen_group,
                            transaction_limits)
@@ -308,29 +309,11 @@ class DB(KeyValueMapping):
         in another process is in the middle of a checkpoint."""
         retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
 
-    def _end_view(self, reason: str) -> None:
-        """End the handle's view before it is loaded again, and read the
-        meta page again. A read-only handle, and a writer whose page file
-        was replaced (compact_range, ingest), keep the view for the
-        snapshots and cursors that read it, with its page file open (the
-        writer never reuses what they read: btree/readers.py); a writer
-        rebuilding its tree after a failed write ends them (``reason`` is
-        what they are told)."""
-        if self._views and not (self._read_only or self._pager.replaced()):
-            self._view_gen += 1
-            self._view_reason = reason
-            self._live_snaps.clear()
-            for view in list(self._views.values()):
-                self._drop_view(view)
-        if id(self._tree) not in self._views:
-            self._pool.clear()
-        self._reread_meta()
-
     def _refresh(self, reason: str) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed,
         or rewrote the page file with compact_range()); ``reason`` is what
         the handle's snapshots are told."""
-        self._end_view(reason)
+        end_view(self, reason)
         self._load_view()
         self._fill_cache = None
 
@@ -418,7 +401,7 @@ class DB(KeyValueMapping):
         if self._pager is not None:
             self._pager.close()
         for view in list(self._views.values()):
-            self._drop_view(view)
+            drop_view(self, view)
         if self._readers is not None:
             self._readers.close()
             self._readers = None
@@ -473,7 +456,7 @@ class DB(KeyValueMapping):
         snapshot reads the tree it was taken on, which the writer keeps
         whole for it (btree/readers.py)."""
         if snap is not None:
-            return self._read_snapshot(fn, args, snap)
+            return read_snapshot(self, fn, args, snap)
         if not self._read_only:
             return fn(self._tree, *args)
         for attempt in range(200):
@@ -489,75 +472,6 @@ class DB(KeyValueMapping):
             self._refresh("a writer checkpointed pages its view needed, so it moved to the writer's newest data")
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
-
-    def _read_snapshot(self, fn, args: tuple, snap: "Snapshot"):
-        tree = snap._source
-        try:
-            result = fn(tree, *args)
-        except StaleView:
-            # The writer reused slots this view registered: a writer that
-            # keeps no reader table (an older lsmkv) checkpointed under it.
-            why = (f"this handle could not register it in the reader table ({self._readers_unusable})"
-                   if self._readers_unusable else "a writer that keeps no reader table?")
-            raise SnapshotEndedError(f"the snapshot ended: a writer of {self.path} checkpointed over pages it "
-                                     f"reads ({why}); take a new one") from None
-        if tree is not self._tree:
-            pool = tree.pool
-            if len(pool.pages) > pool.capacity:
-                pool.trim()
-        return result
-
-    # ---- views that snapshots read ------------------------------------------------------------
-
-    def _pin_view(self) -> list:
-        """The record of the tree a new snapshot reads (``_views``), made if
-        it has none. A read-only handle registers its view's checkpoint in
-        the reader table first, and keeps it only if that checkpoint is
-        still the newest on disk (else the writer may have reused its slots
-        already): otherwise it moves to the writer's newest data and tries
-        again (btree/readers.py)."""
-        view = self._views.get(id(self._tree))
-        if view is not None:
-            return view
-        slot = None
-        if self._read_only and self._readers is None and self._readers_unusable is None:
-            try:
-                self._readers = ReaderTable(self.path, create=False)
-            except (OSError, CorruptionError) as exc:
-                # (A store on a read-only file system, say: its snapshots
-                # last while no writer reuses what they read.)
-                self._readers_unusable = str(exc)
-                log.warning("%s: snapshots of this read-only handle are not registered in the reader table "
-                            "(%s): a writer's checkpoints may end them", self.path, exc)
-        if self._read_only and self._readers is not None:
-            for attempt in range(VIEW_ATTEMPTS):
-                pager = self._pager
-                slot = self._readers.register(pager.meta.epoch, pager.file.identity())
-                if not pager.overlay and not self._concurrent_checkpoint():
-                    break
-                self._readers.unregister(slot)
-                slot = None
-                if attempt:
-                    time.sleep(0.01)
-                self._refresh("a snapshot was taken, which reads the writer's newest checkpoint")
-            else:
-                raise LsmkvError(f"{self.path}: could not register a snapshot while another process kept "
-                                 "checkpointing; retry")
-        view = self._views[id(self._tree)] = [self._tree, 0, slot]
-        return view
-
-    def _drop_view(self, view: list) -> None:
-        """The last snapshot of ``view`` closed (or ended): its reader-table
-        slot is cleared, and a tree the handle replaced is let go, with its
-        page file."""
-        tree, _, slot = view
-        self._views.pop(id(tree), None)
-        if slot is not None and self._readers is not None:
-            self._readers.unregister(slot)
-        if tree is not self._tree:
-            tree.pool.clear()
-            if tree.pager is not self._pager:
-                tree.pager.close()
 
     # ---- writes --------------------------------------------------------------------------------
 
@@ -1191,13 +1105,13 @@ class DB(KeyValueMapping):
             self._check_open()
             self._snap_ids += 1
             sid = self._snap_ids
-            view = self._pin_view()
+            view = pin_view(self)
             tree = self._tree
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
             snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
-                            multi_get=self._snapshot_multi_get, scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=self._end_snapshot)
+                            multi_get=self._snapshot_multi_get, scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=partial(end_snapshot, self))
             snap._source = tree
             view[1] += 1
             self._live_snaps[sid] = snap
@@ -1253,24 +1167,6 @@ class DB(KeyValueMapping):
                 self._trim_after_read()
             return result
         return read_chunk
-
-    def _end_snapshot(self, snap: "Snapshot") -> None:
-        with self._lock:
-            if snap._closed:
-                return
-            snap._closed = True
-            for chunk, owner in self._chunks.values():
-                if owner is snap:
-                    chunk.clear()  # stops this snapshot's iterators
-            self._live_snaps.pop(snap._id, None)
-            tree = snap._source
-            if snap._gen == self._view_gen:  # (a rebuild after a failure ended it)
-                tree.end_snapshot(snap._id)
-                view = self._views.get(id(tree))
-                if view is not None:
-                    view[1] -= 1
-                    if not view[1]:
-                        self._drop_view(view)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 
