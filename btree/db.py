@@ -52,7 +52,6 @@ import time
 import weakref
 from functools import partial
 from itertools import chain
-from math import isqrt
 from typing import Callable, Iterator
 
 from lsmkv.base.cache_size import default_capacity
@@ -76,18 +75,20 @@ from .checkpoint import copy_tree, split_keys, write_checkpoint
 from .cursor import snapshot_source
 from .error_handler import fail, resume_writes
 from .ingest import ingest_files
-from .node import DEADLINE_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
+from .node import DEADLINE_SIZE, Expiring, Node, encode_node, encode_overflow
 from .merging import MergeOperand, resolve_group
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
 from .range_delete import delete_range
 from .readers import ReaderTable
-from .recovery import (VIEW_ATTEMPTS, concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
+from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
                        replay_log, retry_while_checkpointing)
+from .scan import SCAN_FIRST_CHUNK, SCAN_MAX_CHUNK, scan_chunks  # noqa: F401 - the sizes stay btree.db's names
 from .snapshot import Snapshot
 from .snapshot_views import drop_view, end_snapshot, end_view, pin_view, read_snapshot
 from .stats import collect_stats
+from .sweep import SWEEP_CHUNK, run_sweep, schedule_sweep  # noqa: F401 - SWEEP_CHUNK stays btree.db's name
 from .transactions import (TransactionHost, TransactionSnapshot, recorded_writes, screen_group,
                            transaction_limits)
 from .tree import Tree
@@ -97,12 +98,6 @@ from .write_batch import QueuedWrite, WriteBatch, check_range, queued_batch
 
 log = logging.getLogger(__name__)
 
-#: Entries a sweep chunk looks at while holding the writers off.
-SWEEP_CHUNK = 4096
-#: Entries (cells read) in a scan's first chunk and the most in one chunk
-#: (see DB._scan_chunks for how chunks grow).
-SCAN_FIRST_CHUNK = 16
-SCAN_MAX_CHUNK = 4096
 
 
 class DB(KeyValueMapping):
@@ -235,7 +230,7 @@ class DB(KeyValueMapping):
             self._closed = False
             self._usable = True
             self._writable = not read_only
-            self._schedule_sweep()
+            schedule_sweep(self)
         except BaseException:
             self._release()
             raise
@@ -690,7 +685,7 @@ class DB(KeyValueMapping):
             self._version += 1
             self._after_write()
             if self._sweep is None and self._tree.ttl_entries:
-                self._schedule_sweep()
+                schedule_sweep(self)
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the LSN everything
@@ -725,46 +720,11 @@ class DB(KeyValueMapping):
         self._commits.close()
         self._stop_timer()
 
-    # ---- sweeping expired keys ----------------------------------------------------------
-
-    def _schedule_sweep(self) -> None:
-        """Sweep expired keys ``ttl_sweep_interval`` seconds from now, on the
-        timing wheel, while the tree holds values with a ttl."""
-        if self._read_only or self._sweep is not None or not self._tree.ttl_entries:
-            return
-        try:
-            timer = self._get_timer()
-        except ClosedError:
-            return
-        with self._timer_lock:
-            if self._sweep is None and not self._closing:
-                self._sweep = timer.schedule(self._ttl_sweep_interval, self._run_sweep)
+    # ---- sweeping expired keys (btree/sweep.py) -------------------------------------------
 
     def _run_sweep(self) -> None:
-        """Delete every key whose ttl has expired (their pages go back to the
-        free list), a chunk at a time: each chunk holds writers off while it
-        finds expired keys and logs and applies their deletes, as one batch
-        (so recovery replays it like any write). Runs on the timer's executor."""
-        cursor = None
-        while True:
-            with self._writes.exclusive():
-                with self._lock:
-                    if self._closing or not self._writable:
-                        return
-                    keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
-                    if keys:
-                        ops = [(k, None) for k in keys]
-                        writer = Writer(QueuedWrite("sweep", ops, encode_batch(ops), 0), False)
-                        try:
-                            self._append_and_apply([writer], False)
-                        except LsmkvError:
-                            return  # writes are stopped; the error is logged and reported by stats()
-                        self._ttl_swept += len(keys)
-            if cursor is None:
-                break
-        with self._timer_lock:
-            self._sweep = None
-        self._schedule_sweep()
+        """Sweep expired keys now (btree/sweep.py; what the timing wheel runs)."""
+        run_sweep(self)
 
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
@@ -985,72 +945,7 @@ class DB(KeyValueMapping):
             return iter(())
         # The items of each chunk are yielded by chain's C loop: the
         # generator runs once per chunk, not once per item.
-        return chain.from_iterable(self._scan_chunks(lo, hi, reverse, snap))
-
-    def _scan_chunks(self, lo: bytes | None, hi: bytes | None, reverse: bool,
-                     snap: "Snapshot | None") -> Iterator[list[tuple[bytes, bytes]]]:
-        """The chunks of a scan: lists of (key, value), each read under the
-        lock as one consistent read of the tree (or of ``snap``). A chunk
-        goes on where the last one stopped (Tree.chunk_forward's RangePos)
-        if no write came in between, and otherwise seeks again past the last
-        key returned, so writes ahead of the scan's position are seen."""
-        # The first chunk is small (a short range read, a seek and a few
-        # next()s, touches one leaf or two), later ones grow up to 4,096.
-        limit = SCAN_FIRST_CHUNK
-        returned = 0
-        inclusive = True
-        view = None
-        pos = None
-        lock = self._lock
-        live = self._chunks
-        while True:
-            with lock:
-                if snap is None:
-                    if not self._usable:
-                        self._check_open()
-                else:
-                    self._check_snapshot(snap)
-                    view = snap._view
-                if reverse:
-                    items, pos = self._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
-                else:
-                    items, pos = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
-                self._trim_after_read()
-            # close() of the DB or the snapshot empties the chunks being
-            # yielded, so the next item asks for the next chunk: an error.
-            key = id(items)
-            live[key] = (items, snap)
-            try:
-                yield items
-            finally:
-                live.pop(key, None)
-            if self._closed:
-                self._check_open()
-            if snap is not None and snap._closed:
-                self._check_snapshot(snap)
-            if pos is None:
-                return
-            if reverse:
-                hi = items[-1][0]
-            else:
-                lo = items[-1][0]
-                inclusive = False
-            # The next chunk's size weighs what a chunk costs in itself
-            # (the lock, a call into the tree: a few µs) against what it
-            # reads in vain if the caller stops early (most short range
-            # reads stop within a chunk or two). A chunk read from memory
-            # is cheap next to its fixed cost: the next takes twice as many
-            # entries. One that read leaves outside the pool paid a page
-            # read and check per leaf: the next takes sqrt(4 x the entries
-            # returned so far) (at least 16), so what a scan reads in vain
-            # stays about the square root of what it returns, and so does
-            # its number of chunks. (Measured on 1 KB values, 2-3 to a
-            # leaf: doubling read 1.3 times the leaves of YCSB-E's scans.)
-            returned += len(items)
-            if not pos.images:
-                limit = min(2 * limit, SCAN_MAX_CHUNK)
-            else:
-                limit = min(max(SCAN_FIRST_CHUNK, isqrt(4 * returned)), SCAN_MAX_CHUNK)
+        return chain.from_iterable(scan_chunks(self, lo, hi, reverse, snap))
 
     def get_meta(self, name: str) -> bytes | None:
         """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""

@@ -1150,7 +1150,7 @@ class RangePos:
     ``version`` is the one recorded: any write may move entries between
     pages, and then the next chunk seeks again from its last key.
     ``images`` counts the leaves the chunk read outside the pool (what
-    its cells cost: DB._scan_chunks sizes the next chunk by it)."""
+    its cells cost: btree/scan.py sizes the next chunk by it)."""
 
     __slots__ = ("version", "pgno", "index", "image", "images")
 
