@@ -86,6 +86,8 @@ from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pa
                        replay_log, retry_while_checkpointing)
 from .scan import SCAN_FIRST_CHUNK, SCAN_MAX_CHUNK, scan_chunks  # noqa: F401 - the sizes stay btree.db's names
 from .snapshot import Snapshot
+from .snapshot_reads import (check_snapshot, chunk_reader, snapshot_get, snapshot_iterator, snapshot_multi_get,
+                             snapshot_scan)
 from .snapshot_views import drop_view, end_snapshot, end_view, pin_view, read_snapshot
 from .stats import collect_stats
 from .sweep import SWEEP_CHUNK, run_sweep, schedule_sweep  # noqa: F401 - SWEEP_CHUNK stays btree.db's name
@@ -612,13 +614,13 @@ class DB(KeyValueMapping):
 
     def _transaction_snapshot(self) -> TransactionSnapshot:
         snap = self.snapshot()
-        return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, multi_get=self._snapshot_multi_get,
-                                   read_chunk=self._chunk_reader(snap),
+        return TransactionSnapshot(snap, self._alive, get=partial(snapshot_get, self),
+                                   multi_get=partial(snapshot_multi_get, self), read_chunk=chunk_reader(self, snap),
                                    check=partial(self._check_transaction_snapshot, snap))
 
     def _check_transaction_snapshot(self, snap: "Snapshot") -> None:
         self._check_open()  # (close() closes the snapshot too: the closed database is the news)
-        self._check_snapshot(snap)
+        check_snapshot(self, snap)
 
     def _snapshot_ended(self) -> SnapshotEndedError:
         """What the commit of a transaction whose snapshot ended raises."""
@@ -986,8 +988,8 @@ class DB(KeyValueMapping):
         not seen (it reads through a snapshot of its own, closed with it)."""
         snap = self.snapshot()
         try:
-            return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
-                          check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
+            return Cursor([snapshot_source(chunk_reader(self, snap))], lower_bound, upper_bound,
+                          check=partial(check_snapshot, self, snap), pinned=snap, on_close=snap.close)
         except BaseException:
             snap.close()
             raise
@@ -1005,63 +1007,13 @@ class DB(KeyValueMapping):
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
-            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
-                            multi_get=self._snapshot_multi_get, scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=partial(end_snapshot, self))
+            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=partial(snapshot_get, self),
+                            multi_get=partial(snapshot_multi_get, self), scan=partial(snapshot_scan, self),
+                            iterator=partial(snapshot_iterator, self), end=partial(end_snapshot, self))
             snap._source = tree
             view[1] += 1
             self._live_snaps[sid] = snap
             return snap
-
-    # ---- what a Snapshot does (it is handed these, and nothing else) ---------------------------
-
-    def _check_snapshot(self, snap: "Snapshot") -> None:
-        if snap._closed:
-            raise ClosedError("the snapshot is closed")
-        self._check_open()
-        if self._view_gen != snap._gen:
-            # (Not marked closed: every later use says this again, and close() stays harmless.)
-            raise SnapshotEndedError(f"the snapshot ended (a cursor reads through one): this handle of "
-                                     f"{self.path} reloaded its view ({self._view_reason}), which ends every "
-                                     f"snapshot and cursor taken before; take a new one")
-
-    def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
-        with self._lock:
-            self._check_snapshot(snap)
-            value = self._read(Tree.get_in, snap._view, key, snap=snap)
-            self._trim_after_read()
-        return value
-
-    def _snapshot_multi_get(self, snap: "Snapshot", keys: list[bytes]) -> list[bytes | None]:
-        """The values of ``keys`` (ascending, distinct) in the snapshot's view."""
-        with self._lock:
-            self._check_snapshot(snap)
-            values = self._read(Tree.get_many, keys, snap._view, snap=snap)
-            self._trim_after_read()
-        return values
-
-    def _snapshot_scan(self, snap: "Snapshot", lo: bytes | None, hi: bytes | None,
-                       reverse: bool) -> Iterator[tuple[bytes, bytes]]:
-        with self._lock:
-            self._check_snapshot(snap)
-        return self._scan(lo, hi, reverse, snap)
-
-    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Cursor:
-        with self._lock:
-            self._check_snapshot(snap)
-        return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
-                      check=lambda: self._check_snapshot(snap))
-
-    def _chunk_reader(self, snap: "Snapshot"):
-        """What a cursor over ``snap`` reads the tree with (btree/cursor.py's
-        ChunkReader): ``fn`` over the snapshot's view from ``resume``, under
-        the lock, the snapshot checked first."""
-        def read_chunk(fn, resume, *args):
-            with self._lock:
-                self._check_snapshot(snap)
-                result = self._read(fn, *args, snap._view, resume, snap=snap)
-                self._trim_after_read()
-            return result
-        return read_chunk
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from math import isqrt
 from typing import TYPE_CHECKING, Iterator
 
+from .snapshot_reads import check_snapshot
 from .tree import Tree
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
                 if not db._usable:
                     db._check_open()
             else:
-                db._check_snapshot(snap)
+                check_snapshot(db, snap)
                 view = snap._view
             if reverse:
                 items, pos = db._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
@@ -67,7 +68,7 @@ def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
         if db._closed:
             db._check_open()
         if snap is not None and snap._closed:
-            db._check_snapshot(snap)
+            check_snapshot(db, snap)
         if pos is None:
             return
         if reverse:
