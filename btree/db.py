@@ -62,7 +62,7 @@ from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, In
                                InvalidDatabaseError, LsmkvError, ReadOnlyError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
-from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_value, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.merge_operators import check_operand
 from lsmkv.base.timer import Timer, TimerHandle
@@ -77,6 +77,7 @@ from .error_handler import fail, resume_writes
 from .ingest import ingest_files
 from .node import DEADLINE_SIZE, Expiring, Node, encode_node, encode_overflow
 from .merging import MergeOperand, resolve_group
+from .multi_get import multi_get
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
@@ -837,63 +838,8 @@ class DB(KeyValueMapping):
                     pool.trim()
         return default if value is None else value
 
-    def multi_get(self, keys) -> list[bytes | None]:
-        """The value of each of ``keys`` (None where absent), in the order
-        given, duplicates allowed, all read under the lock at once (a
-        consistent view, which a loop of get() is not). Every key is checked
-        before anything is read. The keys are looked up sorted, one descent
-        per leaf for all the keys that fall in it (Tree.get_many)."""
-        checked = as_keys(keys, MAX_KEY_SIZE)
-        distinct = sorted(set(checked))
-        with self._lock:
-            if not self._usable:
-                self._check_open()
-            self._gets += len(distinct)
-            found: dict[bytes, bytes | None] = {}
-            ahi_get = self._ahi_get
-            if ahi_get is not None:
-                # The adaptive hash index first, as get() does: its hits need no descent.
-                misses = []
-                for key in distinct:
-                    value = ahi_get(key)
-                    if value is None:
-                        misses.append(key)
-                    else:
-                        found[key] = value
-                if len(misses) != len(distinct):
-                    self._mark_hash_hits(distinct, len(distinct) - len(misses))
-                distinct = misses
-            if distinct:
-                pager = self._pager
-                reads = pager.page_reads
-                if self._read_only:
-                    values = self._read(Tree.get_many, distinct)
-                else:
-                    values = self._tree.get_many(distinct)
-                found.update(zip(distinct, values))
-                if pager.page_reads != reads:
-                    self._get_page_reads += pager.page_reads - reads
-                    self._trim_after_read()
-        return [found[key] for key in checked]
-
-    def _mark_hash_hits(self, keys: list[bytes], hits: int) -> None:
-        """Count ``hits`` hash index hits among ``keys`` and mark one leaf
-        as recently used per 16 of them, as get() does for its hits."""
-        before = self._ahi_hits
-        self._ahi_hits = before + hits
-        marks = (before + hits) // 16 - before // 16
-        if not marks:
-            return
-        ahi_page = self._ahi_page
-        pages = self._pages
-        for key in keys:
-            node = pages.get(ahi_page.get(key))
-            if node is not None:
-                node.ref = True
-                node.hits += 16
-                marks -= 1
-                if not marks:
-                    return
+    #: multi_get(keys): the value of each key, read in one consistent view (btree/multi_get.py).
+    multi_get = multi_get
 
     def _trim_after_read(self) -> None:
         pool = self._pool
