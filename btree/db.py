@@ -21,10 +21,13 @@ describes it at length):
 The rest of the DB's work has a module of its own, to which its methods
 delegate: options (btree/options.py), write batches (btree/write_batch.py),
 merges folded by the log writer (btree/merging.py), range deletes on the
-tree (btree/range_delete.py),
-failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
-(btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
-``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and
+tree (btree/range_delete.py), failures and ``resume()``
+(btree/error_handler.py), ``compact_range()`` (btree/vacuum.py),
+``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and ``split_keys()``
+(btree/checkpoint.py), a scan's chunks (btree/scan.py), ``multi_get()``
+(btree/multi_get.py), the views snapshots read and the reads through them
+(btree/snapshot_views.py, btree/snapshot_reads.py), the sweep of expired
+keys (btree/sweep.py), ``stats()`` (btree/stats.py) and
 ``check_invariants()`` (btree/check.py). Each is handed the DB or the
 callables it needs; none imports this module.
 
