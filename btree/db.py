@@ -726,12 +726,6 @@ class DB(KeyValueMapping):
         self._commits.close()
         self._stop_timer()
 
-    # ---- sweeping expired keys (btree/sweep.py) -------------------------------------------
-
-    def _run_sweep(self) -> None:
-        """Sweep expired keys now (btree/sweep.py; what the timing wheel runs)."""
-        run_sweep(self)
-
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
         called this is logged and applied already: if the checkpoint fails,
@@ -745,6 +739,12 @@ class DB(KeyValueMapping):
                 pool.trim()
         except BackgroundError:
             pass  # _checkpoint() stopped writes and logged why
+
+    # ---- sweeping expired keys (btree/sweep.py) -------------------------------------------
+
+    def _run_sweep(self) -> None:
+        """Sweep expired keys now (btree/sweep.py; what the timing wheel runs)."""
+        run_sweep(self)
 
     # ---- checkpoints -----------------------------------------------------------------------------
 
