@@ -615,7 +615,8 @@ class Tree:
         leaf.used = _leaf_used(leaf)
         right.used = _leaf_used(right)
         right.prev = leaf.pgno
-        self._link_next(right, leaf.next)
+        if leaf.next:  # (a new leaf's next is 0 already)
+            self._link_next(right, leaf.next)
         leaf.next = right.pgno
         self._insert_in_parent(path, leaf, shortest_separator(keys[-1], right.keys[0]), right.pgno)
 
@@ -625,7 +626,8 @@ class Tree:
         leaf.next = pg
         if pg:
             nxt = self.node(pg, True)
-            self.preserve(nxt)
+            if nxt.saved < self.snap_seq:  # (as put() does: no call without snapshots)
+                self.preserve(nxt)
             nxt.prev = leaf.pgno
             self.touch(nxt)
 
