@@ -29,6 +29,12 @@ reader when ``db.ingest`` reads table files. Modules:
 * :mod:`btree.ingest`: ``ingest()``: table files taken into the tree;
 * :mod:`btree.checkpoint`: ``checkpoint(dest)`` (a copy in a new directory) and ``split_keys()``;
 * :mod:`btree.snapshot`: point-in-time views;
+* :mod:`btree.snapshot_views`: the trees open snapshots read, kept (and registered
+  in the reader table) until their last snapshot closes;
+* :mod:`btree.snapshot_reads`: what a snapshot reads through (get, multi_get, scan, cursor);
+* :mod:`btree.scan`: a scan's chunks, each one consistent read, and how they grow;
+* :mod:`btree.multi_get`: ``multi_get()``, and its hash-index hits' bookkeeping;
+* :mod:`btree.sweep`: the background sweep that deletes keys whose ttl has expired;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
 * :mod:`btree.stats`: ``stats()``;
 * :mod:`btree.check`: consistency checks (``btree.check``, ``check_invariants()``);

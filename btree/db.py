@@ -21,10 +21,13 @@ describes it at length):
 The rest of the DB's work has a module of its own, to which its methods
 delegate: options (btree/options.py), write batches (btree/write_batch.py),
 merges folded by the log writer (btree/merging.py), range deletes on the
-tree (btree/range_delete.py),
-failures and ``resume()`` (btree/error_handler.py), ``compact_range()``
-(btree/vacuum.py), ``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and
-``split_keys()`` (btree/checkpoint.py), ``stats()`` (btree/stats.py) and
+tree (btree/range_delete.py), failures and ``resume()``
+(btree/error_handler.py), ``compact_range()`` (btree/vacuum.py),
+``ingest()`` (btree/ingest.py), ``checkpoint(dest)`` and ``split_keys()``
+(btree/checkpoint.py), a scan's chunks (btree/scan.py), ``multi_get()``
+(btree/multi_get.py), the views snapshots read and the reads through them
+(btree/snapshot_views.py, btree/snapshot_reads.py), the sweep of expired
+keys (btree/sweep.py), ``stats()`` (btree/stats.py) and
 ``check_invariants()`` (btree/check.py). Each is handed the DB or the
 callables it needs; none imports this module.
 
@@ -35,9 +38,9 @@ this lock; ``_log_sync_lock`` is held while the log is fsynced or replaced.
 Snapshots (:class:`Snapshot`) are point-in-time views kept by saving nodes'
 pre-images before writers change them (see btree.tree); when the handle
 replaces its tree (a vacuum, a read-only handle's reload) the old tree
-stays with its snapshots (``_views``), and a read-only handle registers
-the checkpoint they read in the reader table (btree/readers.py), whose
-slots the writer then keeps.
+stays with its snapshots (``_views``, btree/snapshot_views.py), and a
+read-only handle registers the checkpoint they read in the reader table
+(btree/readers.py), whose slots the writer then keeps.
 Another process that opens the directory for writing gets a LockError;
 read-only handles take no lock and follow a writer in another process by
 reloading when they meet a page newer than their view.
@@ -52,7 +55,6 @@ import time
 import weakref
 from functools import partial
 from itertools import chain
-from math import isqrt
 from typing import Callable, Iterator
 
 from lsmkv.base.cache_size import default_capacity
@@ -63,7 +65,7 @@ from lsmkv.base.errors import (BackgroundError, ClosedError, CorruptionError, In
                                InvalidDatabaseError, LsmkvError, ReadOnlyError, SnapshotEndedError)
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.group_commit import GroupCommit
-from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_value, scan_bounds
+from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.merge_operators import check_operand
 from lsmkv.base.timer import Timer, TimerHandle
@@ -76,17 +78,23 @@ from .checkpoint import copy_tree, split_keys, write_checkpoint
 from .cursor import snapshot_source
 from .error_handler import fail, resume_writes
 from .ingest import ingest_files
-from .node import DEADLINE_SIZE, Expiring, Node, Overflow, encode_node, encode_overflow
+from .node import DEADLINE_SIZE, Expiring, Node, encode_node, encode_overflow
 from .merging import MergeOperand, resolve_group
+from .multi_get import multi_get
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
 from .range_delete import delete_range
 from .readers import ReaderTable
-from .recovery import (VIEW_ATTEMPTS, concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
+from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
                        replay_log, retry_while_checkpointing)
+from .scan import SCAN_FIRST_CHUNK, SCAN_MAX_CHUNK, scan_chunks  # noqa: F401 - the sizes stay btree.db's names
 from .snapshot import Snapshot
+from .snapshot_reads import (check_snapshot, chunk_reader, snapshot_get, snapshot_iterator, snapshot_multi_get,
+                             snapshot_scan)
+from .snapshot_views import drop_view, end_snapshot, end_view, pin_view, read_snapshot
 from .stats import collect_stats
+from .sweep import SWEEP_CHUNK, run_sweep, schedule_sweep  # noqa: F401 - SWEEP_CHUNK stays btree.db's name
 from .transactions import (TransactionHost, TransactionSnapshot, recorded_writes, screen_group,
                            transaction_limits)
 from .tree import Tree
@@ -96,12 +104,6 @@ from .write_batch import QueuedWrite, WriteBatch, check_range, queued_batch
 
 log = logging.getLogger(__name__)
 
-#: Entries a sweep chunk looks at while holding the writers off.
-SWEEP_CHUNK = 4096
-#: Entries (cells read) in a scan's first chunk and the most in one chunk
-#: (see DB._scan_chunks for how chunks grow).
-SCAN_FIRST_CHUNK = 16
-SCAN_MAX_CHUNK = 4096
 
 
 class DB(KeyValueMapping):
@@ -234,7 +236,7 @@ class DB(KeyValueMapping):
             self._closed = False
             self._usable = True
             self._writable = not read_only
-            self._schedule_sweep()
+            schedule_sweep(self)
         except BaseException:
             self._release()
             raise
@@ -308,29 +310,11 @@ class DB(KeyValueMapping):
         in another process is in the middle of a checkpoint."""
         retry_while_checkpointing(self._load_state, self._concurrent_checkpoint, self._reread_meta, self.path)
 
-    def _end_view(self, reason: str) -> None:
-        """End the handle's view before it is loaded again, and read the
-        meta page again. A read-only handle, and a writer whose page file
-        was replaced (compact_range, ingest), keep the view for the
-        snapshots and cursors that read it, with its page file open (the
-        writer never reuses what they read: btree/readers.py); a writer
-        rebuilding its tree after a failed write ends them (``reason`` is
-        what they are told)."""
-        if self._views and not (self._read_only or self._pager.replaced()):
-            self._view_gen += 1
-            self._view_reason = reason
-            self._live_snaps.clear()
-            for view in list(self._views.values()):
-                self._drop_view(view)
-        if id(self._tree) not in self._views:
-            self._pool.clear()
-        self._reread_meta()
-
     def _refresh(self, reason: str) -> None:
         """Read-only handles: reload the view (a writer elsewhere checkpointed,
         or rewrote the page file with compact_range()); ``reason`` is what
         the handle's snapshots are told."""
-        self._end_view(reason)
+        end_view(self, reason)
         self._load_view()
         self._fill_cache = None
 
@@ -418,7 +402,7 @@ class DB(KeyValueMapping):
         if self._pager is not None:
             self._pager.close()
         for view in list(self._views.values()):
-            self._drop_view(view)
+            drop_view(self, view)
         if self._readers is not None:
             self._readers.close()
             self._readers = None
@@ -473,7 +457,7 @@ class DB(KeyValueMapping):
         snapshot reads the tree it was taken on, which the writer keeps
         whole for it (btree/readers.py)."""
         if snap is not None:
-            return self._read_snapshot(fn, args, snap)
+            return read_snapshot(self, fn, args, snap)
         if not self._read_only:
             return fn(self._tree, *args)
         for attempt in range(200):
@@ -489,75 +473,6 @@ class DB(KeyValueMapping):
             self._refresh("a writer checkpointed pages its view needed, so it moved to the writer's newest data")
         raise LsmkvError(f"{self.path}: could not get a consistent read-only view while another process "
                          f"kept checkpointing; retry")
-
-    def _read_snapshot(self, fn, args: tuple, snap: "Snapshot"):
-        tree = snap._source
-        try:
-            result = fn(tree, *args)
-        except StaleView:
-            # The writer reused slots this view registered: a writer that
-            # keeps no reader table (an older lsmkv) checkpointed under it.
-            why = (f"this handle could not register it in the reader table ({self._readers_unusable})"
-                   if self._readers_unusable else "a writer that keeps no reader table?")
-            raise SnapshotEndedError(f"the snapshot ended: a writer of {self.path} checkpointed over pages it "
-                                     f"reads ({why}); take a new one") from None
-        if tree is not self._tree:
-            pool = tree.pool
-            if len(pool.pages) > pool.capacity:
-                pool.trim()
-        return result
-
-    # ---- views that snapshots read ------------------------------------------------------------
-
-    def _pin_view(self) -> list:
-        """The record of the tree a new snapshot reads (``_views``), made if
-        it has none. A read-only handle registers its view's checkpoint in
-        the reader table first, and keeps it only if that checkpoint is
-        still the newest on disk (else the writer may have reused its slots
-        already): otherwise it moves to the writer's newest data and tries
-        again (btree/readers.py)."""
-        view = self._views.get(id(self._tree))
-        if view is not None:
-            return view
-        slot = None
-        if self._read_only and self._readers is None and self._readers_unusable is None:
-            try:
-                self._readers = ReaderTable(self.path, create=False)
-            except (OSError, CorruptionError) as exc:
-                # (A store on a read-only file system, say: its snapshots
-                # last while no writer reuses what they read.)
-                self._readers_unusable = str(exc)
-                log.warning("%s: snapshots of this read-only handle are not registered in the reader table "
-                            "(%s): a writer's checkpoints may end them", self.path, exc)
-        if self._read_only and self._readers is not None:
-            for attempt in range(VIEW_ATTEMPTS):
-                pager = self._pager
-                slot = self._readers.register(pager.meta.epoch, pager.file.identity())
-                if not pager.overlay and not self._concurrent_checkpoint():
-                    break
-                self._readers.unregister(slot)
-                slot = None
-                if attempt:
-                    time.sleep(0.01)
-                self._refresh("a snapshot was taken, which reads the writer's newest checkpoint")
-            else:
-                raise LsmkvError(f"{self.path}: could not register a snapshot while another process kept "
-                                 "checkpointing; retry")
-        view = self._views[id(self._tree)] = [self._tree, 0, slot]
-        return view
-
-    def _drop_view(self, view: list) -> None:
-        """The last snapshot of ``view`` closed (or ended): its reader-table
-        slot is cleared, and a tree the handle replaced is let go, with its
-        page file."""
-        tree, _, slot = view
-        self._views.pop(id(tree), None)
-        if slot is not None and self._readers is not None:
-            self._readers.unregister(slot)
-        if tree is not self._tree:
-            tree.pool.clear()
-            if tree.pager is not self._pager:
-                tree.pager.close()
 
     # ---- writes --------------------------------------------------------------------------------
 
@@ -703,13 +618,13 @@ class DB(KeyValueMapping):
 
     def _transaction_snapshot(self) -> TransactionSnapshot:
         snap = self.snapshot()
-        return TransactionSnapshot(snap, self._alive, get=self._snapshot_get, multi_get=self._snapshot_multi_get,
-                                   read_chunk=self._chunk_reader(snap),
+        return TransactionSnapshot(snap, self._alive, get=partial(snapshot_get, self),
+                                   multi_get=partial(snapshot_multi_get, self), read_chunk=chunk_reader(self, snap),
                                    check=partial(self._check_transaction_snapshot, snap))
 
     def _check_transaction_snapshot(self, snap: "Snapshot") -> None:
         self._check_open()  # (close() closes the snapshot too: the closed database is the news)
-        self._check_snapshot(snap)
+        check_snapshot(self, snap)
 
     def _snapshot_ended(self) -> SnapshotEndedError:
         """What the commit of a transaction whose snapshot ended raises."""
@@ -776,7 +691,7 @@ class DB(KeyValueMapping):
             self._version += 1
             self._after_write()
             if self._sweep is None and self._tree.ttl_entries:
-                self._schedule_sweep()
+                schedule_sweep(self)
 
     def _sync_log(self) -> int:
         """The log syncer's work: fsync the log; returns the LSN everything
@@ -811,47 +726,6 @@ class DB(KeyValueMapping):
         self._commits.close()
         self._stop_timer()
 
-    # ---- sweeping expired keys ----------------------------------------------------------
-
-    def _schedule_sweep(self) -> None:
-        """Sweep expired keys ``ttl_sweep_interval`` seconds from now, on the
-        timing wheel, while the tree holds values with a ttl."""
-        if self._read_only or self._sweep is not None or not self._tree.ttl_entries:
-            return
-        try:
-            timer = self._get_timer()
-        except ClosedError:
-            return
-        with self._timer_lock:
-            if self._sweep is None and not self._closing:
-                self._sweep = timer.schedule(self._ttl_sweep_interval, self._run_sweep)
-
-    def _run_sweep(self) -> None:
-        """Delete every key whose ttl has expired (their pages go back to the
-        free list), a chunk at a time: each chunk holds writers off while it
-        finds expired keys and logs and applies their deletes, as one batch
-        (so recovery replays it like any write). Runs on the timer's executor."""
-        cursor = None
-        while True:
-            with self._writes.exclusive():
-                with self._lock:
-                    if self._closing or not self._writable:
-                        return
-                    keys, cursor = self._tree.expired_keys(cursor, SWEEP_CHUNK)
-                    if keys:
-                        ops = [(k, None) for k in keys]
-                        writer = Writer(QueuedWrite("sweep", ops, encode_batch(ops), 0), False)
-                        try:
-                            self._append_and_apply([writer], False)
-                        except LsmkvError:
-                            return  # writes are stopped; the error is logged and reported by stats()
-                        self._ttl_swept += len(keys)
-            if cursor is None:
-                break
-        with self._timer_lock:
-            self._sweep = None
-        self._schedule_sweep()
-
     def _after_write(self) -> None:
         """Checkpoint when dirty pages or the log ask for it. The write that
         called this is logged and applied already: if the checkpoint fails,
@@ -865,6 +739,12 @@ class DB(KeyValueMapping):
                 pool.trim()
         except BackgroundError:
             pass  # _checkpoint() stopped writes and logged why
+
+    # ---- sweeping expired keys (btree/sweep.py) -------------------------------------------
+
+    def _run_sweep(self) -> None:
+        """Sweep expired keys now (btree/sweep.py; what the timing wheel runs)."""
+        run_sweep(self)
 
     # ---- checkpoints -----------------------------------------------------------------------------
 
@@ -961,63 +841,8 @@ class DB(KeyValueMapping):
                     pool.trim()
         return default if value is None else value
 
-    def multi_get(self, keys) -> list[bytes | None]:
-        """The value of each of ``keys`` (None where absent), in the order
-        given, duplicates allowed, all read under the lock at once (a
-        consistent view, which a loop of get() is not). Every key is checked
-        before anything is read. The keys are looked up sorted, one descent
-        per leaf for all the keys that fall in it (Tree.get_many)."""
-        checked = as_keys(keys, MAX_KEY_SIZE)
-        distinct = sorted(set(checked))
-        with self._lock:
-            if not self._usable:
-                self._check_open()
-            self._gets += len(distinct)
-            found: dict[bytes, bytes | None] = {}
-            ahi_get = self._ahi_get
-            if ahi_get is not None:
-                # The adaptive hash index first, as get() does: its hits need no descent.
-                misses = []
-                for key in distinct:
-                    value = ahi_get(key)
-                    if value is None:
-                        misses.append(key)
-                    else:
-                        found[key] = value
-                if len(misses) != len(distinct):
-                    self._mark_hash_hits(distinct, len(distinct) - len(misses))
-                distinct = misses
-            if distinct:
-                pager = self._pager
-                reads = pager.page_reads
-                if self._read_only:
-                    values = self._read(Tree.get_many, distinct)
-                else:
-                    values = self._tree.get_many(distinct)
-                found.update(zip(distinct, values))
-                if pager.page_reads != reads:
-                    self._get_page_reads += pager.page_reads - reads
-                    self._trim_after_read()
-        return [found[key] for key in checked]
-
-    def _mark_hash_hits(self, keys: list[bytes], hits: int) -> None:
-        """Count ``hits`` hash index hits among ``keys`` and mark one leaf
-        as recently used per 16 of them, as get() does for its hits."""
-        before = self._ahi_hits
-        self._ahi_hits = before + hits
-        marks = (before + hits) // 16 - before // 16
-        if not marks:
-            return
-        ahi_page = self._ahi_page
-        pages = self._pages
-        for key in keys:
-            node = pages.get(ahi_page.get(key))
-            if node is not None:
-                node.ref = True
-                node.hits += 16
-                marks -= 1
-                if not marks:
-                    return
+    #: multi_get(keys): the value of each key, read in one consistent view (btree/multi_get.py).
+    multi_get = multi_get
 
     def _trim_after_read(self) -> None:
         pool = self._pool
@@ -1071,72 +896,7 @@ class DB(KeyValueMapping):
             return iter(())
         # The items of each chunk are yielded by chain's C loop: the
         # generator runs once per chunk, not once per item.
-        return chain.from_iterable(self._scan_chunks(lo, hi, reverse, snap))
-
-    def _scan_chunks(self, lo: bytes | None, hi: bytes | None, reverse: bool,
-                     snap: "Snapshot | None") -> Iterator[list[tuple[bytes, bytes]]]:
-        """The chunks of a scan: lists of (key, value), each read under the
-        lock as one consistent read of the tree (or of ``snap``). A chunk
-        goes on where the last one stopped (Tree.chunk_forward's RangePos)
-        if no write came in between, and otherwise seeks again past the last
-        key returned, so writes ahead of the scan's position are seen."""
-        # The first chunk is small (a short range read, a seek and a few
-        # next()s, touches one leaf or two), later ones grow up to 4,096.
-        limit = SCAN_FIRST_CHUNK
-        returned = 0
-        inclusive = True
-        view = None
-        pos = None
-        lock = self._lock
-        live = self._chunks
-        while True:
-            with lock:
-                if snap is None:
-                    if not self._usable:
-                        self._check_open()
-                else:
-                    self._check_snapshot(snap)
-                    view = snap._view
-                if reverse:
-                    items, pos = self._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
-                else:
-                    items, pos = self._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
-                self._trim_after_read()
-            # close() of the DB or the snapshot empties the chunks being
-            # yielded, so the next item asks for the next chunk: an error.
-            key = id(items)
-            live[key] = (items, snap)
-            try:
-                yield items
-            finally:
-                live.pop(key, None)
-            if self._closed:
-                self._check_open()
-            if snap is not None and snap._closed:
-                self._check_snapshot(snap)
-            if pos is None:
-                return
-            if reverse:
-                hi = items[-1][0]
-            else:
-                lo = items[-1][0]
-                inclusive = False
-            # The next chunk's size weighs what a chunk costs in itself
-            # (the lock, a call into the tree: a few µs) against what it
-            # reads in vain if the caller stops early (most short range
-            # reads stop within a chunk or two). A chunk read from memory
-            # is cheap next to its fixed cost: the next takes twice as many
-            # entries. One that read leaves outside the pool paid a page
-            # read and check per leaf: the next takes sqrt(4 x the entries
-            # returned so far) (at least 16), so what a scan reads in vain
-            # stays about the square root of what it returns, and so does
-            # its number of chunks. (Measured on 1 KB values, 2-3 to a
-            # leaf: doubling read 1.3 times the leaves of YCSB-E's scans.)
-            returned += len(items)
-            if not pos.images:
-                limit = min(2 * limit, SCAN_MAX_CHUNK)
-            else:
-                limit = min(max(SCAN_FIRST_CHUNK, isqrt(4 * returned)), SCAN_MAX_CHUNK)
+        return chain.from_iterable(scan_chunks(self, lo, hi, reverse, snap))
 
     def get_meta(self, name: str) -> bytes | None:
         """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
@@ -1177,8 +937,8 @@ class DB(KeyValueMapping):
         not seen (it reads through a snapshot of its own, closed with it)."""
         snap = self.snapshot()
         try:
-            return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
-                          check=lambda: self._check_snapshot(snap), pinned=snap, on_close=snap.close)
+            return Cursor([snapshot_source(chunk_reader(self, snap))], lower_bound, upper_bound,
+                          check=partial(check_snapshot, self, snap), pinned=snap, on_close=snap.close)
         except BaseException:
             snap.close()
             raise
@@ -1191,86 +951,18 @@ class DB(KeyValueMapping):
             self._check_open()
             self._snap_ids += 1
             sid = self._snap_ids
-            view = self._pin_view()
+            view = pin_view(self)
             tree = self._tree
             overlay: dict[int, Node] = {}
             tree.snaps[sid] = overlay
             tree.snap_seq = sid
-            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=self._snapshot_get,
-                            multi_get=self._snapshot_multi_get, scan=self._snapshot_scan, iterator=self._snapshot_iterator, end=self._end_snapshot)
+            snap = Snapshot(sid, (tree.root, tree.height, overlay), self._view_gen, get=partial(snapshot_get, self),
+                            multi_get=partial(snapshot_multi_get, self), scan=partial(snapshot_scan, self),
+                            iterator=partial(snapshot_iterator, self), end=partial(end_snapshot, self))
             snap._source = tree
             view[1] += 1
             self._live_snaps[sid] = snap
             return snap
-
-    # ---- what a Snapshot does (it is handed these, and nothing else) ---------------------------
-
-    def _check_snapshot(self, snap: "Snapshot") -> None:
-        if snap._closed:
-            raise ClosedError("the snapshot is closed")
-        self._check_open()
-        if self._view_gen != snap._gen:
-            # (Not marked closed: every later use says this again, and close() stays harmless.)
-            raise SnapshotEndedError(f"the snapshot ended (a cursor reads through one): this handle of "
-                                     f"{self.path} reloaded its view ({self._view_reason}), which ends every "
-                                     f"snapshot and cursor taken before; take a new one")
-
-    def _snapshot_get(self, snap: "Snapshot", key: bytes) -> bytes | None:
-        with self._lock:
-            self._check_snapshot(snap)
-            value = self._read(Tree.get_in, snap._view, key, snap=snap)
-            self._trim_after_read()
-        return value
-
-    def _snapshot_multi_get(self, snap: "Snapshot", keys: list[bytes]) -> list[bytes | None]:
-        """The values of ``keys`` (ascending, distinct) in the snapshot's view."""
-        with self._lock:
-            self._check_snapshot(snap)
-            values = self._read(Tree.get_many, keys, snap._view, snap=snap)
-            self._trim_after_read()
-        return values
-
-    def _snapshot_scan(self, snap: "Snapshot", lo: bytes | None, hi: bytes | None,
-                       reverse: bool) -> Iterator[tuple[bytes, bytes]]:
-        with self._lock:
-            self._check_snapshot(snap)
-        return self._scan(lo, hi, reverse, snap)
-
-    def _snapshot_iterator(self, snap: "Snapshot", lower_bound: object, upper_bound: object) -> Cursor:
-        with self._lock:
-            self._check_snapshot(snap)
-        return Cursor([snapshot_source(self._chunk_reader(snap))], lower_bound, upper_bound,
-                      check=lambda: self._check_snapshot(snap))
-
-    def _chunk_reader(self, snap: "Snapshot"):
-        """What a cursor over ``snap`` reads the tree with (btree/cursor.py's
-        ChunkReader): ``fn`` over the snapshot's view from ``resume``, under
-        the lock, the snapshot checked first."""
-        def read_chunk(fn, resume, *args):
-            with self._lock:
-                self._check_snapshot(snap)
-                result = self._read(fn, *args, snap._view, resume, snap=snap)
-                self._trim_after_read()
-            return result
-        return read_chunk
-
-    def _end_snapshot(self, snap: "Snapshot") -> None:
-        with self._lock:
-            if snap._closed:
-                return
-            snap._closed = True
-            for chunk, owner in self._chunks.values():
-                if owner is snap:
-                    chunk.clear()  # stops this snapshot's iterators
-            self._live_snaps.pop(snap._id, None)
-            tree = snap._source
-            if snap._gen == self._view_gen:  # (a rebuild after a failure ended it)
-                tree.end_snapshot(snap._id)
-                view = self._views.get(id(tree))
-                if view is not None:
-                    view[1] -= 1
-                    if not view[1]:
-                        self._drop_view(view)
 
     # ---- lifecycle and statistics -----------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from lsmkv.base.errors import BackgroundError, ClosedError, ReadOnlyError
 
+from .snapshot_views import end_view
 from .wal import LOG_HEADER_SIZE, LogWriter
 
 if TYPE_CHECKING:
@@ -70,10 +71,10 @@ def fail(db: DB, what: str, exc: BaseException, *, applied: bool = False,
 def rebuild_tree(db: DB, reason: str) -> None:
     """Rebuild the tree in memory from the last checkpoint and the log
     records before ``db._replay_until`` (the acknowledged writes). Live
-    snapshots end unless the page file was replaced (DB._end_view);
+    snapshots end unless the page file was replaced (btree/snapshot_views.py: end_view);
     ``reason`` is what they are told."""
     replayed = db._replayed
-    db._end_view(reason)
+    end_view(db, reason)
     db._load_state(replay_until=db._replay_until)
     db._replayed = replayed
     db._fill_cache = None

@@ -614,15 +614,22 @@ class Tree:
             self._rehome(right)
         leaf.used = _leaf_used(leaf)
         right.used = _leaf_used(right)
-        right.next = leaf.next
         right.prev = leaf.pgno
-        if leaf.next:
-            nxt = self.node(leaf.next, True)
-            self.preserve(nxt)
-            nxt.prev = right.pgno
-            self.touch(nxt)
+        if leaf.next:  # (a new leaf's next is 0 already)
+            self._link_next(right, leaf.next)
         leaf.next = right.pgno
         self._insert_in_parent(path, leaf, shortest_separator(keys[-1], right.keys[0]), right.pgno)
+
+    def _link_next(self, leaf: Node, pg: int) -> None:
+        """Make the leaf ``pg`` (0: none) the one after ``leaf``: ``leaf.next``,
+        and that leaf's ``prev`` (its pre-image saved for snapshots first)."""
+        leaf.next = pg
+        if pg:
+            nxt = self.node(pg, True)
+            if nxt.saved < self.snap_seq:  # (as put() does: no call without snapshots)
+                self.preserve(nxt)
+            nxt.prev = leaf.pgno
+            self.touch(nxt)
 
     def _shift_to_sibling(self, leaf: Node, path: list) -> bool:
         """Before splitting an overfull leaf, move entries into a sibling
@@ -757,12 +764,7 @@ class Tree:
                 left.ovf = left.ovf or right.ovf
                 if self.ahi:
                     self._rehome(left)
-                left.next = right.next
-                if right.next:
-                    nxt = self.node(right.next, True)
-                    self.preserve(nxt)
-                    nxt.prev = left.pgno
-                    self.touch(nxt)
+                self._link_next(left, right.next)
             else:
                 left.keys.append(sep)
                 left.keys += right.keys
@@ -965,20 +967,7 @@ class Tree:
         when the next leaf is outside the pool (a short range read, a seek
         and a few items, should not pay for a page it may never return)."""
         overlay = None if view is None else view[2]
-        resumed = self._resumed(resume, overlay)
-        if resumed is not None:
-            pg, i, leaf = resumed
-            seek = False
-        else:
-            pg = self._seek_leaf(lo, view, False)
-            leaf = self._range_leaf(pg, overlay, True)
-            if lo is None:
-                i = 0
-            elif type(leaf) is Node:
-                i = (bisect_left if lo_inclusive else bisect_right)(leaf.keys, lo)
-            else:
-                i = leaf.lower_bound(lo, lo_inclusive)
-            seek = True
+        pg, i, leaf, seek = self._chunk_start(lo, lo_inclusive, view, overlay, resume, False)
         items: list = []
         cells = 0  # cells read: the chunk ends after ``limit`` of them (expired values count)
         nbytes = 0
@@ -1026,17 +1015,30 @@ class Tree:
             self.pool.lookups += 1
             i = 0
 
-    def _resumed(self, resume: "RangePos | None", overlay: dict | None) -> tuple | None:
-        """(page, index, leaf) to go on from where the previous chunk of a
-        range read stopped, if the tree has not changed since (``version``);
-        None if the chunk must seek. The leaf is the image the previous
-        chunk verified, when it read the page outside the pool."""
-        if resume is None or resume.version != self.version:
-            return None
-        leaf = resume.image
-        if leaf is None:
-            leaf = self._range_leaf(resume.pgno, overlay, False)
-        return resume.pgno, resume.index, leaf
+    def _chunk_start(self, key: bytes | None, inclusive: bool, view, overlay: dict | None,
+                     resume: "RangePos | None", reverse: bool) -> tuple:
+        """(page, index, leaf, seek): where a chunk of a range read starts.
+        It goes on from ``resume``, where the previous chunk stopped, if
+        the tree has not changed since (``version``; the leaf is the image
+        the previous chunk verified, when it read the page outside the
+        pool), and does not seek. Otherwise it seeks ``key`` from the root
+        (None: the first leaf, or with ``reverse`` the last): the index is
+        that of the first cell at ``key`` (past it unless ``inclusive``),
+        with None at None reading backward (the leaf's end)."""
+        if resume is not None and resume.version == self.version:
+            leaf = resume.image
+            if leaf is None:
+                leaf = self._range_leaf(resume.pgno, overlay, False)
+            return resume.pgno, resume.index, leaf, False
+        pg = self._seek_leaf(key, view, reverse)
+        leaf = self._range_leaf(pg, overlay, True)
+        if key is None:
+            index = None if reverse else 0
+        elif type(leaf) is Node:
+            index = (bisect_left if inclusive else bisect_right)(leaf.keys, key)
+        else:
+            index = leaf.lower_bound(key, inclusive)
+        return pg, index, leaf, True
 
     def _chunk_ends_before(self, pg: int, full: bool, seek: bool, overlay: dict | None) -> bool:
         """Whether a chunk ends before moving on to leaf ``pg``: it is
@@ -1078,20 +1080,7 @@ class Tree:
         nothing more in range); ``resume`` and the end of a chunk that
         seeks as for chunk_forward."""
         overlay = None if view is None else view[2]
-        resumed = self._resumed(resume, overlay)
-        if resumed is not None:
-            pg, j, leaf = resumed
-            seek = False
-        else:
-            pg = self._seek_leaf(hi, view, True)
-            leaf = self._range_leaf(pg, overlay, True)
-            if hi is None:
-                j = None
-            elif type(leaf) is Node:
-                j = bisect_left(leaf.keys, hi)
-            else:
-                j = leaf.lower_bound(hi, True)
-            seek = True
+        pg, j, leaf, seek = self._chunk_start(hi, True, view, overlay, resume, True)
         items: list = []
         cells = 0
         nbytes = 0
@@ -1150,7 +1139,7 @@ class RangePos:
     ``version`` is the one recorded: any write may move entries between
     pages, and then the next chunk seeks again from its last key.
     ``images`` counts the leaves the chunk read outside the pool (what
-    its cells cost: DB._scan_chunks sizes the next chunk by it)."""
+    its cells cost: btree/scan.py sizes the next chunk by it)."""
 
     __slots__ = ("version", "pgno", "index", "image", "images")
 

@@ -57,7 +57,24 @@ _SINGLE_DEL = struct.Struct("<BIBH")
 _frame_pack = FRAME.pack
 
 
-class MetaEntry:
+class _BatchMarker:
+    """A value that stands in a batch's op list where a put's value would,
+    beside a key, and says what else the operation is; it holds one field
+    (its class's one slot). Equal to one of its kind holding an equal field."""
+
+    __slots__ = ()
+
+    def _field(self) -> bytes:
+        return getattr(self, self.__slots__[0])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, type(self)) and other._field() == self._field()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._field()!r})"
+
+
+class MetaEntry(_BatchMarker):
     """A batch's metadata entry (``batch.set_meta``): in a batch's op list
     it stands where a put's value would, beside the entry's name."""
 
@@ -66,14 +83,8 @@ class MetaEntry:
     def __init__(self, value: bytes) -> None:
         self.value = value
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MetaEntry) and other.value == self.value
 
-    def __repr__(self) -> str:
-        return f"MetaEntry({self.value!r})"
-
-
-class RangeDelete:
+class RangeDelete(_BatchMarker):
     """A batch's range delete (``batch.delete_range(start, end)``): in a
     batch's op list it stands where a put's value would, beside ``start``;
     it deletes every key k with start <= k < ``end``."""
@@ -82,12 +93,6 @@ class RangeDelete:
 
     def __init__(self, end: bytes) -> None:
         self.end = end
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RangeDelete) and other.end == self.end
-
-    def __repr__(self) -> str:
-        return f"RangeDelete({self.end!r})"
 
 
 def encode_header(base_lsn: int) -> bytes:
@@ -145,6 +150,15 @@ def encode_batch(ops: list[tuple[bytes, "bytes | Expiring | None"]]) -> bytes:
     return _frame(b"".join(parts))
 
 
+def _take(payload: bytes, pos: int, length: int) -> tuple[bytes, int]:
+    """The ``length`` bytes of ``payload`` at ``pos``, and the position
+    after them; IndexError if the payload ends before."""
+    end = pos + length
+    if end > len(payload):
+        raise IndexError
+    return payload[pos:end], end
+
+
 def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, "bytes | Expiring | None"]]:
     """The operations of a verified record payload."""
     try:
@@ -157,54 +171,32 @@ def decode_batch(payload: bytes, path: str, offset: int) -> list[tuple[bytes, "b
             op = payload[pos]
             if op == OP_PUT:
                 _, klen, vlen = PUT_OP.unpack_from(payload, pos)
-                pos += PUT_OP.size
-                key = payload[pos:pos + klen]
-                pos += klen
-                value = payload[pos:pos + vlen]
-                pos += vlen
-                if len(key) != klen or len(value) != vlen:
-                    raise IndexError
+                key, pos = _take(payload, pos + PUT_OP.size, klen)
+                value, pos = _take(payload, pos, vlen)
                 ops.append((key, value))
             elif op == OP_PUT_TTL:
                 _, klen, vlen, deadline = PUT_TTL_OP.unpack_from(payload, pos)
-                pos += PUT_TTL_OP.size
-                key = payload[pos:pos + klen]
-                pos += klen
-                value = payload[pos:pos + vlen]
-                pos += vlen
-                if len(key) != klen or len(value) != vlen:
-                    raise IndexError
+                key, pos = _take(payload, pos + PUT_TTL_OP.size, klen)
+                value, pos = _take(payload, pos, vlen)
                 ops.append((key, Expiring(deadline, value)))
             elif op == OP_META:
                 _, klen, vlen = META_OP.unpack_from(payload, pos)
-                pos += META_OP.size
-                key = payload[pos:pos + klen]
-                pos += klen
-                value = payload[pos:pos + vlen]
-                pos += vlen
-                if len(key) != klen or len(value) != vlen or not 0 < klen <= 255:
+                if not 0 < klen <= 255:
                     raise IndexError
+                key, pos = _take(payload, pos + META_OP.size, klen)
+                value, pos = _take(payload, pos, vlen)
                 ops.append((key, MetaEntry(value)))
             elif op == OP_RANGE_DELETE:
                 _, klen, elen = RANGE_DELETE_OP.unpack_from(payload, pos)
-                pos += RANGE_DELETE_OP.size
-                key = payload[pos:pos + klen]
-                pos += klen
-                end = payload[pos:pos + elen]
-                pos += elen
-                if len(key) != klen or len(end) != elen:
-                    raise IndexError
+                key, pos = _take(payload, pos + RANGE_DELETE_OP.size, klen)
+                end, pos = _take(payload, pos, elen)
                 if key >= end:
                     raise CorruptionError("log range delete whose start is not below its end", path=path,
                                           offset=offset)
                 ops.append((key, RangeDelete(end)))
             elif op == OP_DELETE:
                 _, klen = DEL_OP.unpack_from(payload, pos)
-                pos += DEL_OP.size
-                key = payload[pos:pos + klen]
-                pos += klen
-                if len(key) != klen:
-                    raise IndexError
+                key, pos = _take(payload, pos + DEL_OP.size, klen)
                 ops.append((key, None))
             else:
                 raise CorruptionError(f"unknown log operation {op}", path=path, offset=offset)
