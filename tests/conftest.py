@@ -11,6 +11,9 @@ import textwrap
 
 import pytest
 
+#: tests/ on the import path: test modules import the helpers shared across
+#: folders as ``helpers.<module>`` (tests/helpers/).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 #: What --fast (scripts/test --fast) deselects, as a marker expression. The
 #: fast tier left is every test that needs no broker, no Spark and no child

@@ -11,7 +11,6 @@ four threads incrementing through run_in_transaction ending exact."""
 
 from __future__ import annotations
 
-import bisect
 import gc
 import threading
 
@@ -24,24 +23,9 @@ from lsmkv.base.merge_operators import Append
 from lsmkv.base.retry import backoff_delay, run_in_transaction
 from lsmkv.base.transaction import Transaction, TransactionLimits
 
+from helpers.finders import value_finders
+
 # -- the engine's side, as a test double -------------------------------------------------------------
-
-
-def sorted_finders(items: list[tuple[bytes, bytes]], chunk: int = 2):
-    """(after, before) finders over sorted (key, value) pairs, all values."""
-    keys = [k for k, _ in items]
-    values = [v for _, v in items]
-
-    def after(key, inclusive):
-        i = 0 if key is None else (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
-        return keys[i:i + chunk], [VALUE] * len(keys[i:i + chunk]), values[i:i + chunk]
-
-    def before(key, inclusive):
-        j = len(keys) if key is None else (bisect.bisect_right if inclusive else bisect.bisect_left)(keys, key)
-        i = max(0, j - chunk)
-        return keys[i:j], [VALUE] * (j - i), values[i:j]
-
-    return after, before
 
 
 class InMemoryReader:
@@ -62,7 +46,7 @@ class InMemoryReader:
 
     def finders(self, lower, upper):
         items = self.engine.items_at(self.seq, lower, upper)
-        return [sorted_finders(items)] if items else []
+        return [value_finders(items, chunk=2)] if items else []
 
     def check(self):
         if self.closed:
