@@ -127,6 +127,23 @@ def writer_process():
     return holding
 
 
+@pytest.fixture
+def refused_while_held(writer_process, directory_bytes):
+    """``refused_while_held("lsmkv" or "btree", path, operation)``: while
+    another process holds the database at ``path`` open for writing,
+    ``operation(path)`` must raise LockError naming that process and change
+    no file."""
+    from lsmkv.base.errors import LockError
+
+    def check(module: str, path: str, operation) -> None:
+        with writer_process(module, path):
+            during = directory_bytes(path)
+            with pytest.raises(LockError, match="open for writing in another process"):
+                operation(path)
+            assert directory_bytes(path) == during
+    return check
+
+
 # -- fuzzing (tests/test_fuzz_decoders.py) --------------------------------------
 
 from collections import Counter  # noqa: E402
