@@ -11,6 +11,9 @@ import textwrap
 
 import pytest
 
+#: tests/ on the import path: test modules import the helpers shared across
+#: folders as ``helpers.<module>`` (tests/helpers/).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 #: What --fast (scripts/test --fast) deselects, as a marker expression. The
 #: fast tier left is every test that needs no broker, no Spark and no child
@@ -122,6 +125,23 @@ def writer_process():
             proc.communicate("", timeout=60)
         assert proc.returncode == 0
     return holding
+
+
+@pytest.fixture
+def refused_while_held(writer_process, directory_bytes):
+    """``refused_while_held("lsmkv" or "btree", path, operation)``: while
+    another process holds the database at ``path`` open for writing,
+    ``operation(path)`` must raise LockError naming that process and change
+    no file."""
+    from lsmkv.base.errors import LockError
+
+    def check(module: str, path: str, operation) -> None:
+        with writer_process(module, path):
+            during = directory_bytes(path)
+            with pytest.raises(LockError, match="open for writing in another process"):
+                operation(path)
+            assert directory_bytes(path) == during
+    return check
 
 
 # -- fuzzing (tests/test_fuzz_decoders.py) --------------------------------------

@@ -7,7 +7,6 @@ made after a cursor was created are never seen by it."""
 
 from __future__ import annotations
 
-import bisect
 import shutil
 import tempfile
 
@@ -16,6 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import btree
 import lsmkv
+
+from helpers.cursor_model import CursorModel, check_moves
 
 ENGINES = {
     "lsm": lambda path: lsmkv.open(path, write_buffer_size=1024, block_size=128, l0_compaction_trigger=3,
@@ -31,43 +32,6 @@ moves = st.lists(st.tuples(st.sampled_from(["seek", "seek_for_prev", "first", "l
 bounds = st.tuples(st.none() | keys, st.none() | keys)
 
 
-class Model:
-    """Where a cursor over a sorted list of pairs must be after each move."""
-
-    def __init__(self, items, lower, upper):
-        self.items = [(k, v) for k, v in items if (lower is None or k >= lower) and (upper is None or k < upper)]
-        self.keys = [k for k, _ in self.items]
-        self.lower, self.upper = lower, upper
-        self.pos = None
-        self.positioned = False
-
-    def iterated(self):
-        """What iterating the cursor yields: from the current entry to the
-        end; nothing once a positioned cursor is off its entries; all of the
-        range from a cursor never positioned."""
-        if self.pos is not None:
-            return self.items[self.pos:]
-        return [] if self.positioned else self.items
-
-    def move(self, op, key):
-        n = len(self.keys)
-        self.positioned = True
-        if op == "seek":
-            i = bisect.bisect_left(self.keys, key)
-            self.pos = i if i < n else None
-        elif op == "seek_for_prev":
-            i = bisect.bisect_right(self.keys, key) - 1
-            self.pos = i if i >= 0 else None
-        elif op == "first":
-            self.pos = 0 if n else None
-        elif op == "last":
-            self.pos = n - 1 if n else None
-        elif op == "next":
-            self.pos = self.pos + 1 if self.pos + 1 < n else None
-        elif op == "prev":
-            self.pos = self.pos - 1 if self.pos > 0 else None
-
-
 def apply_writes(db, engine, ops, model):
     for op, key, value in ops:
         if op == "put":
@@ -80,25 +44,6 @@ def apply_writes(db, engine, ops, model):
             db.flush()
         elif op == "compact" and engine == "lsm":
             db.compact_range()
-
-
-def exercise(cursor, model, move_list):
-    for op, key in move_list:
-        if op in ("next", "prev") and model.pos is None:
-            assert not cursor.valid()
-            with pytest.raises(ValueError):
-                getattr(cursor, op)()
-            continue
-        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
-         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
-         "prev": cursor.prev}[op]()
-        model.move(op, key)
-        if model.pos is None:
-            assert not cursor.valid(), (op, key, cursor.key() if cursor.valid() else None)
-        else:
-            assert cursor.valid(), (op, key)
-            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
-        assert list(cursor) == model.iterated(), (op, key)
 
 
 @pytest.mark.slow
@@ -122,10 +67,10 @@ def test_cursor_moves_agree_with_a_sorted_list(engine, data):
             with source.iterator(lower_bound=lower, upper_bound=upper) as cursor:
                 # Writes after the cursor was made: never seen by it.
                 apply_writes(db, engine, data.draw(writes), contents)
-                model = Model(sorted(frozen.items()), lower, upper)
+                model = CursorModel(frozen.items(), lower, upper)
                 assert not cursor.valid()
                 assert list(cursor) == model.iterated()  # never positioned: the whole range
-                exercise(cursor, model, data.draw(moves))
+                check_moves(cursor, model, data.draw(moves))
                 # Iterating from where it stands, then whole.
                 cursor.seek_to_first()
                 assert list(cursor) == model.items

@@ -11,6 +11,18 @@ import lsmkv
 from lsmkv.base.fault_fs import FaultInjectionFS
 
 
+def synced_then_appended(fs: FaultInjectionFS, d: str, name: str, synced: bytes, unsynced: bytes) -> None:
+    """File ``name`` made in directory ``d`` through ``fs`` with ``synced``
+    written and synced (the directory too), then ``unsynced`` appended and
+    the file closed without a sync."""
+    f = fs.create(os.path.join(d, name))
+    f.append(synced)
+    f.sync()
+    fs.sync_dir(d)
+    f.append(unsynced)
+    f.close()
+
+
 def test_nth_call_failures_and_counters(tmp_path):
     fs = FaultInjectionFS()
     fs.fail("write", nth=2, error=errno.ENOSPC)
@@ -38,12 +50,7 @@ def test_torn_write_lands_a_prefix(tmp_path):
 def test_power_loss_drops_unsynced_data_and_directory_changes(tmp_path):
     fs = FaultInjectionFS()
     d = str(tmp_path)
-    f = fs.create(os.path.join(d, "synced"))
-    f.append(b"kept")
-    f.sync()
-    fs.sync_dir(d)
-    f.append(b"-lost")
-    f.close()
+    synced_then_appended(fs, d, "synced", b"kept", b"-lost")
     g = fs.create(os.path.join(d, "new-unsynced-dir"))
     g.append(b"data")
     g.sync()
@@ -163,12 +170,7 @@ def test_full_disk_fails_creations_not_opens_of_existing_files(tmp_path):
 def test_a_removal_undone_by_power_loss_brings_back_only_synced_bytes(tmp_path):
     fs = FaultInjectionFS()
     d = str(tmp_path)
-    f = fs.create(os.path.join(d, "f"))
-    f.append(b"synced")
-    f.sync()
-    fs.sync_dir(d)
-    f.append(b"-unsynced")
-    f.close()
+    synced_then_appended(fs, d, "f", b"synced", b"-unsynced")
     fs.remove(os.path.join(d, "f"))
     fs.power_loss()
     assert (tmp_path / "f").read_bytes() == b"synced"

@@ -26,6 +26,9 @@ from lsmkv import ClosedError, ConflictError, ReadOnlyError, SnapshotEndedError,
 from lsmkv.base.errors import InvalidArgumentError, MergeError
 from lsmkv.base.merge_operators import UInt64Add
 
+from helpers.anomalies import check_write_skew_is_refused
+from helpers.threads import run_until_done
+
 add = UInt64Add.operand
 decode = UInt64Add.decode
 
@@ -165,18 +168,7 @@ def test_write_skew_is_refused(engine, tmp_path, group_commit, sync):
     the refused commit goes through the log syncer, without it through the
     write queue: either way its writer is woken with the ConflictError."""
     with open_db(engine, tmp_path / "db", group_commit=group_commit) as db:
-        db.put(b"alice", b"on")
-        db.put(b"bob", b"on")
-        t1, t2 = db.transaction(sync=sync), db.transaction(sync=sync)
-        for txn, me, other in ((t1, b"alice", b"bob"), (t2, b"bob", b"alice")):
-            if txn.get(other) == b"on":
-                txn.put(me, b"off")
-        t1.commit()
-        with pytest.raises(ConflictError) as raised:
-            t2.commit()
-        assert raised.value.key == b"alice" and raised.value.access == "read"
-        assert t2.state == "failed"
-        assert (db.get(b"alice"), db.get(b"bob")) == (b"off", b"on")
+        check_write_skew_is_refused(db, sync=sync)
 
 
 def _writers(engine, db, tmp_path):
@@ -326,13 +318,7 @@ def test_transfers_keep_their_total_while_other_threads_write(engine, tmp_path, 
 
         movers = [threading.Thread(target=transfer, args=(seed,)) for seed in range(3)]
         others = [threading.Thread(target=noise), threading.Thread(target=audit)]
-        for t in movers + others:
-            t.start()
-        for t in movers:
-            t.join()
-        stop.set()
-        for t in others:
-            t.join()
+        run_until_done(movers, others, stop)
         assert errors == []
         assert sums and set(sums) == {total}
         assert sum(int(v) for _, v in db.scan(prefix=b"acct:")) == total

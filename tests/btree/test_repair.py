@@ -19,7 +19,7 @@ import btree
 from btree.node import PAGE_INTERNAL, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR, PAGE_OVERFLOW
 from btree.pager import LOG_FILE, PAGES_FILE, page_slots
 from btree.repair import repair_db
-from lsmkv.base.errors import CorruptionError, LockError
+from lsmkv.base.errors import CorruptionError
 from lsmkv.cli import EXIT_DATA_LOST, main
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -340,13 +340,9 @@ def test_truncated_page_file(db):
 
 
 @pytest.mark.subprocess
-def test_repair_refuses_while_a_writer_process_holds_the_lock(db, writer_process, directory_bytes):
+def test_repair_refuses_while_a_writer_process_holds_the_lock(db, refused_while_held):
     path, _ = db
-    with writer_process("btree", path):
-        during = directory_bytes(path)
-        with pytest.raises(LockError, match="open for writing in another process"):
-            repair_db(path)
-        assert directory_bytes(path) == during
+    refused_while_held("btree", path, repair_db)
 
 
 def test_cli_repair_detects_the_btree_and_sets_the_exit_code(db, capsys):

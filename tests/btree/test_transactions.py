@@ -31,6 +31,9 @@ from lsmkv.base.errors import ClosedError, ReadOnlyError, SizeLimitError, Snapsh
 from lsmkv.base.keys import MAX_KEY_SIZE
 from lsmkv.base.retry import run_in_transaction as core_run_in_transaction
 
+from helpers.anomalies import check_a_phantom_in_a_scanned_range_is_refused, check_write_skew_is_refused
+from helpers.threads import run_until_done
+
 
 def wait_until(condition, what: str) -> None:
     """Wait for another thread to get somewhere (a guard against a hang, not a timing check)."""
@@ -51,6 +54,26 @@ def filled(db):
     for i in range(0, 1200, 2):
         db.put(key(i), b"v%d" % i)
     return db
+
+
+def committer_of_a_reader_of_x(db, **transaction_options):
+    """With x = b"0" in ``db``: a transaction that read x and wrote y, and
+    a thread (not started) that commits it, leaving "committed" or its
+    ConflictError in the list returned beside it."""
+    db.put(b"x", b"0")
+    txn = db.transaction(**transaction_options)
+    assert txn.get(b"x") == b"0"
+    txn.put(b"y", b"from the transaction")
+    outcome = []
+
+    def commit():
+        try:
+            txn.commit()
+            outcome.append("committed")
+        except ConflictError as exc:
+            outcome.append(exc)
+
+    return threading.Thread(target=commit), outcome
 
 
 def log_bytes(path: str) -> bytes:
@@ -143,32 +166,12 @@ def test_a_dropped_transaction_releases_its_ticket_and_snapshot(db):
 
 
 def test_write_skew_is_refused(db):
-    """Two on-call doctors each see the other on call and go off call:
-    under snapshot isolation both commit and nobody is on call."""
-    db.put(b"alice", b"on")
-    db.put(b"bob", b"on")
-    t1, t2 = db.transaction(), db.transaction()
-    for txn, me, other in ((t1, b"alice", b"bob"), (t2, b"bob", b"alice")):
-        if txn.get(other) == b"on":
-            txn.put(me, b"off")
-    t1.commit()
-    with pytest.raises(ConflictError) as raised:
-        t2.commit()
-    assert raised.value.key == b"alice" and raised.value.access == "read" and t2.state == "failed"
-    assert (db.get(b"alice"), db.get(b"bob")) == (b"off", b"on")
+    check_write_skew_is_refused(db)
 
 
 def test_a_phantom_in_a_scanned_range_is_refused(filled):
     db = filled
-    t1, t2 = db.transaction(), db.transaction()
-    for txn, member in ((t1, b"team:x"), (t2, b"team:y")):
-        if len(list(txn.scan(prefix=b"team:"))) < 2:
-            txn.put(member, b"1")
-    t1.commit()
-    with pytest.raises(ConflictError) as raised:
-        t2.commit()
-    assert raised.value.key == b"team:x" and raised.value.access == "scanned"
-    assert raised.value.range == (b"team:", b"team;")
+    check_a_phantom_in_a_scanned_range_is_refused(db)
     assert [k for k, _ in db.scan(prefix=b"team:")] == [b"team:x"]
 
 
@@ -307,24 +310,11 @@ def test_a_commit_queued_behind_a_write_to_what_it_read_fails(dbpath, group_comm
     transaction is validated against the batch ahead of it in the group
     (not applied yet), without against that batch once applied."""
     db = btree.open(dbpath, page_size=512, group_commit=group_commit)
-    db.put(b"x", b"0")
-    txn = db.transaction()
-    assert txn.get(b"x") == b"0"
-    txn.put(b"y", b"from the transaction")
-    outcome = []
-
-    def commit():
-        try:
-            txn.commit()
-            outcome.append("committed")
-        except ConflictError as exc:
-            outcome.append(exc)
-
+    committer, outcome = committer_of_a_reader_of_x(db)
     with db._writes.exclusive():  # hold the log writer's role: both writes queue up
         plain = threading.Thread(target=db.put, args=(b"x", b"1"))
         plain.start()
         wait_until(lambda: len(db._writes) == 1, "the plain put queued")
-        committer = threading.Thread(target=commit)
         committer.start()
         wait_until(lambda: len(db._writes) == 2, "the commit queued behind it")
     plain.join()
@@ -342,19 +332,7 @@ def test_a_sync_commit_that_fails_validation_is_woken_by_the_log_syncer(dbpath):
     commit into one group; the commit fails validation against the write
     ahead of it and the syncer wakes it with its ConflictError."""
     db = btree.open(dbpath, page_size=512)
-    db.put(b"x", b"0")
-    txn = db.transaction(sync=True)
-    assert txn.get(b"x") == b"0"
-    txn.put(b"y", b"from the transaction")
-    outcome = []
-
-    def commit():
-        try:
-            txn.commit()
-            outcome.append("committed")
-        except ConflictError as exc:
-            outcome.append(exc)
-
+    committer, outcome = committer_of_a_reader_of_x(db, sync=True)
     syncer_busy = threading.Thread(target=db.put, args=(b"w", b"1"), kwargs={"sync": True})
     with db._log_sync_lock:  # the syncer applies w, then waits here to fsync
         syncer_busy.start()
@@ -362,7 +340,6 @@ def test_a_sync_commit_that_fails_validation_is_woken_by_the_log_syncer(dbpath):
         plain = threading.Thread(target=db.put, args=(b"x", b"1"), kwargs={"sync": True})
         plain.start()
         wait_until(lambda: db._commits.syncer.queued == 1, "the sync put queued")
-        committer = threading.Thread(target=commit)
         committer.start()
         wait_until(lambda: db._commits.syncer.queued == 2, "the sync commit queued behind it")
     for t in (syncer_busy, plain, committer):
@@ -493,13 +470,7 @@ def test_transactions_beside_plain_writers_of_other_keys_end_exact(dbpath):
 
     writers = [threading.Thread(target=plain, args=(n,)) for n in range(2)]
     txns = [threading.Thread(target=transactions) for _ in range(2)]
-    for t in writers + txns:
-        t.start()
-    for t in txns:
-        t.join()
-    stop.set()
-    for t in writers:
-        t.join()
+    run_until_done(txns, writers, stop)
     assert failures == []
     assert db.get(b"counter") == b"600"
     assert len(list(db.scan(prefix=b"noise:a"))) == written[0] and written[1] > 0

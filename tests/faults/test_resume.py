@@ -30,6 +30,20 @@ def open_db(engine, path, fs=None, **extra):
     return lsmkv.open(path, **opts) if engine == "lsm" else btree.open(path, **opts)
 
 
+def resumed_written_and_reopened(engine, path, db, fs, ending) -> dict:
+    """resume(), one more sync write (b"after"), then the ending: a clean
+    close or a power loss; what the database holds when opened again."""
+    db.resume()
+    db.put(b"after", b"3", sync=True)
+    if ending == "close":
+        db.close()
+    else:
+        db._simulate_crash()
+        fs.power_loss()
+    with open_db(engine, path) as db:
+        return dict(db.scan())
+
+
 @pytest.fixture(params=["lsm", "btree"])
 def engine(request):
     return request.param
@@ -49,15 +63,7 @@ def test_a_failed_sync_write_without_group_commit_never_reappears(engine, scratc
         db.put(b"failed", b"2", sync=True)
     assert info.value.errno == errno.EIO and "not applied" in str(info.value)
     assert db.get(b"failed") is None and db.get(b"kept") == b"1"
-    db.resume()
-    db.put(b"after", b"3", sync=True)
-    if ending == "close":
-        db.close()
-    else:
-        db._simulate_crash()
-        fs.power_loss()
-    with open_db(engine, path) as db:
-        assert dict(db.scan()) == {b"kept": b"1", b"after": b"3"}
+    assert resumed_written_and_reopened(engine, path, db, fs, ending) == {b"kept": b"1", b"after": b"3"}
 
 
 @pytest.mark.parametrize("ending", ["close", "power loss"])
@@ -77,15 +83,8 @@ def test_a_sync_write_whose_group_fsync_fails_stays_applied_whole(engine, scratc
             batch.put(b"failed too", b"2")
     assert info.value.errno == errno.EIO and "was applied but is not known to be durable" in str(info.value)
     assert db.get(b"failed") == b"2" and db.get(b"kept") == b"1"
-    db.resume()
-    db.put(b"after", b"3", sync=True)
-    if ending == "close":
-        db.close()
-    else:
-        db._simulate_crash()
-        fs.power_loss()
-    with open_db(engine, path) as db:
-        assert dict(db.scan()) == {b"kept": b"1", b"failed": b"2", b"failed too": b"2", b"after": b"3"}
+    assert resumed_written_and_reopened(engine, path, db, fs, ending) == {
+        b"kept": b"1", b"failed": b"2", b"failed too": b"2", b"after": b"3"}
 
 
 def test_error_state_reads_stats_and_resume_while_the_cause_persists(engine, scratch):

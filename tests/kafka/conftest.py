@@ -110,6 +110,20 @@ def partition_ends():
 
 
 @pytest.fixture
+def ends_after_producing(broker):
+    """``ends_after_producing(topic, spec, partitions=None)``: ``spec``'s
+    stream produced to ``topic`` on the session broker (created with
+    ``partitions`` partitions when given), then each partition's end, as
+    the broker stores it."""
+    from lsmkv.kafka.tools.producer import produce_workload
+
+    def produce(topic: str, spec, partitions: int | None = None) -> dict[int, int]:
+        produce_workload(broker.bootstrap_servers, topic, spec, partitions=partitions)
+        return _ends(_ground_truth(broker.bootstrap_servers, topic))
+    return produce
+
+
+@pytest.fixture
 def instances():
     """A list to put `lsmkv kafka load` process wrappers (tests/kafka/instances.py)
     in: whatever is still running at the end is SIGKILLed."""

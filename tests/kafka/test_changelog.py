@@ -65,11 +65,11 @@ def _calls(path) -> list[tuple[int, int]]:
 
 @pytest.mark.slow
 def test_a_new_instance_restores_from_the_changelog_without_running_the_processor_again(
-        broker, name, tmp_path, ground_truth, partition_ends):
+        broker, name, tmp_path, ground_truth, partition_ends, ends_after_producing):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
-    produce_workload(bs, topic, WorkloadSpec(records=8000, keys=1000, tombstone_ratio=0.1, seed=31), partitions=3)
-    first_ends = partition_ends(ground_truth(bs, topic))
+    first_ends = ends_after_producing(topic, WorkloadSpec(records=8000, keys=1000, tombstone_ratio=0.1, seed=31),
+                                      partitions=3)
     a = _cli_load(broker, topic, group, tmp_path / "a", tmp_path / "a.calls")
     assert a["reason"] == "caught up" and a["records_stored"] == 8000
     assert len(_calls(tmp_path / "a.calls")) == 8000 == a["changelog_records_produced"]
@@ -175,13 +175,12 @@ def test_a_batch_cut_short_is_reprocessed_and_later_restores_are_exact(broker, n
 @pytest.mark.crash
 @pytest.mark.slow
 def test_a_writer_sigkilled_mid_load_then_restores_from_its_changelog_are_exact(broker, name, tmp_path,
-                                                                                 ground_truth, partition_ends):
+                                                                                 ends_after_producing):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     # Most keys are written once: a record missing from a restore is a key missing or wrong.
     spec = WorkloadSpec(records=60_000, keys=40_000, tombstone_ratio=0.05, seed=71)
-    produce_workload(bs, topic, spec, partitions=2)
-    ends = partition_ends(ground_truth(bs, topic))
+    ends = ends_after_producing(topic, spec, partitions=2)
     changelog = changelog_topic(group, topic)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
     a = subprocess.Popen(
@@ -251,14 +250,13 @@ def test_deletes_reach_a_restored_shard_as_deletes(broker, name, tmp_path, groun
 
 @pytest.mark.slow
 def test_a_shard_ahead_of_its_changelog_is_reprocessed_from_where_the_changelog_ends(
-        broker, name, tmp_path, ground_truth, partition_ends):
+        broker, name, tmp_path, ground_truth, ends_after_producing):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
-    produce_workload(bs, topic, WorkloadSpec(records=3000, keys=500, tombstone_ratio=0.1, seed=51), partitions=2)
-    first = partition_ends(ground_truth(bs, topic))
+    first = ends_after_producing(topic, WorkloadSpec(records=3000, keys=500, tombstone_ratio=0.1, seed=51),
+                                 partitions=2)
     Loader(_settings(broker, topic, group), tmp_path / "a", partitioned=True).run()
-    produce_workload(bs, topic, WorkloadSpec(records=1000, keys=500, tombstone_ratio=0.1, seed=52))
-    ends = partition_ends(ground_truth(bs, topic))
+    ends = ends_after_producing(topic, WorkloadSpec(records=1000, keys=500, tombstone_ratio=0.1, seed=52))
     # Stored, never produced to the changelog (as after a crash between the two).
     without = LoaderSettings(bootstrap_servers=bs, topics=[topic], group=group, until_caught_up=True)
     Loader(without, tmp_path / "a", partitioned=True).run()
@@ -322,7 +320,8 @@ def test_changelog_without_partitioned_state_is_refused_before_anything_exists(b
 @pytest.mark.kafka
 @pytest.mark.crash
 def test_serving_instances_take_a_killed_owners_partitions_from_the_changelog(broker, name, tmp_path, instances,
-                                                                              ground_truth, partition_ends):
+                                                                              ground_truth, partition_ends,
+                                                                              ends_after_producing):
     """Two `--serve --changelog` instances (lag-aware assignment, no
     standby; the second started once the first had loaded every
     partition) share four partitions; the first is SIGKILLed. The survivor has no
@@ -333,9 +332,8 @@ def test_serving_instances_take_a_killed_owners_partitions_from_the_changelog(br
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     partitions = 4
-    produce_workload(bs, topic, WorkloadSpec(records=6000, keys=800, tombstone_ratio=0.05, seed=61),
-                     partitions=partitions)
-    ends0 = partition_ends(ground_truth(bs, topic))
+    ends0 = ends_after_producing(topic, WorkloadSpec(records=6000, keys=800, tombstone_ratio=0.05, seed=61),
+                                 partitions=partitions)
     extra = ("--changelog", "--acceptable-recovery-lag", "300", "--probing-rebalance-interval", "2")
     # The victim first, alone: it loads every partition. Started together,
     # either could hold every partition for a moment and keep a shard of

@@ -58,13 +58,12 @@ def _expected(truth) -> dict:
 @pytest.mark.crash
 @pytest.mark.slow
 def test_a_fourth_instance_gets_partitions_only_after_warming_up(broker, name, tmp_path, instances, ground_truth,
-                                                                 partition_ends):
+                                                                 partition_ends, ends_after_producing):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     partitions = 6
     first = WorkloadSpec(records=24_000, keys=2000, tombstone_ratio=0.05, seed=41)   # ~4000 a partition
-    produce_workload(bs, topic, first, partitions=partitions)
-    ends0 = partition_ends(ground_truth(bs, topic))
+    ends0 = ends_after_producing(topic, first, partitions=partitions)
     assert min(ends0.values()) > ACCEPTABLE        # a new instance without copies is not caught up
     for i in range(3):
         instances.append(Instance(bs, topic, group, str(tmp_path / f"i{i}"), extra=_lag_aware()))
@@ -142,13 +141,12 @@ def test_a_fourth_instance_gets_partitions_only_after_warming_up(broker, name, t
 @pytest.mark.crash
 @pytest.mark.slow
 def test_a_killed_owners_partitions_go_to_their_standbys(broker, name, tmp_path, instances, ground_truth,
-                                                         partition_ends):
+                                                         partition_ends, ends_after_producing):
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     partitions = 6
     first = WorkloadSpec(records=12_000, keys=1200, tombstone_ratio=0.05, seed=51)
-    produce_workload(bs, topic, first, partitions=partitions)
-    ends0 = partition_ends(ground_truth(bs, topic))
+    ends0 = ends_after_producing(topic, first, partitions=partitions)
     for i in range(3):
         instances.append(Instance(bs, topic, group, str(tmp_path / f"i{i}"),
                                   extra=_lag_aware("--standby-replicas", "1")))

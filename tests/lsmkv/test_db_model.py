@@ -30,12 +30,15 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precon
 import lsmkv
 from lsmkv import ConflictError
 
+from helpers.model_rules import put_and_delete_rules
+
 # Mostly a small set of keys, so overwrites, deletes of live keys and
 # versions held by snapshots are common; sometimes any short key.
 KEYS = st.one_of(st.sampled_from([b"k%02d" % i for i in range(24)]),
                  st.binary(min_size=0, max_size=3).map(lambda b: b"k" + b))
 VALUES = st.binary(max_size=40)
 BOUND = st.one_of(st.none(), st.binary(max_size=3).map(lambda b: b"k" + b))
+PutAndDelete = put_and_delete_rules(KEYS, VALUES, sync=st.booleans())
 
 
 def model_scan(model, start, end, prefix, reverse):
@@ -140,7 +143,7 @@ class TransactionRules:
         if value is None:
             self.delete(key)
         else:
-            self.put(key, value, False)
+            self.put(key, value, sync=False)
 
     @precondition(lambda self: self.transactions)
     @rule(data=st.data(), key=KEYS, value=VALUES)
@@ -185,7 +188,7 @@ class TransactionRules:
         t.txn.rollback()
 
 
-class LsmModel(TransactionRules, RuleBasedStateMachine):
+class LsmModel(PutAndDelete, TransactionRules, RuleBasedStateMachine):
     snapshots = Bundle("snapshots")
 
     def __init__(self):
@@ -204,16 +207,6 @@ class LsmModel(TransactionRules, RuleBasedStateMachine):
             t.txn.rollback()
         self.db.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    @rule(key=KEYS, value=VALUES, sync=st.booleans())
-    def put(self, key, value, sync):
-        self.db.put(key, value, sync=sync)
-        self.model[key] = value
-
-    @rule(key=KEYS)
-    def delete(self, key):
-        self.db.delete(key)
-        self.model.pop(key, None)
 
     @rule(ops=st.lists(st.tuples(st.booleans(), KEYS, VALUES), max_size=8))
     def batch(self, ops):
@@ -331,7 +324,7 @@ CompactingLsmModel.TestCase.settings = settings(max_examples=40, stateful_step_c
 TestCompactingLsmModel = pytest.mark.slow(CompactingLsmModel.TestCase)
 
 
-class TransactionModel(TransactionRules, RuleBasedStateMachine):
+class TransactionModel(PutAndDelete, TransactionRules, RuleBasedStateMachine):
     """Transactions with only plain writes and flushes beside them, so that
     commits with reads and writes, stale reads and conflicts are frequent."""
 
@@ -347,16 +340,6 @@ class TransactionModel(TransactionRules, RuleBasedStateMachine):
             t.txn.rollback()
         self.db.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    @rule(key=KEYS, value=VALUES, sync=st.booleans())
-    def put(self, key, value, sync):
-        self.db.put(key, value, sync=sync)
-        self.model[key] = value
-
-    @rule(key=KEYS)
-    def delete(self, key):
-        self.db.delete(key)
-        self.model.pop(key, None)
 
     @rule()
     def flush(self):

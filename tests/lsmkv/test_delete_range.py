@@ -32,6 +32,8 @@ from lsmkv.lsm.wal import LogReader
 from lsmkv.lsm.write_batch import RANGE_DELETE, log_batches
 from lsmkv.base.fs import DEFAULT_FS
 
+from helpers.model_rules import put_and_delete_rules
+
 KEYS = [b"k%03d" % i for i in range(200)]
 
 
@@ -47,6 +49,19 @@ def expected(deleted_ranges, keys=KEYS, value=b"v"):
 
 def tables(db):
     return [f for files in db._state.version.levels for f in files]
+
+
+def open_two_levels_with_a_tombstone_above(db_path, start: bytes, end: bytes):
+    """A database (open, automatic compactions off) with KEYS compacted
+    below level 0 and a table in level 0 holding only the range tombstone
+    [start, end)."""
+    db = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
+    fill(db)
+    db.flush()
+    db.compact_range()
+    db.delete_range(start, end)
+    db.flush()
+    return db
 
 
 # -- the fragmented list ------------------------------------------------------------------------
@@ -294,12 +309,7 @@ def test_writing_a_range_delete_over_100000_keys_is_one_log_record(db_path):
 
 def test_get_stops_at_a_covering_tombstone(db_path):
     """A covering tombstone in level 0 answers the get: the level below is not searched."""
-    db = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
-    fill(db)
-    db.flush()
-    db.compact_range()
-    db.delete_range(b"k000", b"k200")
-    db.flush()
+    db = open_two_levels_with_a_tombstone_above(db_path, b"k000", b"k200")
     searches = db._io.searches
     for k in KEYS:
         assert db.get(k) is None
@@ -345,12 +355,7 @@ def _damage_range_del_block(db_path, number):
 
 
 def _two_levels_with_a_tombstone_above(db_path):
-    db = lsmkv.open(db_path, write_buffer_size=1 << 20, disable_auto_compactions=True)
-    fill(db)
-    db.flush()
-    db.compact_range()
-    db.delete_range(b"k050", b"k150")
-    db.flush()
+    db = open_two_levels_with_a_tombstone_above(db_path, b"k050", b"k150")
     number = db._state.version.levels[0][0].number
     db.close()
     return number
@@ -391,15 +396,7 @@ def test_corrupt_range_tombstone_block_is_detected_by_check_and_reads(db_path):
     db.flush()
     meta = db._state.version.levels[0][0]
     db.close()
-    path = os.path.join(db_path, table_name(meta.number))
-    reader = TableReader(DEFAULT_FS, path, meta.number, cache=None)
-    offset = reader.properties.range_del_offset
-    reader.close()
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _damage_range_del_block(db_path, meta.number)
     report = check_db(db_path)
     assert not report.ok and any("checksum" in problem for problem in report.problems)
     with lsmkv.open(db_path) as db:
@@ -478,7 +475,7 @@ def test_get_folds_a_merged_key_while_a_range_tombstone_lies_elsewhere(tmp_path,
 MODEL_KEYS = st.sampled_from([b"k%02d" % i for i in range(30)])
 
 
-class RangeDeleteModel(RuleBasedStateMachine):
+class RangeDeleteModel(put_and_delete_rules(MODEL_KEYS, st.binary(max_size=12)), RuleBasedStateMachine):
     """put/delete/merge/delete_range/flush/compact/reopen/snapshot against a
     dict: range tombstones and merge operands together (a merge after a range
     delete starts from nothing; one before it is deleted with its key)."""
@@ -497,16 +494,6 @@ class RangeDeleteModel(RuleBasedStateMachine):
             snap.close()
         self.db.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    @rule(key=MODEL_KEYS, value=st.binary(max_size=12))
-    def put(self, key, value):
-        self.db.put(key, value)
-        self.model[key] = value
-
-    @rule(key=MODEL_KEYS)
-    def delete(self, key):
-        self.db.delete(key)
-        self.model.pop(key, None)
 
     @rule(key=MODEL_KEYS, operand=st.binary(min_size=1, max_size=4), batch=st.booleans())
     def merge(self, key, operand, batch):

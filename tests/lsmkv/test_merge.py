@@ -23,6 +23,8 @@ from lsmkv.base.merge_operators import Append, Max, UInt64Add, builtin_operator,
 from lsmkv.cli import main as cli_main
 from lsmkv.lsm.check import check_db, dump_table
 
+from helpers.model_rules import put_and_delete_rules
+
 SMALL = dict(write_buffer_size=16 * 1024, block_size=512, level1_max_bytes=64 * 1024, target_file_size=16 * 1024,
              l0_compaction_trigger=2, compaction_executor="thread")
 ADD = UInt64Add.operand
@@ -411,7 +413,7 @@ def test_check_accepts_operands_in_logs_and_tables_and_sst_dump_shows_them(tmp_p
 KEYS = st.sampled_from([b"k%d" % i for i in range(8)])
 
 
-class MergeModel(RuleBasedStateMachine):
+class MergeModel(put_and_delete_rules(KEYS, st.binary(max_size=6)), RuleBasedStateMachine):
     """The database against a dict folded with the same operator, over
     puts, deletes, merges, batches, flushes, compactions, snapshots and
     reopening, with a tiny write buffer."""
@@ -436,16 +438,6 @@ class MergeModel(RuleBasedStateMachine):
 
     def _merge_model(self, key, operand):
         self.model[key] = fold(self.op, key, self.model.get(key), [operand])
-
-    @rule(key=KEYS, value=st.binary(max_size=6))
-    def put(self, key, value):
-        self.db.put(key, value)
-        self.model[key] = value
-
-    @rule(key=KEYS)
-    def delete(self, key):
-        self.db.delete(key)
-        self.model.pop(key, None)
 
     @rule(key=KEYS, operand=st.binary(min_size=1, max_size=4))
     def merge(self, key, operand):

@@ -10,7 +10,7 @@ import os
 import pytest
 
 import lsmkv
-from lsmkv.base.errors import InvalidDatabaseError, LockError
+from lsmkv.base.errors import InvalidDatabaseError
 from lsmkv.base.filenames import parse
 from lsmkv.cli import EXIT_DATA_LOST, main
 from lsmkv.lsm.check import check_db
@@ -215,13 +215,9 @@ def test_damaged_log_record_drops_only_that_batch(tmp_path):
 
 
 @pytest.mark.subprocess
-def test_repair_refuses_while_a_writer_process_holds_the_lock(damaged_db, writer_process, directory_bytes):
+def test_repair_refuses_while_a_writer_process_holds_the_lock(damaged_db, refused_while_held):
     path, _ = damaged_db
-    with writer_process("lsmkv", path):
-        during = directory_bytes(path)
-        with pytest.raises(LockError, match="open for writing in another process"):
-            repair_db(path)
-        assert directory_bytes(path) == during
+    refused_while_held("lsmkv", path, repair_db)
 
 
 def test_cli_repair_exit_codes_and_report(damaged_db, capsys):

@@ -8,35 +8,21 @@ walked in the plain cases."""
 
 from __future__ import annotations
 
-import bisect
 from itertools import islice
 
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.base.cursor import VALUE, SourceCursor, stream_view
+from lsmkv.base.cursor import SourceCursor, stream_view
 from lsmkv.base.key_ranges import KeyRanges
 from lsmkv.base.read_set import ReadSet, RecordingCursor, recorded_stream
 
-
-def finders(contents: dict, chunk: int = 2):
-    keys = sorted(contents)
-    values = [contents[k] for k in keys]
-
-    def after(key, inclusive):
-        i = 0 if key is None else (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
-        return keys[i:i + chunk], [VALUE] * len(keys[i:i + chunk]), values[i:i + chunk]
-
-    def before(key, inclusive):
-        j = len(keys) if key is None else (bisect.bisect_right if inclusive else bisect.bisect_left)(keys, key)
-        i = max(0, j - chunk)
-        return keys[i:j], [VALUE] * (j - i), values[i:j]
-
-    return after, before
+from helpers.finders import value_finders
 
 
 def run_cursor(contents, lower, upper, moves, reads):
     """What the moves observe, as a list (an error counts as an observation)."""
-    cursor = RecordingCursor([SourceCursor(*finders(contents))], lower, upper, reads=reads)
+    cursor = RecordingCursor([SourceCursor(*value_finders(contents.items(), chunk=2))], lower, upper,
+                             reads=reads)
     seen = []
     for op, key, n in moves:
         try:
@@ -56,7 +42,8 @@ def run_cursor(contents, lower, upper, moves, reads):
 
 def run_scan(contents, lower, upper, reverse, n, reads):
     span = reads.span(None, upper, read=False) if reverse else reads.span(lower, None, read=False)
-    items = stream_view([finders(contents)], lower, upper, None, reverse, lambda: None, [True], None)
+    items = stream_view([value_finders(contents.items(), chunk=2)], lower, upper, None, reverse, lambda: None,
+                        [True], None)
     return list(islice(recorded_stream(items, span, reverse, lower, upper), n))
 
 

@@ -11,7 +11,6 @@ four threads incrementing through run_in_transaction ending exact."""
 
 from __future__ import annotations
 
-import bisect
 import gc
 import threading
 
@@ -24,24 +23,10 @@ from lsmkv.base.merge_operators import Append
 from lsmkv.base.retry import backoff_delay, run_in_transaction
 from lsmkv.base.transaction import Transaction, TransactionLimits
 
+from helpers.anomalies import check_a_phantom_in_a_scanned_range_is_refused, check_write_skew_is_refused
+from helpers.finders import value_finders
+
 # -- the engine's side, as a test double -------------------------------------------------------------
-
-
-def sorted_finders(items: list[tuple[bytes, bytes]], chunk: int = 2):
-    """(after, before) finders over sorted (key, value) pairs, all values."""
-    keys = [k for k, _ in items]
-    values = [v for _, v in items]
-
-    def after(key, inclusive):
-        i = 0 if key is None else (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
-        return keys[i:i + chunk], [VALUE] * len(keys[i:i + chunk]), values[i:i + chunk]
-
-    def before(key, inclusive):
-        j = len(keys) if key is None else (bisect.bisect_right if inclusive else bisect.bisect_left)(keys, key)
-        i = max(0, j - chunk)
-        return keys[i:j], [VALUE] * (j - i), values[i:j]
-
-    return after, before
 
 
 class InMemoryReader:
@@ -62,7 +47,7 @@ class InMemoryReader:
 
     def finders(self, lower, upper):
         items = self.engine.items_at(self.seq, lower, upper)
-        return [sorted_finders(items)] if items else []
+        return [value_finders(items, chunk=2)] if items else []
 
     def check(self):
         if self.closed:
@@ -357,36 +342,13 @@ def test_a_handle_that_refuses_writes_lets_a_transaction_read_and_refuses_each_w
 # -- serializable: conflicts ----------------------------------------------------------------------
 
 def test_write_skew_is_refused(engine):
-    """Two on-call doctors each check that the other is on call, then go off
-    call: under snapshot isolation both commit and nobody is on call."""
-    engine.put(b"alice", b"on")
-    engine.put(b"bob", b"on")
-    t1, t2 = engine.transaction(), engine.transaction()
-    for txn, me, other in ((t1, b"alice", b"bob"), (t2, b"bob", b"alice")):
-        if txn.get(other) == b"on":
-            txn.put(me, b"off")
-    t1.commit()
-    with pytest.raises(ConflictError) as raised:
-        t2.commit()
-    assert raised.value.key == b"alice" and raised.value.access == "read"
-    assert t2.state == "failed"
-    assert (engine.get(b"alice"), engine.get(b"bob")) == (b"off", b"on")  # nothing of t2 was written
+    refused = check_write_skew_is_refused(engine)
     with pytest.raises(ClosedError, match="ended by a failed commit"):
-        t2.get(b"alice")
+        refused.get(b"alice")
 
 
 def test_a_phantom_in_a_scanned_range_is_refused(engine):
-    """Two transactions each count the members of a team and add one if it
-    has fewer than two: one must see the other's member."""
-    t1, t2 = engine.transaction(), engine.transaction()
-    for txn, member in ((t1, b"team:x"), (t2, b"team:y")):
-        if len(list(txn.scan(prefix=b"team:"))) < 2:
-            txn.put(member, b"1")
-    t1.commit()
-    with pytest.raises(ConflictError) as raised:
-        t2.commit()
-    assert raised.value.key == b"team:x" and raised.value.access == "scanned"
-    assert raised.value.range == (b"team:", b"team;")
+    check_a_phantom_in_a_scanned_range_is_refused(engine)
     assert sorted(k for k in engine.contents() if k.startswith(b"team:")) == [b"team:x"]
 
 

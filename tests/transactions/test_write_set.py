@@ -8,41 +8,22 @@ never seen by it."""
 
 from __future__ import annotations
 
-import bisect
-
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.cursor import TOMBSTONE, VALUE, Cursor, SourceCursor, stream_view
 from lsmkv.base.write_set import MERGE, WriteSet, hiding_ranges
 
+from helpers.cursor_model import CursorModel, check_moves
+from helpers.finders import list_finders
+
 # -- stand-ins for an engine's snapshot sources ------------------------------------------------
-
-
-def list_finders(entries: list[tuple[bytes, int, bytes]], chunk: int = 3):
-    """(after, before) finders over sorted (key, kind, value) entries, a few
-    keys per chunk so that chunk boundaries are crossed often."""
-    keys = [k for k, _, _ in entries]
-    kinds = [kind for _, kind, _ in entries]
-    values = [v for _, _, v in entries]
-
-    def after(key, inclusive):
-        i = 0 if key is None else (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
-        return keys[i:i + chunk], kinds[i:i + chunk], values[i:i + chunk]
-
-    def before(key, inclusive):
-        j = len(keys) if key is None else (bisect.bisect_right if inclusive else bisect.bisect_left)(keys, key)
-        i = max(0, j - chunk)
-        return keys[i:j], kinds[i:j], values[i:j]
-
-    return after, before
 
 
 def snapshot_finders(older: dict, newer: dict):
     """Two sources, newest first: ``newer`` maps keys to a value or None (a tombstone)."""
     new = sorted((k, TOMBSTONE if v is None else VALUE, b"" if v is None else v) for k, v in newer.items())
     old = sorted((k, VALUE, v) for k, v in older.items())
-    return [list_finders(new), list_finders(old, chunk=4)]
+    return [list_finders(new, chunk=3), list_finders(old, chunk=4)]
 
 
 def snapshot_model(older: dict, newer: dict) -> dict:
@@ -65,40 +46,6 @@ def apply(write_set: WriteSet, model: dict, ops) -> None:
             model.pop(key, None)
 
 
-class Model:
-    """Where a cursor over sorted (key, value) pairs must be after each move."""
-
-    def __init__(self, contents: dict, lower, upper):
-        self.items = sorted((k, v) for k, v in contents.items()
-                            if (lower is None or k >= lower) and (upper is None or k < upper))
-        self.keys = [k for k, _ in self.items]
-        self.pos = None
-        self.positioned = False
-
-    def iterated(self):
-        if self.pos is not None:
-            return self.items[self.pos:]
-        return [] if self.positioned else self.items
-
-    def move(self, op, key):
-        n = len(self.keys)
-        self.positioned = True
-        if op == "seek":
-            i = bisect.bisect_left(self.keys, key)
-            self.pos = i if i < n else None
-        elif op == "seek_for_prev":
-            i = bisect.bisect_right(self.keys, key) - 1
-            self.pos = i if i >= 0 else None
-        elif op == "first":
-            self.pos = 0 if n else None
-        elif op == "last":
-            self.pos = n - 1 if n else None
-        elif op == "next":
-            self.pos = self.pos + 1 if self.pos + 1 < n else None
-        elif op == "prev":
-            self.pos = self.pos - 1 if self.pos > 0 else None
-
-
 keys = st.integers(0, 60).map(lambda i: b"k%02d" % i) | st.binary(max_size=2)
 values = st.binary(max_size=6)
 contents = st.dictionaries(keys, values, max_size=40)
@@ -119,22 +66,9 @@ def test_cursor_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops
     cursor = Cursor([write_set.source(), *(SourceCursor(a, b) for a, b in snapshot_finders(older, newer))],
                     lower, upper)
     apply(write_set, {}, later_ops)  # made after the cursor: never seen by it
-    model = Model(expected, lower, upper)
+    model = CursorModel(expected.items(), lower, upper)
     assert list(cursor) == model.items
-    for op, key in move_list:
-        if op in ("next", "prev") and model.pos is None:
-            with pytest.raises(ValueError):
-                getattr(cursor, op)()
-            continue
-        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
-         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
-         "prev": cursor.prev}[op]()
-        model.move(op, key)
-        if model.pos is None:
-            assert not cursor.valid(), (op, key)
-        else:
-            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
-        assert list(cursor) == model.iterated(), (op, key)
+    check_moves(cursor, model, move_list)
 
 
 @settings(max_examples=100, deadline=None)
@@ -148,7 +82,7 @@ def test_scan_over_write_set_and_snapshot_agrees_with_a_dict(older, newer, ops, 
     scan = stream_view([write_set.finders(), *snapshot_finders(older, newer)], lower, upper, start, reverse,
                        lambda: None, [True], None)
     apply(write_set, {}, later_ops)  # after the scan was made (not started): not seen
-    items = Model(expected, lower, upper).items
+    items = CursorModel(expected.items(), lower, upper).items
     if reverse:
         want = [kv for kv in reversed(items) if start is None or kv[0] <= start]
     else:
@@ -161,7 +95,8 @@ def test_own_values_shadow_and_tombstones_hide_the_snapshot():
     write_set.put(b"b", b"mine")
     write_set.delete(b"c")
     write_set.put(b"x", b"new")
-    snapshot = [list_finders([(b"a", VALUE, b"1"), (b"b", VALUE, b"2"), (b"c", VALUE, b"3"), (b"d", VALUE, b"4")])]
+    snapshot = [list_finders([(b"a", VALUE, b"1"), (b"b", VALUE, b"2"), (b"c", VALUE, b"3"), (b"d", VALUE, b"4")],
+                             chunk=3)]
     forward = list(stream_view([write_set.finders(), *snapshot], None, None, None, False, lambda: None, [True], None))
     assert forward == [(b"a", b"1"), (b"b", b"mine"), (b"d", b"4"), (b"x", b"new")]
     with Cursor([write_set.source(), *(SourceCursor(a, b) for a, b in snapshot)], b"b", b"x") as cursor:
@@ -231,7 +166,7 @@ def test_a_descending_stream_from_above_the_upper_bound_shows_nothing_outside_th
     """Cursor.stream(start, reverse=True) with ``start`` at or above the
     upper bound starts below the bound (keys at or above it are outside
     the cursor's range, whatever its sources hold)."""
-    source = list_finders([(b"a", VALUE, b"1"), (b"m", VALUE, b"2"), (b"z", VALUE, b"3")])
+    source = list_finders([(b"a", VALUE, b"1"), (b"m", VALUE, b"2"), (b"z", VALUE, b"3")], chunk=3)
     with Cursor([SourceCursor(*source)], None, b"n") as cursor:
         assert list(cursor.stream(b"zz", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
         assert list(cursor.stream(b"n", reverse=True)) == [(b"m", b"2"), (b"a", b"1")]
@@ -294,19 +229,9 @@ def test_a_cursor_shows_merges_folded_and_hides_range_deleted_keys(older, newer,
     apply_with_merges(write_set, expected, ops)
     cursor = Cursor([SourceCursor(a, b) for a, b in sources_with_merges(write_set, older, newer)], lower, upper)
     apply_with_merges(write_set, dict(expected), later_ops)  # made after the cursor: never seen by it
-    model = Model(expected, lower, upper)
+    model = CursorModel(expected.items(), lower, upper)
     assert list(cursor) == model.items
-    for op, key in move_list:
-        if op in ("next", "prev") and model.pos is None:
-            continue
-        {"seek": lambda: cursor.seek(key), "seek_for_prev": lambda: cursor.seek_for_prev(key),
-         "first": cursor.seek_to_first, "last": cursor.seek_to_last, "next": cursor.next,
-         "prev": cursor.prev}[op]()
-        model.move(op, key)
-        if model.pos is None:
-            assert not cursor.valid(), (op, key)
-        else:
-            assert (cursor.key(), cursor.value()) == model.items[model.pos], (op, key)
+    check_moves(cursor, model, move_list)
 
 
 @settings(max_examples=150, deadline=None)
@@ -318,7 +243,7 @@ def test_a_scan_shows_merges_folded_and_hides_range_deleted_keys(older, newer, o
     apply_with_merges(write_set, expected, ops)
     scan = stream_view(sources_with_merges(write_set, older, newer), lower, upper, None, reverse,
                        lambda: None, [True], None)
-    items = Model(expected, lower, upper).items
+    items = CursorModel(expected.items(), lower, upper).items
     assert list(scan) == (list(reversed(items)) if reverse else items)
 
 
