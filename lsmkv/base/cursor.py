@@ -150,6 +150,55 @@ def filtered(chunk: Chunk, key: bytes | None, inclusive: bool, above: bool) -> C
     return chunk if j == len(keys) else (keys[:j], chunk[1][:j], chunk[2][:j])
 
 
+#: jump(key, inclusive) -> where a finder's search goes on from, past a
+#: stretch of keys known to be hidden ((key, inclusive) itself if none; None:
+#: everything that way is hidden).
+Jump = Callable[[bytes | None, bool], "tuple[bytes | None, bool] | None"]
+
+
+def hiding(finders: tuple[Finder, Finder], kept: Callable[[Chunk], Chunk], jump_after: Jump | None,
+           jump_before: Jump | None) -> tuple[Finder, Finder]:
+    """The (after, before) finders of a source with some of its entries
+    hidden (those a range delete covers): ``kept(chunk)`` is a chunk
+    without its hidden entries; before each read, ``jump_after`` (or
+    ``jump_before``) moves the search past a stretch it knows is hidden,
+    so a range covering many keys costs one seek. A chunk whose entries
+    are all hidden makes the finder read on past it."""
+    inner_after, inner_before = finders
+
+    def after(key: bytes | None, inclusive: bool) -> Chunk:
+        while True:
+            if jump_after is not None:
+                to = jump_after(key, inclusive)
+                if to is None:
+                    return EMPTY
+                key, inclusive = to
+            chunk = inner_after(key, inclusive)
+            if not chunk[0]:
+                return EMPTY
+            left = kept(chunk)
+            if left[0]:
+                return left
+            key, inclusive = chunk[0][-1], False
+
+    def before(key: bytes | None, inclusive: bool) -> Chunk:
+        while True:
+            if jump_before is not None:
+                to = jump_before(key, inclusive)
+                if to is None:
+                    return EMPTY
+                key, inclusive = to
+            chunk = inner_before(key, inclusive)
+            if not chunk[0]:
+                return EMPTY
+            left = kept(chunk)
+            if left[0]:
+                return left
+            key, inclusive = chunk[0][0], False
+
+    return after, before
+
+
 # -- the merging cursor ------------------------------------------------------------------------
 
 class Cursor:
