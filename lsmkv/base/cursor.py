@@ -164,39 +164,26 @@ def hiding(finders: tuple[Finder, Finder], kept: Callable[[Chunk], Chunk], jump_
     ``jump_before``) moves the search past a stretch it knows is hidden,
     so a range covering many keys costs one seek. A chunk whose entries
     are all hidden makes the finder read on past it."""
-    inner_after, inner_before = finders
-
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            if jump_after is not None:
-                to = jump_after(key, inclusive)
-                if to is None:
+    def reading(inner: Finder, jump: Jump | None, edge: int) -> Finder:
+        """The finder over ``inner``; ``edge``: the end of a chunk the
+        next read goes on from (-1, its last key, for the after finder)."""
+        def read(key: bytes | None, inclusive: bool) -> Chunk:
+            while True:
+                if jump is not None:
+                    to = jump(key, inclusive)
+                    if to is None:
+                        return EMPTY
+                    key, inclusive = to
+                chunk = inner(key, inclusive)
+                if not chunk[0]:
                     return EMPTY
-                key, inclusive = to
-            chunk = inner_after(key, inclusive)
-            if not chunk[0]:
-                return EMPTY
-            left = kept(chunk)
-            if left[0]:
-                return left
-            key, inclusive = chunk[0][-1], False
+                left = kept(chunk)
+                if left[0]:
+                    return left
+                key, inclusive = chunk[0][edge], False
+        return read
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            if jump_before is not None:
-                to = jump_before(key, inclusive)
-                if to is None:
-                    return EMPTY
-                key, inclusive = to
-            chunk = inner_before(key, inclusive)
-            if not chunk[0]:
-                return EMPTY
-            left = kept(chunk)
-            if left[0]:
-                return left
-            key, inclusive = chunk[0][0], False
-
-    return after, before
+    return reading(finders[0], jump_after, -1), reading(finders[1], jump_before, 0)
 
 
 # -- the merging cursor ------------------------------------------------------------------------
@@ -269,29 +256,36 @@ class Cursor:
         self._settle_backward()
 
     def next(self) -> None:
-        key = self._current()
-        if not self._forward:
-            # Every source to its first key after the current one.
-            for s in self._sources:
-                s.seek(key, False)
-            self._forward = True
-        else:
-            for s in self._sources:
-                if s.cur == key:
-                    s.next()
-        self._settle_forward()
+        """To the next entry."""
+        self._step(True)
 
     def prev(self) -> None:
+        """To the previous entry."""
+        self._step(False)
+
+    def _step(self, forward: bool) -> None:
+        """One entry on, ascending (``forward``) or descending. Going on the
+        way the cursor went, the sources on the current key move one entry;
+        after a change of direction, every source is sought to its first
+        key past the current one that way."""
         key = self._current()
-        if self._forward:
+        if self._forward is not forward:
             for s in self._sources:
-                s.seek_for_prev(key, False)
-            self._forward = False
+                if forward:
+                    s.seek(key, False)
+                else:
+                    s.seek_for_prev(key, False)
         else:
             for s in self._sources:
                 if s.cur == key:
-                    s.prev()
-        self._settle_backward()
+                    if forward:
+                        s.next()
+                    else:
+                        s.prev()
+        if forward:
+            self._settle_forward()
+        else:
+            self._settle_backward()
 
     # -- the current entry ------------------------------------------------------------------
 
