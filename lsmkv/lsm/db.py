@@ -98,7 +98,7 @@ from .options import Options
 from .point_reads import PointReads
 from .read_state import ReadState
 from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
-from .snapshot import Snapshot
+from .snapshot import Snapshot, pinned_snapshot
 from .stats import lsm_stats
 from .table.reader import IOStats
 from .table_cache import TableCache
@@ -780,40 +780,24 @@ class DB(KeyValueMapping):
         """A point-in-time view (use in a ``with`` block or close() it)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
-        if self._read_only:
-            return self._pinned_snapshot()
-        with self._snapshot_lock:
-            seq = self._last_seq
-            self._snapshots.add(seq)
+        seq, pinned = self._register_snapshot()
+        if pinned is not None:
+            return pinned_snapshot(seq, pinned, self._get_in, self._scan_in, self._iterator_in, self._multi_get_in,
+                                   self._release_snapshot)
         return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot,
                         multi_get_at=self._multi_get_at)
 
-    def _pinned_snapshot(self) -> Snapshot:
-        """A read-only handle's snapshot reads the read state it was taken
-        on, not the newest one: the writer's compactions know nothing of
-        it, so a state refresh() publishes later may lack versions it sees.
-        The state (with its Version, whose tables stay open) is held until
-        the snapshot is closed."""
+    def _register_snapshot(self) -> tuple[int, ReadState | None]:
+        """The read sequence of a snapshot taken now, joined to the live
+        snapshots, and on a read-only handle the read state it pins (its
+        reads stay on it: snapshot.pinned_snapshot); None on a writable one."""
         with self._snapshot_lock:
             seq = self._last_seq
-            pin = [self._state]
-            seq = max(seq, pin[0].floor)
+            pinned = self._state if self._read_only else None
+            if pinned is not None:
+                seq = max(seq, pinned.floor)
             self._snapshots.add(seq)
-
-        def pinned() -> ReadState:
-            if not pin:
-                raise ClosedError("snapshot used after close()")
-            return pin[0]
-
-        def release(sequence: int) -> None:
-            pin.clear()
-            self._release_snapshot(sequence)
-
-        return Snapshot(seq, lambda key, s, default: self._get_in(pinned(), key, s, default),
-                        lambda start, end, reverse, prefix, s: self._scan_in(pinned(), start, end, reverse, prefix, s),
-                        lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
-                        release,
-                        multi_get_at=lambda keys, s: self._multi_get_in(pinned(), as_keys(keys), s))
+        return seq, pinned
 
     def transaction(self, sync: bool = False) -> Transaction:
         """An optimistic, serializable transaction beginning now
@@ -833,14 +817,9 @@ class DB(KeyValueMapping):
     def _transaction_snapshot(self) -> TransactionSnapshot:
         """A transaction's snapshot, taken now (transactions.py): its
         sequence joins the live snapshots; a read-only handle's also pins
-        the read state of the moment (as _pinned_snapshot does)."""
+        the read state of the moment (as its snapshots do)."""
         self._check_open()
-        with self._snapshot_lock:
-            seq = self._last_seq
-            pinned = self._state if self._read_only else None
-            if pinned is not None:
-                seq = max(seq, pinned.floor)
-            self._snapshots.add(seq)
+        seq, pinned = self._register_snapshot()
         return TransactionSnapshot(seq, pinned, alive=self._alive, current_state=lambda: self._state,
                                    get_in=self._get_in, multi_get_in=self._multi_get_in, view_finders=self._view_finders,
                                    check_open=self._check_open, release=self._release_snapshot)
