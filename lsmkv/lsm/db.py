@@ -14,6 +14,12 @@ what it works on (values, or narrow callables: none of them sees the DB):
 * ingest.py, checkpoint.py: the work of ingest(), checkpoint(), split_keys();
 * stats.py: the dict stats() returns;
 * read_state.py: ReadState, what a reader sees;
+* point_reads.py: get() and multi_get() on any read state at any sequence
+  (DB.get writes the common case out itself);
+* view_sources.py: scans, cursors and the sources of views on any read state;
+* merge_operator_record.py: the merge operator's name in the manifest;
+* approximate_size.py: approximate_size()'s estimate;
+* snapshot.py: snapshots (a read-only handle's pin its read state);
 * transactions.py: the engine's side of ``db.transaction()`` (the
   transaction itself is lsmkv/base/transaction.py's).
 
@@ -33,9 +39,10 @@ records the keys of everything it applied after (transactions.py).
 
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
-by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
-Where the read state holds range tombstones (``delete_range``), gets, multi_gets
-and views take range_del_reads.py's path instead, which honours them.
+by key range and bloom filter (point_reads.py). Scans and cursors merge all
+sources (view_sources.py, cursor.py). Where the read state holds range
+tombstones (``delete_range``), gets, multi_gets and views take
+range_del_reads.py's path instead, which honours them.
 
 Read-only handles build their view from the files a writer (in another
 process, perhaps) leaves, at open and at each refresh() (catch_up.py).
@@ -71,7 +78,7 @@ from sortedcontainers import SortedList
 
 from lsmkv.base.cache_size import default_capacity as default_cache_capacity
 from lsmkv.base.conflicts import ConflictTracker
-from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
+from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
 from lsmkv.base.filenames import LOCK, log_name
@@ -80,9 +87,10 @@ from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_op
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer
 from lsmkv.base.transaction import Transaction, TransactionLimits
-from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
+from .approximate_size import approximate_size
 from .background import FlushThread, TtlWakeup
 from .cache import BlockCache
 from .catch_up import CatchUp, merged_memtable
@@ -105,8 +113,8 @@ from .table_cache import TableCache
 from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys,
                            group_range_deletes, settle_group, validate_group)
 from .ttl_value import with_deadline
-from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
-from .view_sources import view_finders
+from .version import FileMeta, Version, VersionEdit, VersionSet
+from .view_sources import Views
 from .wal import LogWriter
 from .write_batch import (MAX_BATCH_BYTES, MERGE, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
                           encode_single)
@@ -206,6 +214,12 @@ class DB(KeyValueMapping):
         self._multi_get_in = self._reads.multi_get_in
         self._merged = self._reads.merged
         self._unexpired = self._reads.unexpired
+        #: Scans, cursors and view sources on any read state (view_sources.py).
+        self._views = Views(self.path, self._alive, self._tables.reader, self._ttl_clock,
+                            None if self._merge_operator is None else self._merged)
+        self._view_finders = self._views.finders
+        self._scan_in = self._views.scan_in
+        self._iterator_in = self._views.cursor_in
         self._transaction_host = LsmTransactionHost(
             TransactionLimits(max_write_bytes=MAX_BATCH_BYTES, entry_overhead=OP_HEADER.size, writes_refused=refused),
             self.write, self._ttl_clock, self._conflicts, self._merge_operator)
@@ -684,24 +698,6 @@ class DB(KeyValueMapping):
             seq = self._last_seq
         return self._scan_in(self._state, start, end, reverse, prefix, seq)
 
-    def _scan_in(self, st: ReadState, start: object, end: object, reverse: bool, prefix: object,
-                 seq: int) -> TypingIterator[tuple[bytes, bytes]]:
-        if self._closed:
-            raise ClosedError(f"{self.path}: database is closed")
-        lo, hi = scan_bounds(start, end, prefix)
-        return self._scan_iter(st, max(seq, st.floor), lo, hi, bool(reverse))
-
-    def _scan_iter(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None,
-                   reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
-        if lo is not None and hi is not None and lo >= hi:
-            return iter(())
-        return stream_view(self._view_finders(st, seq, lo, hi), lo, hi, None, reverse, self._check_scan,
-                           self._alive, st)
-
-    def _check_scan(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.path}: database closed while a scan was open")
-
     def get_meta(self, name: str) -> bytes | None:
         """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
         if not isinstance(name, str):
@@ -733,17 +729,7 @@ class DB(KeyValueMapping):
         ranges add up exactly (RocksDB's GetApproximateSizes)."""
         self._check_open()
         lo, hi = scan_bounds(start, end, None)
-        if lo is not None and hi is not None and lo >= hi:
-            return 0
-        version = self._state.version
-        reader = self._tables.reader
-        total = 0
-        for level in range(NUM_LEVELS):
-            for meta in version.overlapping(level, lo, hi):
-                a = 0 if lo is None or lo <= meta.smallest else reader(meta).approximate_offset(lo)
-                b = meta.size if hi is None or hi > meta.largest else reader(meta).approximate_offset(hi)
-                total += max(0, b - a)
-        return total
+        return approximate_size(self._state.version, self._tables.reader, lo, hi)
 
     def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Cursor:
         """A cursor over the database as it is now (lsmkv/base/cursor.py):
@@ -754,27 +740,8 @@ class DB(KeyValueMapping):
         return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
 
     def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Cursor:
+        """iterator() at an explicit read sequence (snapshots)."""
         return self._iterator_in(self._state, seq, lower_bound, upper_bound, check)
-
-    def _iterator_in(self, st: ReadState, seq: int, lower_bound: object, upper_bound: object,
-                     check) -> Cursor:
-        lo = as_optional_key(lower_bound, "lower_bound")
-        hi = as_optional_key(upper_bound, "upper_bound")
-        return self._view(st, max(seq, st.floor), lo, hi, check)
-
-    def _view(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Cursor:
-        """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
-        return Cursor([SourceCursor(after, before) for after, before in self._view_finders(st, seq, lo, hi)],
-                      lo, hi, check=check, pinned=st, alive=self._alive)
-
-    def _view_finders(self, st: ReadState, seq: int, lo: bytes | None,
-                      hi: bytes | None) -> list[tuple[Finder, Finder]]:
-        """The sources of a view of ``st`` at ``seq`` in [lo, hi) (view_sources.py)."""
-        # Values with a ttl are judged once, as of the view's making (as
-        # the data is); only a handle with an operator can meet a merge operand.
-        now = now_ms(self._ttl_clock())
-        merged = None if self._merge_operator is None else partial(self._merged, st, seq=seq, now=now)
-        return view_finders(st, seq, lo, hi, self._tables.reader, now, merged)
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
@@ -1140,19 +1107,14 @@ class DB(KeyValueMapping):
                 self._shutting_down = True
                 self._errors.keep(ClosedError(f"{self.path}: the process crashed"))
                 self._bg_cond.notify_all()
-        if self._flusher is not None:
-            self._flusher.join()
-        if self._compactor is not None:
-            self._compactor.stop()
+        self._stop_background()
         self._stop_syncer()
         if self._log is not None:
             self._log.abandon()
             self._log = None
         self._versions.abandon()
         self._tables.close()
-        if self._lock_file is not None:
-            self._lock_file.release()
-            self._lock_file = None
+        self._release_lock()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1172,10 +1134,7 @@ class DB(KeyValueMapping):
             with self._bg_cond:
                 self._shutting_down = True
                 self._bg_cond.notify_all()
-        if self._flusher is not None:
-            self._flusher.join()
-        if self._compactor is not None:
-            self._compactor.stop()
+        self._stop_background()
         with self._refresh_lock:
             pass  # a refresh under way finishes before the files are closed
         # A read-only handle removes nothing: another process may be writing,
@@ -1212,9 +1171,20 @@ class DB(KeyValueMapping):
             self._stop_syncer()
             self._versions.close()
             self._tables.close()
-            if self._lock_file is not None:
-                self._lock_file.release()
-                self._lock_file = None
+            self._release_lock()
+
+    def _stop_background(self) -> None:
+        """Wait for the flush thread to end, and stop the compactor."""
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+
+    def _release_lock(self) -> None:
+        """Let go of the directory's lock file."""
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
 
     def _stop_syncer(self) -> None:
         """Stop the log syncer (its waiters, if any are left, get ClosedError)

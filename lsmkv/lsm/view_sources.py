@@ -1,6 +1,7 @@
-"""The sources of a view: the (after, before) finders that scans, cursors
-and transactions' views merge (lsmkv/base/cursor.py), made from a read
-state at a read sequence for the keys in [lo, hi).
+"""Views of a read state: scans and cursors at a read sequence, and the
+sources they merge -- the (after, before) finders that scans, cursors and
+transactions' views read through (lsmkv/base/cursor.py), made from a
+read state at a read sequence for the keys in [lo, hi).
 
 One source per memtable, per level-0 table and per deeper level, newest
 first (lsmkv/lsm/cursor.py makes each). Where the read state holds range
@@ -12,9 +13,13 @@ touches the DB object.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable
+from functools import partial
+from typing import Callable, Iterator
 
-from lsmkv.base.cursor import Finder
+from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
+from lsmkv.base.errors import ClosedError
+from lsmkv.base.keys import as_optional_key, scan_bounds
+from lsmkv.base.ttl import now_ms
 
 from .cursor import level_finders, memtable_finders, seek_chunk, table_finders
 from .memtable import MemTable
@@ -26,6 +31,58 @@ from .version import FileMeta
 OpenTable = Callable[[FileMeta], TableReader]
 #: ``merged(key)``: the value a key whose visible version is a merge operand reads as.
 Merged = Callable[[bytes], bytes]
+#: ``merged_in(state, key, sequence, now)``: the same on any read state (PointReads.merged).
+MergedIn = Callable[[ReadState, bytes, int, int], bytes]
+
+
+class Views:
+    """Scans, cursors and view sources of one database on any read state
+    at any read sequence. ``alive`` is the database's [True] ([False] once
+    it is closed: streams and cursors look at it); ``merged_in`` folds a
+    key's merge operands (None: the database has no merge operator)."""
+
+    __slots__ = ("_path", "_alive", "_open_table", "_ttl_clock", "_merged_in")
+
+    def __init__(self, path: str, alive: list[bool], open_table: OpenTable, ttl_clock: Callable[[], float],
+                 merged_in: MergedIn | None) -> None:
+        self._path = path
+        self._alive = alive
+        self._open_table = open_table
+        self._ttl_clock = ttl_clock
+        self._merged_in = merged_in
+
+    def finders(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None) -> list[tuple[Finder, Finder]]:
+        """The sources of a view of ``st`` at ``seq`` in [lo, hi) (view_finders)."""
+        # Values with a ttl are judged once, as of the view's making (as the data is).
+        now = now_ms(self._ttl_clock())
+        merged = None if self._merged_in is None else partial(self._merged_in, st, seq=seq, now=now)
+        return view_finders(st, seq, lo, hi, self._open_table, now, merged)
+
+    def scan_in(self, st: ReadState, start: object, end: object, reverse: bool, prefix: object,
+                seq: int) -> Iterator[tuple[bytes, bytes]]:
+        """DB.scan() on ``st`` at ``seq`` (at least the state's floor)."""
+        if not self._alive[0]:
+            raise ClosedError(f"{self._path}: database is closed")
+        lo, hi = scan_bounds(start, end, prefix)
+        if lo is not None and hi is not None and lo >= hi:
+            return iter(())
+        seq = max(seq, st.floor)
+        return stream_view(self.finders(st, seq, lo, hi), lo, hi, None, bool(reverse), self._check_scan, self._alive,
+                           st)
+
+    def _check_scan(self) -> None:
+        if not self._alive[0]:
+            raise ClosedError(f"{self._path}: database closed while a scan was open")
+
+    def cursor_in(self, st: ReadState, seq: int, lower_bound: object, upper_bound: object,
+                  check: Callable[[], None]) -> Cursor:
+        """DB.iterator() on ``st`` at ``seq`` (at least the state's floor);
+        ``check`` raises once the database (or snapshot) is closed."""
+        lo = as_optional_key(lower_bound, "lower_bound")
+        hi = as_optional_key(upper_bound, "upper_bound")
+        seq = max(seq, st.floor)
+        return Cursor([SourceCursor(after, before) for after, before in self.finders(st, seq, lo, hi)],
+                      lo, hi, check=check, pinned=st, alive=self._alive)
 
 
 def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, open_table: OpenTable, now: int,
