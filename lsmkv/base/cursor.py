@@ -256,32 +256,27 @@ class Cursor:
         self._settle_backward()
 
     def next(self) -> None:
-        """To the next entry."""
-        self._step(True)
+        key = self._current()
+        if self._forward:
+            self._settle_forward(key)
+        else:
+            self._turn(key, True)
 
     def prev(self) -> None:
-        """To the previous entry."""
-        self._step(False)
-
-    def _step(self, forward: bool) -> None:
-        """One entry on, ascending (``forward``) or descending. Going on the
-        way the cursor went, the sources on the current key move one entry;
-        after a change of direction, every source is sought to its first
-        key past the current one that way."""
         key = self._current()
-        if self._forward is not forward:
-            for s in self._sources:
-                if forward:
-                    s.seek(key, False)
-                else:
-                    s.seek_for_prev(key, False)
+        if not self._forward:
+            self._settle_backward(key)
         else:
-            for s in self._sources:
-                if s.cur == key:
-                    if forward:
-                        s.next()
-                    else:
-                        s.prev()
+            self._turn(key, False)
+
+    def _turn(self, key: bytes, forward: bool) -> None:
+        """A change of direction at ``key``: every source to its first key
+        past it the new way (a few binary searches), then settle."""
+        for s in self._sources:
+            if forward:
+                s.seek(key, False)
+            else:
+                s.seek_for_prev(key, False)
         if forward:
             self._settle_forward()
         else:
@@ -316,13 +311,18 @@ class Cursor:
         self._positioned = True
         self._key = self._value = None
 
-    def _settle_forward(self) -> None:
+    def _settle_forward(self, past: bytes | None = None) -> None:
         """Show the smallest key among the sources (the newest source's
-        version of it); step over tombstones; stop at the upper bound."""
+        version of it) above ``past`` (the sources on it move on first);
+        step over tombstones; stop at the upper bound."""
         self._forward = True
         sources = self._sources
         upper = self._upper
         while True:
+            if past is not None:
+                for s in sources:
+                    if s.cur == past:
+                        s.next()
             best = None
             winner = None
             for s in sources:
@@ -335,15 +335,18 @@ class Cursor:
             if winner.kinds[winner.pos] != TOMBSTONE:
                 self._key, self._value = best, winner.values[winner.pos]
                 return
-            for s in sources:
-                if s.cur == best:
-                    s.next()
+            past = best
 
-    def _settle_backward(self) -> None:
+    def _settle_backward(self, past: bytes | None = None) -> None:
+        """_settle_forward's mirror: the largest key below ``past``, down to the lower bound."""
         self._forward = False
         sources = self._sources
         lower = self._lower
         while True:
+            if past is not None:
+                for s in sources:
+                    if s.cur == past:
+                        s.prev()
             best = None
             winner = None
             for s in sources:
@@ -356,9 +359,7 @@ class Cursor:
             if winner.kinds[winner.pos] != TOMBSTONE:
                 self._key, self._value = best, winner.values[winner.pos]
                 return
-            for s in sources:
-                if s.cur == best:
-                    s.prev()
+            past = best
 
     # -- iteration and lifetime --------------------------------------------------------------
 

@@ -605,12 +605,26 @@ class DB(KeyValueMapping):
         if seq < st.floor:
             seq = st.floor
         k = key if type(key) is bytes else as_key(key)
-        if st.mem.range_dels is not None or st.range_dels:
+        mem = st.mem
+        if mem.range_dels is not None or st.range_dels:
             return self._get_in(st, k, seq, default)
         # The common case is written out here rather than shared with
-        # point_reads.py through calls: each call is a measurable share of a get.
-        for mem in st.memtables:
-            version = mem._latest.get(k)
+        # point_reads.py through calls, and the memtable is looked at before
+        # the loop over the immutable ones: each call, and each step of a
+        # loop, is a measurable share of a get.
+        version = mem._latest.get(k)
+        if version is not None:
+            while version is not None and version[0] > seq:
+                version = version[3]
+            if version is not None:
+                kind = version[1]
+                if kind == VALUE:
+                    return version[2]
+                if kind == MERGE:
+                    return self._merged(st, k, seq)
+                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
+        for imm in st.imms:
+            version = imm._latest.get(k)
             while version is not None and version[0] > seq:
                 version = version[3]
             if version is not None:
@@ -705,7 +719,7 @@ class DB(KeyValueMapping):
         self._check_open()
         key = name.encode("utf-8")
         st = self._state
-        for mem in (st.mem, *st.imms):
+        for mem in st.memtables:
             value = mem.meta.get(key)
             if value is not None:
                 return value
@@ -992,7 +1006,7 @@ class DB(KeyValueMapping):
         with self._writes.exclusive():
             self._check_writable()
             st = self._state
-            if any(mem.has_key_in(t.smallest, t.largest) for mem in (st.mem, *st.imms) for t in tables):
+            if any(mem.has_key_in(t.smallest, t.largest) for mem in st.memtables for t in tables):
                 # The memtables are read before the tables: a key of an
                 # ingested range there would hide the ingested value.
                 if len(st.mem):
@@ -1039,7 +1053,7 @@ class DB(KeyValueMapping):
                 seq = self._last_seq
                 st = self._state
                 seq = max(seq, st.floor)
-                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
+                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable(st.memtables, seq),
                                  seq, dict(st.meta), self.options, self._tables.reader,
                                  merge_operator=self._versions.merge_operator)
             return

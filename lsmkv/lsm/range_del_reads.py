@@ -42,7 +42,7 @@ def get_honouring_range_dels(st: ReadState, key: bytes, seq: int,
                              open_table: OpenTable) -> tuple[int, bytes] | None:
     """(kind, stored value) of ``key``'s newest version visible at ``seq``
     in ``st``, or None when no source has one or a range tombstone deletes it."""
-    for mem in (st.mem, *st.imms):
+    for mem in st.memtables:
         version = mem.get(key, seq)
         covering = mem.range_dels.covering_seq(key, seq) if mem.range_dels is not None else 0
         if version is not None and version[0] > covering:

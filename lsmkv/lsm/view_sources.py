@@ -96,7 +96,7 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     judged as of ``now`` (live ones read as values, expired ones as
     deletes); keys whose visible version is a merge operand read as
     ``merged`` folds them (None: the database has no merge operator)."""
-    mems = [mem for mem in (st.mem, *st.imms) if len(mem)]
+    mems = [mem for mem in st.memtables if len(mem)]
     finders = [memtable_finders(mem, seq, now, merged) for mem in mems]
     version = st.version
     tables = version.overlapping(0, lo, hi)
