@@ -35,13 +35,8 @@ class MergeOperatorRecord:
     def __init__(self, path: str, operator: object, versions: VersionSet, read_only: bool,
                  check_open: Callable[[], None], check_writable: Callable[[], None],
                  apply_edit: Callable[[VersionEdit], object]) -> None:
-        self._path = path
-        self._operator = operator
-        self._versions = versions
-        self._read_only = read_only
-        self._check_open = check_open
-        self._check_writable = check_writable
-        self._apply_edit = apply_edit
+        self._path, self._operator, self._versions, self._read_only = path, operator, versions, read_only
+        self._check_open, self._check_writable, self._apply_edit = check_open, check_writable, apply_edit
         #: Held while the operator's name is first recorded in the manifest.
         self._lock = threading.Lock()
 

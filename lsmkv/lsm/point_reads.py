@@ -48,11 +48,8 @@ class PointReads:
 
     def __init__(self, path: str, alive: list[bool], open_table: OpenTable, ttl_clock: Callable[[], float],
                  merge_operator: object) -> None:
-        self._path = path
-        self._alive = alive
-        self._open_table = open_table
-        self._ttl_clock = ttl_clock
-        self._merge_operator = merge_operator
+        self._path, self._alive = path, alive
+        self._open_table, self._ttl_clock, self._merge_operator = open_table, ttl_clock, merge_operator
         self.gets = 0
 
     def get_in(self, st: ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
@@ -66,29 +63,28 @@ class PointReads:
         if st.range_dels or st.mem.range_dels is not None:
             self.gets += 1
             found = get_honouring_range_dels(st, k, seq, self._open_table)
-            if found is None or found[0] == TOMBSTONE:
+            if found is None:
                 return default
-            if found[0] == MERGE:
-                return self.merged(st, k, seq)
-            return found[1] if found[0] == VALUE else self.unexpired(found[1], default)
-        for mem in st.memtables:
-            version = mem.get(k, seq)
-            if version is not None:
-                kind = version[1]
-                if kind == VALUE:
-                    return version[2]
-                if kind == MERGE:
-                    return self.merged(st, k, seq)
-                return default if kind == TOMBSTONE else self.unexpired(version[2], default)
-        self.gets += 1
-        found = get_from_tables(st.version, k, seq, self._open_table)
-        if found is None or found[0] == TOMBSTONE:
+            kind, value = found
+        else:
+            for mem in st.memtables:
+                version = mem.get(k, seq)
+                if version is not None:
+                    kind, value = version[1], version[2]
+                    break
+            else:
+                self.gets += 1
+                found = get_from_tables(st.version, k, seq, self._open_table)
+                if found is None:
+                    return default
+                kind, value = found
+        if kind == VALUE:
+            return value
+        if kind == TOMBSTONE:
             return default
-        if found[0] == VALUE_TTL:
-            return self.unexpired(found[1], default)
-        if found[0] == MERGE:
-            return self.merged(st, k, seq)
-        return found[1]
+        if kind == VALUE_TTL:
+            return self.unexpired(value, default)
+        return self.merged(st, k, seq)
 
     def multi_get_in(self, st: ReadState, keys: list[bytes], seq: int) -> list[bytes | None]:
         """multi_get() of checked keys on the read state ``st`` at ``seq``."""

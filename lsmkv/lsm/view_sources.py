@@ -45,11 +45,8 @@ class Views:
 
     def __init__(self, path: str, alive: list[bool], open_table: OpenTable, ttl_clock: Callable[[], float],
                  merged_in: MergedIn | None) -> None:
-        self._path = path
-        self._alive = alive
-        self._open_table = open_table
-        self._ttl_clock = ttl_clock
-        self._merged_in = merged_in
+        self._path, self._alive = path, alive
+        self._open_table, self._ttl_clock, self._merged_in = open_table, ttl_clock, merged_in
 
     def finders(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None) -> list[tuple[Finder, Finder]]:
         """The sources of a view of ``st`` at ``seq`` in [lo, hi) (view_finders)."""
