@@ -150,6 +150,42 @@ def filtered(chunk: Chunk, key: bytes | None, inclusive: bool, above: bool) -> C
     return chunk if j == len(keys) else (keys[:j], chunk[1][:j], chunk[2][:j])
 
 
+#: jump(key, inclusive) -> where a finder's search goes on from, past a
+#: stretch of keys known to be hidden ((key, inclusive) itself if none; None:
+#: everything that way is hidden).
+Jump = Callable[[bytes | None, bool], "tuple[bytes | None, bool] | None"]
+
+
+def hiding(finders: tuple[Finder, Finder], kept: Callable[[Chunk], Chunk], jump_after: Jump | None,
+           jump_before: Jump | None) -> tuple[Finder, Finder]:
+    """The (after, before) finders of a source with some of its entries
+    hidden (those a range delete covers): ``kept(chunk)`` is a chunk
+    without its hidden entries; before each read, ``jump_after`` (or
+    ``jump_before``) moves the search past a stretch it knows is hidden,
+    so a range covering many keys costs one seek. A chunk whose entries
+    are all hidden makes the finder read on past it."""
+    def reading(inner: Finder, jump: Jump | None, edge: int) -> Finder:
+        """The finder over ``inner``; ``edge``: the end of a chunk the
+        next read goes on from (-1, its last key, for the after finder)."""
+        def read(key: bytes | None, inclusive: bool) -> Chunk:
+            while True:
+                if jump is not None:
+                    to = jump(key, inclusive)
+                    if to is None:
+                        return EMPTY
+                    key, inclusive = to
+                chunk = inner(key, inclusive)
+                if not chunk[0]:
+                    return EMPTY
+                left = kept(chunk)
+                if left[0]:
+                    return left
+                key, inclusive = chunk[0][edge], False
+        return read
+
+    return reading(finders[0], jump_after, -1), reading(finders[1], jump_before, 0)
+
+
 # -- the merging cursor ------------------------------------------------------------------------
 
 class Cursor:
@@ -221,28 +257,30 @@ class Cursor:
 
     def next(self) -> None:
         key = self._current()
-        if not self._forward:
-            # Every source to its first key after the current one.
-            for s in self._sources:
-                s.seek(key, False)
-            self._forward = True
+        if self._forward:
+            self._settle_forward(key)
         else:
-            for s in self._sources:
-                if s.cur == key:
-                    s.next()
-        self._settle_forward()
+            self._turn(key, True)
 
     def prev(self) -> None:
         key = self._current()
-        if self._forward:
-            for s in self._sources:
-                s.seek_for_prev(key, False)
-            self._forward = False
+        if not self._forward:
+            self._settle_backward(key)
         else:
-            for s in self._sources:
-                if s.cur == key:
-                    s.prev()
-        self._settle_backward()
+            self._turn(key, False)
+
+    def _turn(self, key: bytes, forward: bool) -> None:
+        """A change of direction at ``key``: every source to its first key
+        past it the new way (a few binary searches), then settle."""
+        for s in self._sources:
+            if forward:
+                s.seek(key, False)
+            else:
+                s.seek_for_prev(key, False)
+        if forward:
+            self._settle_forward()
+        else:
+            self._settle_backward()
 
     # -- the current entry ------------------------------------------------------------------
 
@@ -273,13 +311,18 @@ class Cursor:
         self._positioned = True
         self._key = self._value = None
 
-    def _settle_forward(self) -> None:
+    def _settle_forward(self, past: bytes | None = None) -> None:
         """Show the smallest key among the sources (the newest source's
-        version of it); step over tombstones; stop at the upper bound."""
+        version of it) above ``past`` (the sources on it move on first);
+        step over tombstones; stop at the upper bound."""
         self._forward = True
         sources = self._sources
         upper = self._upper
         while True:
+            if past is not None:
+                for s in sources:
+                    if s.cur == past:
+                        s.next()
             best = None
             winner = None
             for s in sources:
@@ -292,15 +335,18 @@ class Cursor:
             if winner.kinds[winner.pos] != TOMBSTONE:
                 self._key, self._value = best, winner.values[winner.pos]
                 return
-            for s in sources:
-                if s.cur == best:
-                    s.next()
+            past = best
 
-    def _settle_backward(self) -> None:
+    def _settle_backward(self, past: bytes | None = None) -> None:
+        """_settle_forward's mirror: the largest key below ``past``, down to the lower bound."""
         self._forward = False
         sources = self._sources
         lower = self._lower
         while True:
+            if past is not None:
+                for s in sources:
+                    if s.cur == past:
+                        s.prev()
             best = None
             winner = None
             for s in sources:
@@ -313,9 +359,7 @@ class Cursor:
             if winner.kinds[winner.pos] != TOMBSTONE:
                 self._key, self._value = best, winner.values[winner.pos]
                 return
-            for s in sources:
-                if s.cur == best:
-                    s.prev()
+            past = best
 
     # -- iteration and lifetime --------------------------------------------------------------
 

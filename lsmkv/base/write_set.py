@@ -48,7 +48,7 @@ from typing import Callable, Iterator, KeysView
 
 from sortedcontainers import SortedDict
 
-from .cursor import EMPTY, TOMBSTONE, VALUE, Chunk, Finder, SourceCursor
+from .cursor import EMPTY, TOMBSTONE, VALUE, Chunk, Finder, Jump, SourceCursor, hiding
 from .key_ranges import KeyRanges, Range
 
 #: Merge operands (txn.merge) of a key the transaction did not otherwise
@@ -271,7 +271,6 @@ def hiding_ranges(finders: tuple[Finder, Finder], ranges: KeyRanges) -> tuple[Fi
     A chunk whose keys all fall inside the ranges makes the finder go on
     past the range that holds its last (first) key, so a range covering
     many keys is skipped in one step."""
-    inner_after, inner_before = finders
     containing = ranges.containing
 
     def kept(chunk: Chunk) -> Chunk:
@@ -281,30 +280,13 @@ def hiding_ranges(finders: tuple[Finder, Finder], ranges: KeyRanges) -> tuple[Fi
             return chunk
         return (list(compress(keys, keep)), list(compress(kinds, keep)), list(compress(values, keep)))
 
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            chunk = inner_after(key, inclusive)
-            if not chunk[0]:
-                return chunk
-            out = kept(chunk)
-            if out[0]:
-                return out
-            high = containing(chunk[0][-1])[1]
-            if high is None:
-                return EMPTY
-            key, inclusive = high, True
+    def jump(end: int, inclusive_there: bool) -> Jump:
+        """Past the range holding the key, to its high end (end 1) or its low end (end 0)."""
+        def to(key: bytes | None, inclusive: bool) -> tuple[bytes | None, bool] | None:
+            span = None if key is None else containing(key)
+            if span is None:
+                return key, inclusive
+            return None if span[end] is None else (span[end], inclusive_there)
+        return to
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            chunk = inner_before(key, inclusive)
-            if not chunk[0]:
-                return chunk
-            out = kept(chunk)
-            if out[0]:
-                return out
-            low = containing(chunk[0][0])[0]
-            if low is None:
-                return EMPTY
-            key, inclusive = low, False
-
-    return after, before
+    return hiding(finders, kept, jump(1, True), jump(0, False))

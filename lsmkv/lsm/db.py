@@ -14,6 +14,12 @@ what it works on (values, or narrow callables: none of them sees the DB):
 * ingest.py, checkpoint.py: the work of ingest(), checkpoint(), split_keys();
 * stats.py: the dict stats() returns;
 * read_state.py: ReadState, what a reader sees;
+* point_reads.py: get() and multi_get() on any read state at any sequence
+  (DB.get writes the common case out itself);
+* view_sources.py: scans, cursors and the sources of views on any read state;
+* merge_operator_record.py: the merge operator's name in the manifest;
+* approximate_size.py: approximate_size()'s estimate;
+* snapshot.py: snapshots (a read-only handle's pin its read state);
 * transactions.py: the engine's side of ``db.transaction()`` (the
   transaction itself is lsmkv/base/transaction.py's).
 
@@ -33,9 +39,10 @@ records the keys of everything it applied after (transactions.py).
 
 Read path: memtable, immutable memtables (newest first), level-0 tables
 (newest first), then at most one table per deeper level; a table is skipped
-by key range and bloom filter. Scans and cursors merge all sources (cursor.py).
-Where the read state holds range tombstones (``delete_range``), gets, multi_gets
-and views take range_del_reads.py's path instead, which honours them.
+by key range and bloom filter (point_reads.py). Scans and cursors merge all
+sources (view_sources.py, cursor.py). Where the read state holds range
+tombstones (``delete_range``), gets, multi_gets and views take
+range_del_reads.py's path instead, which honours them.
 
 Read-only handles build their view from the files a writer (in another
 process, perhaps) leaves, at open and at each refresh() (catch_up.py).
@@ -71,47 +78,43 @@ from sortedcontainers import SortedList
 
 from lsmkv.base.cache_size import default_capacity as default_cache_capacity
 from lsmkv.base.conflicts import ConflictTracker
-from lsmkv.base.cursor import Cursor, Finder, SourceCursor, stream_view
+from lsmkv.base.cursor import Cursor
 from lsmkv.base.dbdir import prepare_directory
-from lsmkv.base.errors import (BackgroundError, ClosedError, InvalidArgumentError, InvalidDatabaseError, OptionError,
-                               ReadOnlyError)
+from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
 from lsmkv.base.filenames import LOCK, log_name
 from lsmkv.base.group_commit import GroupCommit
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
-from lsmkv.base.merge_operators import check_operand, operator_name
 from lsmkv.base.timer import Timer
 from lsmkv.base.transaction import Transaction, TransactionLimits
-from lsmkv.base.ttl import check_ttl, deadline_ms, now_ms
+from lsmkv.base.ttl import check_ttl, deadline_ms
 from lsmkv.base.write_queue import Writer
 
+from .approximate_size import approximate_size
 from .background import FlushThread, TtlWakeup
 from .cache import BlockCache
 from .catch_up import CatchUp, merged_memtable
 from .checkpoint import split_keys, write_checkpoint
 from .compactor import CompactionHost, Compactor
-from .cursor import level_finders, memtable_finders, seek_chunk, table_finders
 from .error_handler import ErrorHandler, flush_to_fresh_manifest
 from .flush import write_table
 from .ingest import IngestTable, inspect_tables, link_tables, remove_sources
 from .memtable import MemTable
-from .merge_read import merged_value
-from .multi_get import lookup_many
+from .merge_operator_record import MergeOperatorRecord
 from .obsolete_files import delete_obsolete_files
-from .range_del_reads import (ViewSource, get_honouring_range_dels, honouring_range_dels, level_range_dels,
-                              memtable_seq_of, table_seq_of)
 from .options import Options
+from .point_reads import PointReads
 from .read_state import ReadState
 from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
-from .snapshot import Snapshot
+from .snapshot import Snapshot, pinned_snapshot
 from .stats import lsm_stats
-from .table.bloom import bloom_hash
 from .table.reader import IOStats
 from .table_cache import TableCache
 from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys,
                            group_range_deletes, settle_group, validate_group)
-from .ttl_value import live_value, with_deadline
-from .version import NUM_LEVELS, FileMeta, Version, VersionEdit, VersionSet
+from .ttl_value import with_deadline
+from .version import FileMeta, Version, VersionEdit, VersionSet
+from .view_sources import Views
 from .wal import LogWriter
 from .write_batch import (MAX_BATCH_BYTES, MERGE, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
                           encode_single)
@@ -145,8 +148,6 @@ class DB(KeyValueMapping):
         self._ttl_clock = options.ttl_clock
         #: Folds merge operands (None: the handle refuses merges).
         self._merge_operator = options.merge_operator
-        #: Held while the operator's name is first recorded in the manifest.
-        self._merge_name_lock = threading.Lock()
         #: Held while the log is synced, or replaced: the syncer never syncs
         #: a log a memtable switch is closing.
         self._log_sync_lock = threading.Lock()
@@ -194,6 +195,10 @@ class DB(KeyValueMapping):
         #: Wakes the compactor at the earliest ttl deadline of the tables.
         self._ttl_wakeup = TtlWakeup(self._get_timer, self._ttl_clock, self._wake_compactor)
         self._recovery: dict = {}
+        #: The operator's name in the manifest: checked at open, recorded
+        #: before the first operand is written (merge_operator_record.py).
+        self._merge_record = MergeOperatorRecord(self.path, self._merge_operator, self._versions, self._read_only,
+                                                 self._check_open, self._check_writable, self._apply_edit)
         #: Read-only handles: follows the writer's manifest and logs
         #: (catch_up.py); refresh() runs it under ``_refresh_lock``.
         self._catch_up: CatchUp | None = None
@@ -202,6 +207,19 @@ class DB(KeyValueMapping):
         self._conflicts = ConflictTracker()
         refused = (f"{self.path} was opened with read_only=True; a transaction on it may read but not write"
                    if self._read_only else None)
+        #: get() and multi_get() on any read state (point_reads.py); DB.get
+        #: writes the common case out itself.
+        self._reads = PointReads(self.path, self._alive, self._tables.reader, self._ttl_clock, self._merge_operator)
+        self._get_in = self._reads.get_in
+        self._multi_get_in = self._reads.multi_get_in
+        self._merged = self._reads.merged
+        self._unexpired = self._reads.unexpired
+        #: Scans, cursors and view sources on any read state (view_sources.py).
+        self._views = Views(self.path, self._alive, self._tables.reader, self._ttl_clock,
+                            None if self._merge_operator is None else self._merged)
+        self._view_finders = self._views.finders
+        self._scan_in = self._views.scan_in
+        self._iterator_in = self._views.cursor_in
         self._transaction_host = LsmTransactionHost(
             TransactionLimits(max_write_bytes=MAX_BATCH_BYTES, entry_overhead=OP_HEADER.size, writes_refused=refused),
             self.write, self._ttl_clock, self._conflicts, self._merge_operator)
@@ -226,12 +244,12 @@ class DB(KeyValueMapping):
                 self._catch_up = CatchUp(self.path, fs, self._versions, self._tables,
                                          salvage=opts.wal_recovery_mode == "salvage")
                 self._install_caught_up()
-                self._check_merge_operator()
+                self._merge_record.check_at_open()
                 return
             if not exists:
                 self._versions.write_new_manifest()
             self._versions.recover()
-            self._check_merge_operator()
+            self._merge_record.check_at_open()
             check_tables_present(fs, self.path, self._versions.current)
             recovered = recover_for_writing(fs, self.path, self._versions, opts, self._write_level0)
             self._recovery = recovered.report
@@ -239,21 +257,6 @@ class DB(KeyValueMapping):
         except BaseException:
             self._release_resources()
             raise
-
-    def _check_merge_operator(self) -> None:
-        """At open: a store whose manifest records a merge operator's name
-        (it may hold operands) opens only with an operator of that name."""
-        stored = self._versions.merge_operator
-        if stored is None:
-            return
-        given = self._merge_operator
-        if given is None:
-            raise OptionError(f"{self.path} holds merge operands written with the merge operator {stored!r}; "
-                              f"open it with merge_operator= (an operator named {stored!r})")
-        name = operator_name(given)
-        if name != stored:
-            raise OptionError(f"{self.path} holds merge operands written with the merge operator {stored!r}, "
-                              f"not {name!r} (the merge_operator given)")
 
     def _start_writing(self, new_log: int, max_seq: int) -> None:
         """After recovery (recovery.py): create the log the new manifest
@@ -382,33 +385,8 @@ class DB(KeyValueMapping):
         v = operand if type(operand) is bytes and len(operand) <= MAX_VALUE_SIZE else as_value(operand)
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
-        self._prepare_merges(((MERGE, k, v),))
+        self._merge_record.prepare(((MERGE, k, v),))
         self._write_one(MERGE, k, v, sync)
-
-    def _prepare_merges(self, ops: Iterable[tuple[int, bytes, bytes]]) -> None:
-        """Before merge operands are written: the handle must be writable
-        and have an operator that accepts each of them; the first time,
-        the operator's name is recorded in the manifest (durably, before
-        any operand reaches the log)."""
-        self._check_open()
-        if self._read_only:
-            raise ReadOnlyError(f"{self.path} was opened with read_only=True; writes are not allowed")
-        operator = self._merge_operator
-        if operator is None:
-            raise InvalidArgumentError(f"{self.path}: merge needs a merge operator: open the database with "
-                                       "merge_operator=")
-        for kind, _, operand in ops:
-            if kind == MERGE:
-                check_operand(operator, operand)
-        name = operator_name(operator)
-        if self._versions.merge_operator != name:
-            with self._merge_name_lock:
-                if self._versions.merge_operator != name:
-                    if self._log is None or self._errors.error is not None:
-                        self._raise_not_writable()
-                    edit = VersionEdit()
-                    edit.merge_operator = name
-                    self._apply_edit(edit)
 
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
@@ -466,7 +444,7 @@ class DB(KeyValueMapping):
         if not batch.ops:
             return
         if batch.merges or (type(batch) is TransactionBatch and any(op[0] == MERGE for op in batch.ops)):
-            self._prepare_merges(batch.ops)
+            self._merge_record.prepare(batch.ops)
         if self._l0_slowdown:
             self._write_control.delay(batch.user_bytes)
         self._commits.write(batch, sync)
@@ -565,6 +543,11 @@ class DB(KeyValueMapping):
         self._l0_slowdown = control.slowdown
         self._l0_stop = control.stop
 
+    def _check_writable(self) -> None:
+        """Raises unless the handle can write now (open, writable, writes not stopped)."""
+        if self._log is None or self._errors.error is not None:
+            self._raise_not_writable()
+
     def _raise_not_writable(self) -> None:
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
@@ -625,8 +608,10 @@ class DB(KeyValueMapping):
         mem = st.mem
         if mem.range_dels is not None or st.range_dels:
             return self._get_in(st, k, seq, default)
-        # The read path is written out here rather than shared with
-        # _get_at() through calls: each call is a measurable share of a get.
+        # The common case is written out here rather than shared with
+        # point_reads.py through calls, and the memtable is looked at before
+        # the loop over the immutable ones: each call, and each step of a
+        # loop, is a measurable share of a get.
         version = mem._latest.get(k)
         if version is not None:
             while version is not None and version[0] > seq:
@@ -697,115 +682,9 @@ class DB(KeyValueMapping):
         """multi_get() at an explicit read sequence (snapshots)."""
         return self._multi_get_in(self._state, as_keys(keys), seq)
 
-    def _multi_get_in(self, st: ReadState, keys: list[bytes], seq: int) -> list[bytes | None]:
-        """multi_get() of checked keys on the read state ``st`` at ``seq``."""
-        if self._closed:
-            raise ClosedError(f"{self.path}: database is closed")
-        if seq < st.floor:
-            seq = st.floor
-        distinct = sorted(set(keys))
-        if st.range_dels or st.mem.range_dels is not None:
-            # Range tombstones: each key weighed against them (range_del_reads.py).
-            found = {}
-            for key in distinct:
-                entry = get_honouring_range_dels(st, key, seq, self._tables.reader)
-                if entry is not None:
-                    found[key] = entry
-            asked = len(distinct)
-        else:
-            found, asked = lookup_many(st, distinct, seq, self._tables.reader)
-        self._gets += asked
-        now = None  # one clock reading for every expiring value
-        values: dict[bytes, bytes | None] = {}  # the keys found; the others are absent
-        for key, (kind, value) in found.items():
-            if kind == TOMBSTONE:
-                continue
-            if kind == VALUE_TTL:
-                if now is None:
-                    now = now_ms(self._ttl_clock())
-                value = live_value(value, now)
-            elif kind == MERGE:
-                value = self._merged(st, key, seq)
-            values[key] = value
-        get = values.get
-        return [get(key) for key in keys]
-
-    def _unexpired(self, stored: bytes, default: bytes | None) -> bytes | None:
-        """The value of a stored expiring value (kind VALUE_TTL), or
-        ``default`` once its deadline has passed."""
-        value = live_value(stored, now_ms(self._ttl_clock()))
-        return default if value is None else value
-
     def _get_at(self, key: object, seq: int, default: bytes | None) -> bytes | None:
         """get() at an explicit read sequence (snapshots)."""
         return self._get_in(self._state, key, seq, default)
-
-    def _get_in(self, st: ReadState, key: object, seq: int, default: bytes | None) -> bytes | None:
-        """get() on the read state ``st`` at the read sequence ``seq`` (at
-        least the state's floor)."""
-        if self._closed:
-            raise ClosedError(f"{self.path}: database is closed")
-        if seq < st.floor:
-            seq = st.floor
-        k = key if type(key) is bytes else as_key(key)
-        if st.range_dels or st.mem.range_dels is not None:
-            self._gets += 1
-            found = get_honouring_range_dels(st, k, seq, self._tables.reader)
-            if found is None or found[0] == TOMBSTONE:
-                return default
-            if found[0] == MERGE:
-                return self._merged(st, k, seq)
-            return found[1] if found[0] == VALUE else self._unexpired(found[1], default)
-        for mem in (st.mem, *st.imms):
-            version = mem.get(k, seq)
-            if version is not None:
-                kind = version[1]
-                if kind == VALUE:
-                    return version[2]
-                if kind == MERGE:
-                    return self._merged(st, k, seq)
-                return default if kind == TOMBSTONE else self._unexpired(version[2], default)
-        found = self._get_from_tables(st.version, k, seq)
-        if found is None or found[0] == TOMBSTONE:
-            return default
-        if found[0] == VALUE_TTL:
-            return self._unexpired(found[1], default)
-        if found[0] == MERGE:
-            return self._merged(st, k, seq)
-        return found[1]
-
-    def _merged(self, st: ReadState, key: bytes, seq: int, now: int | None = None) -> bytes:
-        """The value of ``key``, whose newest version visible at ``seq`` is a
-        merge operand: the operator folded over its operands (merge_read.py)."""
-        if now is None:
-            now = now_ms(self._ttl_clock())
-        return merged_value(st, key, seq, now, self._merge_operator, self._tables.reader)
-
-    def _get_from_tables(self, version: Version, key: bytes, seq: int) -> tuple[int, bytes] | None:
-        """(kind, value) of the newest version <= seq in the tables, or None.
-
-        Level 0 newest first, then the one table per deeper level whose key
-        range holds the key; each table checks its bloom filter first."""
-        self._gets += 1
-        h = bloom_hash(key)
-        open_table = self._tables.reader
-        for meta in version.levels[0]:
-            if meta.smallest <= key <= meta.largest:
-                found = (meta.reader or open_table(meta)).get(key, h, seq)
-                if found is not None:
-                    return found
-        levels = version.levels
-        largest_keys = version.largest_keys
-        for level in version.deep_levels:
-            files = levels[level]
-            i = bisect_left(largest_keys[level], key)
-            if i < len(files):
-                meta = files[i]
-                if meta.smallest <= key:
-                    found = (meta.reader or open_table(meta)).get(key, h, seq)
-                    if found is not None:
-                        return found
-        return None
 
     def _live_count(self) -> int:
         """len(db): the live keys, counted by a scan (an LSM-tree cannot know
@@ -833,24 +712,6 @@ class DB(KeyValueMapping):
             seq = self._last_seq
         return self._scan_in(self._state, start, end, reverse, prefix, seq)
 
-    def _scan_in(self, st: ReadState, start: object, end: object, reverse: bool, prefix: object,
-                 seq: int) -> TypingIterator[tuple[bytes, bytes]]:
-        if self._closed:
-            raise ClosedError(f"{self.path}: database is closed")
-        lo, hi = scan_bounds(start, end, prefix)
-        return self._scan_iter(st, max(seq, st.floor), lo, hi, bool(reverse))
-
-    def _scan_iter(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None,
-                   reverse: bool) -> TypingIterator[tuple[bytes, bytes]]:
-        if lo is not None and hi is not None and lo >= hi:
-            return iter(())
-        return stream_view(self._view_finders(st, seq, lo, hi), lo, hi, None, reverse, self._check_scan,
-                           self._alive, st)
-
-    def _check_scan(self) -> None:
-        if self._closed:
-            raise ClosedError(f"{self.path}: database closed while a scan was open")
-
     def get_meta(self, name: str) -> bytes | None:
         """The value of the metadata entry ``name`` (``batch.set_meta``), or None."""
         if not isinstance(name, str):
@@ -858,7 +719,7 @@ class DB(KeyValueMapping):
         self._check_open()
         key = name.encode("utf-8")
         st = self._state
-        for mem in (st.mem, *st.imms):
+        for mem in st.memtables:
             value = mem.meta.get(key)
             if value is not None:
                 return value
@@ -882,17 +743,7 @@ class DB(KeyValueMapping):
         ranges add up exactly (RocksDB's GetApproximateSizes)."""
         self._check_open()
         lo, hi = scan_bounds(start, end, None)
-        if lo is not None and hi is not None and lo >= hi:
-            return 0
-        version = self._state.version
-        reader = self._tables.reader
-        total = 0
-        for level in range(NUM_LEVELS):
-            for meta in version.overlapping(level, lo, hi):
-                a = 0 if lo is None or lo <= meta.smallest else reader(meta).approximate_offset(lo)
-                b = meta.size if hi is None or hi > meta.largest else reader(meta).approximate_offset(hi)
-                total += max(0, b - a)
-        return total
+        return approximate_size(self._state.version, self._tables.reader, lo, hi)
 
     def iterator(self, lower_bound: object = None, upper_bound: object = None) -> Cursor:
         """A cursor over the database as it is now (lsmkv/base/cursor.py):
@@ -903,111 +754,31 @@ class DB(KeyValueMapping):
         return self._iterator(self._last_seq, lower_bound, upper_bound, self._check_open)
 
     def _iterator(self, seq: int, lower_bound: object, upper_bound: object, check) -> Cursor:
+        """iterator() at an explicit read sequence (snapshots)."""
         return self._iterator_in(self._state, seq, lower_bound, upper_bound, check)
-
-    def _iterator_in(self, st: ReadState, seq: int, lower_bound: object, upper_bound: object,
-                     check) -> Cursor:
-        lo = as_optional_key(lower_bound, "lower_bound")
-        hi = as_optional_key(upper_bound, "upper_bound")
-        return self._view(st, max(seq, st.floor), lo, hi, check)
-
-    def _view(self, st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, check) -> Cursor:
-        """A cursor over ``st`` at ``seq`` in [lo, hi) (see _view_finders)."""
-        return Cursor([SourceCursor(after, before) for after, before in self._view_finders(st, seq, lo, hi)],
-                      lo, hi, check=check, pinned=st, alive=self._alive)
-
-    def _view_finders(self, st: ReadState, seq: int, lo: bytes | None,
-                      hi: bytes | None) -> list[tuple[Finder, Finder]]:
-        """The (after, before) finders of the sources of ``st`` at ``seq``
-        that hold keys in [lo, hi), newest first: one per memtable, per
-        level-0 table and per deeper level. A level is handed whole, with
-        the bounds, and opens only the tables a seek lands in. Each table
-        source's first read after a seek is sized by how dense it is beside
-        the view's densest source (cursor.seek_chunk)."""
-        open_table = self._tables.reader
-        # Values with a ttl are judged once, as of the view's making (as
-        # the data is): live ones read as values, expired ones as deletes.
-        now = now_ms(self._ttl_clock())
-        # Keys whose visible version is a merge operand read as their fold
-        # (only a handle with an operator can meet one: merge_read.py).
-        merged = None if self._merge_operator is None else partial(self._merged, st, seq=seq, now=now)
-        mems = [mem for mem in (st.mem, *st.imms) if len(mem)]
-        finders = [memtable_finders(mem, seq, now, merged) for mem in mems]
-        version = st.version
-        tables = version.overlapping(0, lo, hi)
-        levels = []
-        for level in version.deep_levels:
-            files = version.levels[level]
-            i = 0 if lo is None else bisect_left(version.largest_keys[level], lo)
-            if i < len(files) and (hi is None or files[i].smallest < hi):
-                levels.append(level)
-        entries = version.level_entries
-        densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
-        for meta in tables:
-            finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged))
-        for level in levels:
-            finders.append(level_finders(version.levels[level], open_table, seq, now,
-                                         largest=version.largest_keys[level], lo=lo, hi=hi,
-                                         seek_chunk=seek_chunk(entries[level], densest), merged=merged))
-        if st.range_dels or st.mem.range_dels is not None:
-            return honouring_range_dels(self._range_del_sources(finders, mems, tables, levels, st, seq, lo, hi), seq)
-        return finders
-
-    def _range_del_sources(self, finders: list[tuple[Finder, Finder]], mems: list[MemTable], tables: list[FileMeta],
-                           levels: list[int], st: ReadState, seq: int, lo: bytes | None,
-                           hi: bytes | None) -> list[ViewSource]:
-        """The sources _view_finders made (memtables, level-0 tables, deeper
-        levels, in that order), each with its own range tombstones and how
-        to weigh a key's version against them (range_del_reads.py)."""
-        open_table = self._tables.reader
-        owners = [(mem.range_dels, memtable_seq_of(mem, seq)) for mem in mems]
-        for meta in tables:
-            reader = open_table(meta)
-            owners.append((reader.range_dels, table_seq_of(reader, seq)))
-        version = st.version
-        for level in levels:
-            owners.append(level_range_dels(version.levels[level], version.largest_keys[level], open_table, seq, lo, hi))
-        return [ViewSource(pair, own, seq_of if own is not None else None)
-                for pair, (own, seq_of) in zip(finders, owners)]
 
     def snapshot(self) -> Snapshot:
         """A point-in-time view (use in a ``with`` block or close() it)."""
         if self._closed:
             raise ClosedError(f"{self.path}: database is closed")
-        if self._read_only:
-            return self._pinned_snapshot()
-        with self._snapshot_lock:
-            seq = self._last_seq
-            self._snapshots.add(seq)
+        seq, pinned = self._register_snapshot()
+        if pinned is not None:
+            return pinned_snapshot(seq, pinned, self._get_in, self._scan_in, self._iterator_in, self._multi_get_in,
+                                   self._release_snapshot)
         return Snapshot(seq, self._get_at, self._scan, self._iterator, self._release_snapshot,
                         multi_get_at=self._multi_get_at)
 
-    def _pinned_snapshot(self) -> Snapshot:
-        """A read-only handle's snapshot reads the read state it was taken
-        on, not the newest one: the writer's compactions know nothing of
-        it, so a state refresh() publishes later may lack versions it sees.
-        The state (with its Version, whose tables stay open) is held until
-        the snapshot is closed."""
+    def _register_snapshot(self) -> tuple[int, ReadState | None]:
+        """The read sequence of a snapshot taken now, joined to the live
+        snapshots, and on a read-only handle the read state it pins (its
+        reads stay on it: snapshot.pinned_snapshot); None on a writable one."""
         with self._snapshot_lock:
             seq = self._last_seq
-            pin = [self._state]
-            seq = max(seq, pin[0].floor)
+            pinned = self._state if self._read_only else None
+            if pinned is not None:
+                seq = max(seq, pinned.floor)
             self._snapshots.add(seq)
-
-        def pinned() -> ReadState:
-            if not pin:
-                raise ClosedError("snapshot used after close()")
-            return pin[0]
-
-        def release(sequence: int) -> None:
-            pin.clear()
-            self._release_snapshot(sequence)
-
-        return Snapshot(seq, lambda key, s, default: self._get_in(pinned(), key, s, default),
-                        lambda start, end, reverse, prefix, s: self._scan_in(pinned(), start, end, reverse, prefix, s),
-                        lambda s, lower, upper, check: self._iterator_in(pinned(), s, lower, upper, check),
-                        release,
-                        multi_get_at=lambda keys, s: self._multi_get_in(pinned(), as_keys(keys), s))
+        return seq, pinned
 
     def transaction(self, sync: bool = False) -> Transaction:
         """An optimistic, serializable transaction beginning now
@@ -1027,14 +798,9 @@ class DB(KeyValueMapping):
     def _transaction_snapshot(self) -> TransactionSnapshot:
         """A transaction's snapshot, taken now (transactions.py): its
         sequence joins the live snapshots; a read-only handle's also pins
-        the read state of the moment (as _pinned_snapshot does)."""
+        the read state of the moment (as its snapshots do)."""
         self._check_open()
-        with self._snapshot_lock:
-            seq = self._last_seq
-            pinned = self._state if self._read_only else None
-            if pinned is not None:
-                seq = max(seq, pinned.floor)
-            self._snapshots.add(seq)
+        seq, pinned = self._register_snapshot()
         return TransactionSnapshot(seq, pinned, alive=self._alive, current_state=lambda: self._state,
                                    get_in=self._get_in, multi_get_in=self._multi_get_in, view_finders=self._view_finders,
                                    check_open=self._check_open, release=self._release_snapshot)
@@ -1054,8 +820,7 @@ class DB(KeyValueMapping):
     def flush(self) -> None:
         """Write the memtable to a table now and wait until it is recorded."""
         with self._writes.exclusive():
-            if self._log is None or self._errors.error is not None:
-                self._raise_not_writable()
+            self._check_writable()
             if len(self._state.mem):
                 self._switch_memtable()
         error = self._flusher.wait_until_flushed()
@@ -1239,10 +1004,9 @@ class DB(KeyValueMapping):
         if not tables:
             return
         with self._writes.exclusive():
-            if self._log is None or self._errors.error is not None:
-                self._raise_not_writable()
+            self._check_writable()
             st = self._state
-            if any(mem.has_key_in(t.smallest, t.largest) for mem in (st.mem, *st.imms) for t in tables):
+            if any(mem.has_key_in(t.smallest, t.largest) for mem in st.memtables for t in tables):
                 # The memtables are read before the tables: a key of an
                 # ingested range there would hide the ingested value.
                 if len(st.mem):
@@ -1289,7 +1053,7 @@ class DB(KeyValueMapping):
                 seq = self._last_seq
                 st = self._state
                 seq = max(seq, st.floor)
-                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable((st.mem, *st.imms), seq),
+                write_checkpoint(self._fs, dest, self.path, st.version, merged_memtable(st.memtables, seq),
                                  seq, dict(st.meta), self.options, self._tables.reader,
                                  merge_operator=self._versions.merge_operator)
             return
@@ -1328,7 +1092,8 @@ class DB(KeyValueMapping):
             path=self.path, fs=self._fs, options=self.options, state=self._state, last_sequence=self._last_seq,
             counters={"user_bytes_written": self._user_bytes_written, "wal_bytes_written": self._wal_bytes_written,
                       "flush_bytes_written": self._flush_bytes_written, "flush_count": self._flush_count,
-                      "ingest_count": self._ingest_count, "ingest_bytes": self._ingest_bytes, "gets": self._gets,
+                      "ingest_count": self._ingest_count, "ingest_bytes": self._ingest_bytes,
+                      "gets": self._gets + self._reads.gets,
                       "stall_count": self._stall_count, "stall_seconds": self._stall_seconds},
             manifest_bytes_written=self._versions.manifest_bytes_written, compactor=self._compactor, io=self._io,
             commits=self._commits.stats(), write_control=self._write_control, block_cache=self._block_cache,
@@ -1356,19 +1121,14 @@ class DB(KeyValueMapping):
                 self._shutting_down = True
                 self._errors.keep(ClosedError(f"{self.path}: the process crashed"))
                 self._bg_cond.notify_all()
-        if self._flusher is not None:
-            self._flusher.join()
-        if self._compactor is not None:
-            self._compactor.stop()
+        self._stop_background()
         self._stop_syncer()
         if self._log is not None:
             self._log.abandon()
             self._log = None
         self._versions.abandon()
         self._tables.close()
-        if self._lock_file is not None:
-            self._lock_file.release()
-            self._lock_file = None
+        self._release_lock()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -1388,10 +1148,7 @@ class DB(KeyValueMapping):
             with self._bg_cond:
                 self._shutting_down = True
                 self._bg_cond.notify_all()
-        if self._flusher is not None:
-            self._flusher.join()
-        if self._compactor is not None:
-            self._compactor.stop()
+        self._stop_background()
         with self._refresh_lock:
             pass  # a refresh under way finishes before the files are closed
         # A read-only handle removes nothing: another process may be writing,
@@ -1428,9 +1185,20 @@ class DB(KeyValueMapping):
             self._stop_syncer()
             self._versions.close()
             self._tables.close()
-            if self._lock_file is not None:
-                self._lock_file.release()
-                self._lock_file = None
+            self._release_lock()
+
+    def _stop_background(self) -> None:
+        """Wait for the flush thread to end, and stop the compactor."""
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._compactor is not None:
+            self._compactor.stop()
+
+    def _release_lock(self) -> None:
+        """Let go of the directory's lock file."""
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
 
     def _stop_syncer(self) -> None:
         """Stop the log syncer (its waiters, if any are left, get ClosedError)

@@ -61,7 +61,7 @@ def _versions(st: ReadState, key: bytes, seq: int,
     first, ending with a tombstone where a range tombstone deletes the rest
     (range_del_reads.py: a source's tombstone deletes its own older
     versions and everything older sources hold)."""
-    for mem in (st.mem, *st.imms):
+    for mem in st.memtables:
         covering = mem.range_dels.covering_seq(key, seq) if mem.range_dels is not None else 0
         version = mem._latest.get(key)
         while version is not None:

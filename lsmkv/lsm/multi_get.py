@@ -31,7 +31,7 @@ def lookup_many(st: ReadState, keys: list[bytes], seq: int,
     how many keys the tables were asked for)."""
     found: dict[bytes, tuple[int, bytes]] = {}
     pending = keys  # the keys no source has answered yet, ascending
-    for mem in (st.mem, *st.imms):
+    for mem in st.memtables:
         latest = mem._latest
         if not latest:
             continue

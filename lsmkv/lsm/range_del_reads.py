@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Callable
 
-from lsmkv.base.cursor import EMPTY, Chunk, Finder
+from lsmkv.base.cursor import Chunk, Finder, hiding
 
 from .range_tombstones import FragmentedTombstones
 from .read_state import ReadState
@@ -42,7 +42,7 @@ def get_honouring_range_dels(st: ReadState, key: bytes, seq: int,
                              open_table: OpenTable) -> tuple[int, bytes] | None:
     """(kind, stored value) of ``key``'s newest version visible at ``seq``
     in ``st``, or None when no source has one or a range tombstone deletes it."""
-    for mem in (st.mem, *st.imms):
+    for mem in st.memtables:
         version = mem.get(key, seq)
         covering = mem.range_dels.covering_seq(key, seq) if mem.range_dels is not None else 0
         if version is not None and version[0] > covering:
@@ -151,7 +151,6 @@ def honouring_range_dels(sources: list[ViewSource], seq: int) -> list[tuple[Find
 
 
 def _wrapped(source: ViewSource, above: FragmentedTombstones | None, seq: int) -> tuple[Finder, Finder]:
-    inner_after, inner_before = source.finders
     own = source.own
     seq_of = source.seq_of
 
@@ -176,32 +175,17 @@ def _wrapped(source: ViewSource, above: FragmentedTombstones | None, seq: int) -
         return ([k for k, f in zip(keys, flags) if f], [k for k, f in zip(kinds, flags) if f],
                 [v for v, f in zip(values, flags) if f])
 
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            if above is not None:
-                span = above.span_at(b"" if key is None else key, seq)
-                if span is not None:
-                    key, inclusive = span[1], True  # everything up to its end is deleted here
-            chunk = inner_after(key, inclusive)
-            if not chunk[0]:
-                return EMPTY
-            left = kept(chunk)
-            if left[0]:
-                return left
-            key, inclusive = chunk[0][-1], False
+    if above is None:
+        return hiding(source.finders, kept, None, None)
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
-        while True:
-            if above is not None and key is not None:
-                span = above.span_at(key, seq) if inclusive else above.span_below(key, seq)
-                if span is not None:
-                    key, inclusive = span[0], False
-            chunk = inner_before(key, inclusive)
-            if not chunk[0]:
-                return EMPTY
-            left = kept(chunk)
-            if left[0]:
-                return left
-            key, inclusive = chunk[0][0], False
+    def jump_after(key: bytes | None, inclusive: bool) -> tuple[bytes | None, bool]:
+        span = above.span_at(b"" if key is None else key, seq)
+        return (key, inclusive) if span is None else (span[1], True)  # everything up to its end is deleted here
 
-    return after, before
+    def jump_before(key: bytes | None, inclusive: bool) -> tuple[bytes | None, bool]:
+        if key is None:
+            return key, inclusive
+        span = above.span_at(key, seq) if inclusive else above.span_below(key, seq)
+        return (key, inclusive) if span is None else (span[0], False)
+
+    return hiding(source.finders, kept, jump_after, jump_before)

@@ -31,12 +31,14 @@ class ReadState:
     their state); None on a writable handle, whose VersionSet holds them.
     """
 
-    __slots__ = ("mem", "imms", "version", "floor", "meta", "range_dels")
+    __slots__ = ("mem", "imms", "memtables", "version", "floor", "meta", "range_dels")
 
     def __init__(self, mem: MemTable, imms: tuple[MemTable, ...], version: Version, floor: int = 0,
                  meta: dict[bytes, bytes] | None = None) -> None:
         self.mem = mem
         self.imms = imms
+        #: The memtable and the immutable ones, newest first: the order a get reads them in.
+        self.memtables = (mem, *imms)
         self.version = version
         self.floor = floor
         self.meta = meta

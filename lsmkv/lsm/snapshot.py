@@ -94,3 +94,31 @@ class Snapshot:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def pinned_snapshot(sequence: int, state: object, get_in: Callable[..., "bytes | None"],
+                    scan_in: Callable[..., Iterator[tuple[bytes, bytes]]], iterator_in: Callable[..., object],
+                    multi_get_in: Callable[..., "list[bytes | None]"], release: Callable[[int], None]) -> Snapshot:
+    """A read-only handle's snapshot: it reads the read state it was taken
+    on, not the newest one (the writer's compactions know nothing of it,
+    so a state a later refresh publishes may lack versions it sees). The
+    state (with its Version, whose tables stay open) is held until the
+    snapshot is closed. ``get_in``, ``scan_in``, ``iterator_in`` and
+    ``multi_get_in`` are the database's reads on a given state (the
+    state first, then the arguments of get_at and so on)."""
+    pin = [state]
+
+    def pinned() -> object:
+        if not pin:
+            raise ClosedError("snapshot used after close()")
+        return pin[0]
+
+    def release_pin(seq: int) -> None:
+        pin.clear()
+        release(seq)
+
+    return Snapshot(sequence, lambda key, s, default: get_in(pinned(), key, s, default),
+                    lambda start, end, reverse, prefix, s: scan_in(pinned(), start, end, reverse, prefix, s),
+                    lambda s, lower, upper, check: iterator_in(pinned(), s, lower, upper, check),
+                    release_pin,
+                    multi_get_at=lambda keys, s: multi_get_in(pinned(), as_keys(keys), s))

@@ -59,7 +59,7 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
                        "compaction_bytes_read_into": compaction["bytes_read_into"][level],
                        "compaction_bytes_written_into": compaction["bytes_written_into"][level],
                        "bytes_moved_into": compaction["bytes_moved_into"][level]})
-    mem_entries = sum(len(m) for m in (state.mem, *state.imms))
+    mem_entries = sum(len(m) for m in state.memtables)
     user = counters["user_bytes_written"]
     written = (counters["wal_bytes_written"] + counters["flush_bytes_written"] + compaction["bytes_written"]
                + manifest_bytes_written)

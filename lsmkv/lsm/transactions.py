@@ -64,9 +64,9 @@ from .read_state import ReadState
 from .ttl_value import with_deadline
 from .write_batch import MERGE, META, RANGE_DELETE, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch
 
-#: ``get_in(state, key, sequence, default)``: a point read (DB._get_in).
+#: ``get_in(state, key, sequence, default)``: a point read (point_reads.PointReads.get_in).
 GetIn = Callable[[ReadState, bytes, int, "bytes | None"], "bytes | None"]
-#: ``view_finders(state, sequence, lower, upper)``: the sources of a view (DB._view_finders).
+#: ``view_finders(state, sequence, lower, upper)``: the sources of a view (view_sources.Views.finders).
 ViewFinders = Callable[[ReadState, int, "bytes | None", "bytes | None"], list[tuple[Finder, Finder]]]
 
 
