@@ -73,6 +73,19 @@ class Reader(NamedTuple):
     registered_ms: int
 
 
+#: (pid, its start time) of this process, read once per process (a fork
+#: child reads its own).
+_own_start: tuple[int, int] = (-1, 0)
+
+
+def _own_start_time(pid: int) -> int:
+    """This process's start time (``pid`` is os.getpid()), read once."""
+    global _own_start
+    if _own_start[0] != pid:
+        _own_start = (pid, _process_start_time(pid))
+    return _own_start[1]
+
+
 def _process_start_time(pid: int) -> int:
     """Clock ticks since boot at which ``pid`` started (0 where unknown)."""
     try:
@@ -106,6 +119,9 @@ class ReaderTable:
         self.mine: dict[int, tuple[int, tuple[int, int]]] = {}
         #: Dead readers cleared through this table (stats()).
         self.cleared = 0
+        #: The slot this description took last: a register tries it first
+        #: (one 64-byte read, not the whole table's).
+        self._last_slot = 0
         #: Threads of this process wait here for the table lock; ``_depth``
         #: counts how deeply the holder has taken it.
         self._lock = threading.RLock()
@@ -209,9 +225,13 @@ class ReaderTable:
         holds a live reader."""
         pid = os.getpid()
         with self._table_locked():
-            used = self._used_slots()
-            taken = {i for i, _ in used}
-            free = [i for i in range(SLOTS) if i not in taken][:1]
+            last = self._last_slot
+            if last not in self.mine and not os.pread(self._fd, 1, _slot_offset(last))[0]:
+                free = [last]  # (a slot not in use: its in-use field's low byte is 0)
+            else:
+                used = self._used_slots()
+                taken = {i for i, _ in used}
+                free = [i for i in range(SLOTS) if i not in taken][:1]
             if not free:
                 for i, entry in used:
                     if not self._alive(i):
@@ -221,10 +241,11 @@ class ReaderTable:
                         break
             for i in free:
                 _lock(self._fd, fcntl.F_OFD_SETLK, fcntl.F_WRLCK, _slot_offset(i))
-                os.pwrite(self._fd, SLOT.pack(1, pid, _process_start_time(pid), secrets.randbits(64),
+                os.pwrite(self._fd, SLOT.pack(1, pid, _own_start_time(pid), secrets.randbits(64),
                                               file[0], file[1], epoch, int(time.time() * 1000)),
                           _slot_offset(i))
                 self.mine[i] = (epoch, file)
+                self._last_slot = i
                 return i
         raise LsmkvError(f"{self.path}: all {SLOTS} reader slots hold live readers; close some snapshots, "
                          "cursors or transactions of read-only handles of this store")

@@ -217,3 +217,26 @@ def test_a_full_table_refuses_one_more_reader_with_a_clear_error(tmp_path):
         assert reopened.readers() == []  # close() cleared every slot it held
     finally:
         reopened.close()
+
+
+def test_a_register_takes_its_last_slot_again_only_while_no_other_reader_holds_it(tmp_path):
+    """Each table description tries the slot it used last first; a slot
+    another description took since (or a dead reader's) is never shared."""
+    from btree.readers import ReaderTable, _process_start_time
+    path = str(tmp_path / "db")
+    btree.open(path).close()
+    a, b = ReaderTable(path, create=False), ReaderTable(path, create=False)
+    try:
+        first = a.register(7, (1, 2))
+        a.unregister(first)
+        assert a.register(7, (1, 2)) == first  # its own last slot, free again
+        a.unregister(first)
+        taken_by_b = b.register(8, (1, 2))
+        assert taken_by_b == first  # the lowest free slot
+        again = a.register(9, (1, 2))
+        assert again != taken_by_b
+        readers = {r.epoch: r for r in a.readers((1, 2))}
+        assert set(readers) == {8, 9}  # both registrations stand, neither overwrote the other
+        assert readers[9].pid == os.getpid() and readers[9].start_time == _process_start_time(os.getpid())
+    finally:
+        a.close(), b.close()
