@@ -7,6 +7,8 @@ registry, that defines::
     DESCRIPTION = "one line for lsmkv bench list"
     def add_arguments(parser): ...  # the suite's own options
     def run(args, rec): ...         # everything measured goes through rec
+    def check_arguments(args): ...  # optional: raise ConfigError on options
+                                    # that cannot go together, before anything runs
 
 This module owns the contract between a suite and the harness: discovery
 (:func:`discover`) and the :class:`Recorder` a suite reports through. A
