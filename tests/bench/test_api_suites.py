@@ -65,3 +65,14 @@ def test_defaults_suite_refuses_more_reads_than_two_passes_of_distinct_keys_allo
                      "--engines", "lsm"]) != 0
     assert "--reads must be between 1 and half of --keys" in capsys.readouterr().err
     assert not out.exists()  # nothing ran, nothing was written
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engines", "lsm,rocks"], "--engines: unknown engine 'rocks'"),
+    (["--records", "0"], "--records must be at least 1"),
+])
+def test_kafka_end_to_end_suite_refuses_bad_options_before_starting_anything(tmp_path, capsys, args, message):
+    out = tmp_path / "e2e"
+    assert cli.main(["--suite", "kafka-e2e", "--quiet", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
