@@ -43,6 +43,7 @@ from typing import Any
 
 from ..config import ConfigError
 from ..report import fmt_ratio
+from . import engine_list
 
 NAME = "defaults"
 DESCRIPTION = "each engine with its default options: 1M random puts, random gets, a full scan; peak RSS"
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="random gets of present keys per pass, each key asked once (200,000); "
                              "two passes, so at most half of --keys")
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value, random (100)")
-    parser.add_argument("--engines", default=",".join(ALL_ENGINES),
+    parser.add_argument("--engines", type=engine_list(ALL_ENGINES), default=",".join(ALL_ENGINES),
                         help=f"comma-separated engines ({','.join(ALL_ENGINES)})")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
@@ -85,11 +86,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, rec) -> None:
-    from ..engines import get_adapter
     from . import available_engines
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    for name in engines:
-        get_adapter(name)  # an unknown name fails here, before anything runs
+    engines = args.engines
     root = tempfile.mkdtemp(prefix="lsmkv-defaults-", dir=args.dir)
     results: dict[str, dict[str, Any]] = {}
     try:

@@ -34,8 +34,8 @@ import sys
 import tempfile
 import time
 
-from ..config import ConfigError
 from ..report import fmt_ratio
+from . import at_least, engine_list
 
 NAME = "kafka-e2e"
 DESCRIPTION = ("Kafka load end to end: lsmkv kafka load --until-caught-up from start to exit, beside a bare "
@@ -49,21 +49,12 @@ TARGET_RSS_MIB = 300
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-servers", default=None,
                         help="a running cluster (default: start the embedded broker for the run)")
-    parser.add_argument("--engines", default="lsm,btree", help="engines to load (lsm,btree)")
-    parser.add_argument("--records", type=int, default=1_000_000, help="records of the topic (1000000)")
-    parser.add_argument("--keys", type=int, default=100_000, help="key space (100000)")
-    parser.add_argument("--partitions", type=int, default=4, help="partitions (4)")
-    parser.add_argument("--value-size", type=int, default=100, help="value bytes (100)")
+    parser.add_argument("--engines", type=engine_list(ENGINES), default="lsm,btree", help="engines to load (lsm,btree)")
+    parser.add_argument("--records", type=at_least(1), default=1_000_000, help="records of the topic (1000000)")
+    parser.add_argument("--keys", type=at_least(1), default=100_000, help="key space (100000)")
+    parser.add_argument("--partitions", type=at_least(1), default=4, help="partitions (4)")
+    parser.add_argument("--value-size", type=at_least(1), default=100, help="value bytes (100)")
     parser.add_argument("--dir", default=None, help="where the stores go (a temporary directory)")
-
-
-def check_arguments(args: argparse.Namespace) -> None:
-    for name in ("records", "keys", "partitions", "value_size"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}")
-    unknown = [e for e in args.engines.split(",") if e.strip() not in ENGINES]
-    if unknown:
-        raise ConfigError(f"--engines: unknown engine {unknown[0]!r} (engines: {', '.join(ENGINES)})")
 
 
 def run_child(command: list[str]) -> tuple[float, int, str]:
@@ -93,7 +84,7 @@ def run(args: argparse.Namespace, rec) -> None:
     from lsmkv.kafka.tools.producer import produce_workload
     from lsmkv.kafka.tools.workload import WorkloadSpec
 
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    engines = args.engines
     work = tempfile.mkdtemp(prefix="lsmkv-kafka-e2e-", dir=args.dir)
     broker = None
     try:

@@ -68,8 +68,8 @@ def test_defaults_suite_refuses_more_reads_than_two_passes_of_distinct_keys_allo
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--engines", "lsm,rocks"], "--engines: unknown engine 'rocks'"),
-    (["--records", "0"], "--records must be at least 1"),
+    (["--engines", "lsm,rocks"], "argument --engines: unknown engine 'rocks'"),
+    (["--records", "0"], "argument --records: must be at least 1, not 0"),
 ])
 def test_kafka_end_to_end_suite_refuses_bad_options_before_starting_anything(tmp_path, capsys, args, message):
     out = tmp_path / "e2e"
