@@ -355,6 +355,9 @@ def _suite_name(argv: list[str]) -> tuple[str | None, list[str]]:
 def _run_suite(name: str, argv: list[str], console: Console) -> int:
     module = get_suite(name)
     args = suite_parser(module, f"lsmkv bench --suite {name}", _Parser).parse_args(argv)
+    check = getattr(module, "check_arguments", None)
+    if check is not None:
+        check(args)  # a bad combination of options: one error line, nothing run or written
     _setup_logging(console, False)
     out = args.out or _default_out()
     os.makedirs(out, exist_ok=True)

@@ -7,6 +7,8 @@ registry, that defines::
     DESCRIPTION = "one line for lsmkv bench list"
     def add_arguments(parser): ...  # the suite's own options
     def run(args, rec): ...         # everything measured goes through rec
+    def check_arguments(args): ...  # optional: raise ConfigError on options
+                                    # that cannot go together, before anything runs
 
 This module owns the contract between a suite and the harness: discovery
 (:func:`discover`) and the :class:`Recorder` a suite reports through. A
@@ -27,7 +29,7 @@ import os
 import pkgutil
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..results import json_safe
 
@@ -181,15 +183,44 @@ class Recorder:
 ENGINE_ALIASES = {"lsmkv": "lsm", "sqlite3": "sqlite"}
 
 
-def engine_names(text: str, allowed: list[str]) -> list[str]:
+def engine_names(text: str, allowed: Sequence[str]) -> list[str]:
     """The engines of a comma-separated ``--engines`` value, in order, with
-    the aliases of :data:`ENGINE_ALIASES` mapped; a name not in ``allowed``
-    is an error."""
-    names = [ENGINE_ALIASES.get(e.strip(), e.strip()) for e in text.split(",") if e.strip()]
+    the aliases of :data:`ENGINE_ALIASES` mapped (where ``allowed`` does not
+    hold the name itself); a name not in ``allowed``, or none at all, is an
+    error (ValueError)."""
+    names = [e.strip() for e in text.split(",") if e.strip()]
+    names = [name if name in allowed else ENGINE_ALIASES.get(name, name) for name in names]
     for name in names:
         if name not in allowed:
             raise ValueError(f"unknown engine {name!r}; choose from {', '.join(allowed)}")
+    if not names:
+        raise ValueError(f"no engine named; choose from {', '.join(allowed)}")
     return names
+
+
+def engine_list(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """The argparse type of a suite's ``--engines``: :func:`engine_names`
+    of ``allowed``, so that an unknown name is a usage error (one line,
+    exit 2) before anything runs."""
+    def engines(text: str) -> list[str]:
+        try:
+            return engine_names(text, allowed)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return engines
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """The argparse type of a count that must be ``minimum`` or more."""
+    def count(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+    return count
 
 
 def available_engines(names: list[str], rec: "Recorder"):

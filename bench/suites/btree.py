@@ -49,6 +49,7 @@ from contextlib import suppress
 from typing import Any, Callable
 
 from ..report import fmt_ratio
+from . import engine_list
 
 NAME = "btree"
 DESCRIPTION = "btree vs LMDB vs sqlite3 vs lsmkv: warm put/get/scan, 5%-cache gets and overwrites"
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=1_000_000, help="keys put (1,000,000)")
     parser.add_argument("--small-ops", type=int, default=100_000,
                         help="operations per small-cache phase (100,000)")
-    parser.add_argument("--engines", default="btree,lmdb,sqlite3,lsmkv",
+    parser.add_argument("--engines", type=engine_list(ENGINES), default="btree,lmdb,sqlite3,lsmkv",
                         help="comma-separated (btree, lmdb, sqlite3 or sqlite, lsmkv or lsm)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
@@ -107,8 +108,8 @@ def _scan_all(name: str, adapter) -> int:
 def run(args: argparse.Namespace, rec) -> None:
     from ..data import random_keys
     from ..metrics import read_process_io, timed
-    from . import available_engines, engine_names
-    wanted = list(available_engines(engine_names(args.engines, ENGINES), rec))
+    from . import available_engines
+    wanted = list(available_engines(args.engines, rec))
     rng = random.Random(args.seed)
     keys = list(dict.fromkeys(random_keys(rng, args.keys, KEY_SIZE)))
     items = [(k, rng.randbytes(VALUE_SIZE)) for k in keys]

@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable
 
 from ..report import fmt_ratio
+from . import engine_list
 
 NAME = "cursor"
 DESCRIPTION = "cursors: seek + 100 next() and seek_for_prev + 100 prev(), both engines and the references"
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=200_000, help="keys loaded (200,000)")
     parser.add_argument("--seeks", type=int, default=5_000, help="seeks per direction (5,000)")
     parser.add_argument("--steps", type=int, default=100, help="steps after each seek (100)")
-    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated ({','.join(ENGINES)})")
+    parser.add_argument("--engines", type=engine_list(ENGINES), default=",".join(ENGINES), help=f"comma-separated ({','.join(ENGINES)})")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
@@ -128,10 +129,7 @@ def run(args: argparse.Namespace, rec) -> None:
 
     from ..engines import EngineSettings, get_adapter
     from . import available_engines
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    for name in engines:
-        if name not in ENGINES:
-            raise ValueError(f"the cursor suite runs {', '.join(ENGINES)}, not {name!r}")
+    engines = args.engines
     rng = np.random.default_rng(args.seed)
     blob = rng.bytes(16 * args.keys)
     keys = [blob[16 * i: 16 * i + 16] for i in range(args.keys)]

@@ -28,6 +28,7 @@ import tempfile
 
 from ..timed_threads import run_timed_threads
 from ..report import fmt_ratio
+from . import engine_list
 
 NAME = "group_commit"
 DESCRIPTION = "8 threads of sync=True puts: group commit vs one fsync per write, both engines"
@@ -36,7 +37,7 @@ ENGINES = ("lsm", "btree")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engines", default="lsm,btree", help="engines to run (lsm,btree)")
+    parser.add_argument("--engines", type=engine_list(ENGINES), default="lsm,btree", help="engines to run (lsm,btree)")
     parser.add_argument("--threads", type=int, default=8, help="concurrent sync writers (8)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per multi-threaded run (10)")
     parser.add_argument("--single-seconds", type=float, default=5.0, help="seconds of the one-writer run (5)")
@@ -97,10 +98,7 @@ def measure(engine: str, workdir: str, name: str, threads: int, seconds: float, 
 
 
 def run(args: argparse.Namespace, rec) -> None:
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    for engine in engines:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    engines = args.engines
     value = os.urandom(args.value_size)
     workdir = tempfile.mkdtemp(prefix="lsmkv-group-commit-", dir=args.dir)
     rows = []

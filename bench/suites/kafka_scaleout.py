@@ -38,19 +38,21 @@ import tempfile
 import time
 import urllib.request
 
+from . import at_least
+
 NAME = "kafka-scaleout"
 DESCRIPTION = ("Kafka scale-out: load throughput with N serving instances, and failover time after a SIGKILL "
                "(lsmkv kafka load --serve processes)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=int, default=400_000, help="records of the topic (400000)")
-    parser.add_argument("--keys", type=int, default=40_000, help="key space (40000)")
-    parser.add_argument("--partitions", type=int, default=4, help="partitions (4)")
-    parser.add_argument("--instances", type=int, default=1, help="serving instances (1)")
+    parser.add_argument("--records", type=at_least(1), default=400_000, help="records of the topic (400000)")
+    parser.add_argument("--keys", type=at_least(1), default=40_000, help="key space (40000)")
+    parser.add_argument("--partitions", type=at_least(1), default=4, help="partitions (4)")
+    parser.add_argument("--instances", type=at_least(1), default=1, help="serving instances (1)")
     parser.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the shards (lsm)")
     parser.add_argument("--kill", action="store_true", help="then SIGKILL one instance and time the takeover")
-    parser.add_argument("--standby-replicas", type=int, default=0, help="standby replicas per partition (0)")
+    parser.add_argument("--standby-replicas", type=at_least(0), default=0, help="standby replicas per partition (0)")
 
 
 def _status(url: str) -> dict | None:
@@ -89,11 +91,6 @@ def run(args: argparse.Namespace, rec) -> None:
     from lsmkv.kafka.tools.producer import produce_workload
     from lsmkv.kafka.tools.workload import WorkloadSpec
 
-    for name in ("records", "keys", "partitions", "instances"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be at least 1")
-    if args.standby_replicas < 0:
-        raise ValueError("--standby-replicas must be 0 or more")
     work = tempfile.mkdtemp(prefix="lsmkv-scaleout-")
     procs = []
     rec.progress("starting the embedded broker")

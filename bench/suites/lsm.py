@@ -43,6 +43,7 @@ from itertools import cycle
 from typing import Any
 
 from ..report import fmt_ratio
+from . import engine_list
 
 NAME = "lsm"
 DESCRIPTION = "lsmkv vs dict, SortedDict, RocksDB, LevelDB: put, batch put, get hit/miss, scan, memtable insert"
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-buffer", type=int, default=64 * MiB,
                         help="memtable size for lsmkv, RocksDB and LevelDB (bytes; 64 MiB)")
     parser.add_argument("--cache", type=int, default=512 * MiB, help="block cache for each engine (bytes; 512 MiB)")
-    parser.add_argument("--engines", default="lsmkv,rocksdb,leveldb,dict,SortedDict",
+    parser.add_argument("--engines", type=engine_list(ENGINES), default="lsmkv,rocksdb,leveldb,dict,SortedDict",
                         help="comma-separated (lsmkv or lsm, rocksdb, leveldb, dict, SortedDict)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
@@ -205,8 +206,8 @@ def _memtable(keys: list[bytes], values: list[bytes], rec) -> dict[str, float]:
 
 def run(args: argparse.Namespace, rec) -> None:
     from ..data import half_random_values, random_keys
-    from . import available_engines, engine_names
-    engines = engine_names(args.engines, ENGINES)
+    from . import available_engines
+    engines = args.engines
     rng = random.Random(args.seed)
     keys = random_keys(rng, args.keys)
     key_set = set(keys)

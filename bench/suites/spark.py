@@ -39,6 +39,8 @@ import tempfile
 import time
 from typing import Any
 
+from . import engine_list
+
 NAME = "spark"
 DESCRIPTION = ("Spark bulk ingest against the put loop (write_batch of 1,000) into each engine, "
                "then parallel gets/scans in Spark tasks and a full read back through the data source")
@@ -50,7 +52,7 @@ VALUE_SIZE = 100
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows to load (1000000)")
-    parser.add_argument("--engine", "--engines", dest="engines", default="lsm,btree",
+    parser.add_argument("--engine", "--engines", dest="engines", type=engine_list(ENGINES), default="lsm,btree",
                         help="engines, comma-separated (lsm,btree)")
     parser.add_argument("--partitions", type=int, default=None,
                         help="Spark partitions of the ingest (default: the default parallelism)")
@@ -173,7 +175,7 @@ def _levels(path: str, engine: str) -> Any:
 def run(args: argparse.Namespace, rec: Any) -> None:
     from lsmkv.spark import session, write
     from lsmkv.spark.store import check_engine
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    engines = args.engines
     for e in engines:
         check_engine(e)
     spark = session(app_name="lsmkv-spark-bench", master=args.master)

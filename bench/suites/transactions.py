@@ -40,6 +40,7 @@ import threading
 
 from ..timed_threads import run_timed_threads
 from ..report import fmt_ratio
+from . import at_least, engine_list
 
 NAME = "transactions"
 DESCRIPTION = ("read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB; "
@@ -49,11 +50,22 @@ ENGINES = ("lsm", "btree", "lsm-merge", "btree-merge", "sqlite3", "lmdb")
 _COUNTER = struct.Struct("<Q")
 
 
+def _thread_counts(text: str) -> list[int]:
+    """``--threads``: thread counts separated by commas, each at least 1."""
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"thread counts separated by commas, not {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"counts of at least 1, not {text!r}")
+    return counts
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engines", default=",".join(ENGINES), help=f"engines to run ({','.join(ENGINES)})")
-    parser.add_argument("--threads", default="1,2,4,8", help="thread counts, comma-separated (1,2,4,8)")
+    parser.add_argument("--engines", type=engine_list(ENGINES), default=",".join(ENGINES), help=f"engines to run ({','.join(ENGINES)})")
+    parser.add_argument("--threads", type=_thread_counts, default="1,2,4,8", help="thread counts, comma-separated (1,2,4,8)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per engine and thread count (3)")
-    parser.add_argument("--hot-keys", type=int, default=16, help="counters the threads share (16)")
+    parser.add_argument("--hot-keys", type=at_least(1), default=16, help="counters the threads share (16)")
     parser.add_argument("--dir", default=None, help="where the databases go (a temporary directory)")
 
 
@@ -238,18 +250,8 @@ def _available(engine: str) -> str | None:
 
 
 def run(args: argparse.Namespace, rec) -> None:
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    for engine in engines:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-    try:
-        thread_counts = [int(t) for t in args.threads.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"--threads takes thread counts separated by commas, not {args.threads!r}") from None
-    if not thread_counts or min(thread_counts) < 1:
-        raise ValueError(f"--threads takes counts of at least 1, not {args.threads!r}")
-    if args.hot_keys < 1:
-        raise ValueError(f"--hot-keys must be at least 1, not {args.hot_keys}")
+    engines = args.engines
+    thread_counts = args.threads
     keys = [b"counter:%04d" % i for i in range(args.hot_keys)]
     workdir = tempfile.mkdtemp(prefix="lsmkv-transactions-", dir=args.dir)
     rates: dict[tuple[str, int], float] = {}

@@ -47,6 +47,9 @@ def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
     for e in engines:
         assert by[e, "put"]["operations"] == 3000
         assert by[e, "get"]["found"] == 500
+        first = by[e, "get-first-pass"]  # the pass right after the load, on other keys
+        assert first["found"] == 500 and first["operations"] == 500
+        assert first["first_over_warm"] == pytest.approx(first["elapsed_s"] / by[e, "get"]["elapsed_s"], rel=0.02)
         assert by[e, "scan"]["operations"] == 3000
         assert by[e, "get"]["peak_rss_mb"] >= by[e, "get"]["baseline_rss_mb"] > 0
         assert by[e, "get"]["cpu_us_per_op"] > 0
@@ -54,3 +57,22 @@ def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
         assert cached is None or 0.0 <= cached <= 1.0
     targets = {(row[1], row[2], row[0]) for row in doc["tables"][0]["rows"]}
     assert ("lsm", "leveldb", "random get") in targets or "leveldb" not in engines
+
+
+def test_defaults_suite_refuses_more_reads_than_two_passes_of_distinct_keys_allow(tmp_path, capsys):
+    out = tmp_path / "defaults"
+    assert cli.main(["--suite", "defaults", "--quiet", "--out", str(out), "--keys", "1000", "--reads", "501",
+                     "--engines", "lsm"]) != 0
+    assert "--reads must be between 1 and half of --keys" in capsys.readouterr().err
+    assert not out.exists()  # nothing ran, nothing was written
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--engines", "lsm,rocks"], "argument --engines: unknown engine 'rocks'"),
+    (["--records", "0"], "argument --records: must be at least 1, not 0"),
+])
+def test_kafka_end_to_end_suite_refuses_bad_options_before_starting_anything(tmp_path, capsys, args, message):
+    out = tmp_path / "e2e"
+    assert cli.main(["--suite", "kafka-e2e", "--quiet", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
