@@ -40,7 +40,7 @@ from .report import (Table, amplification_table, fmt_rate, fmt_us, suite_tables,
                      write_suite_report)
 from .results import FORMAT, ResultsError, json_safe, load_results, write_csv, write_json
 from .runner import EngineRun, Progress, Runner
-from .suites import Recorder, SuiteError, discover, get_suite, suite_parser
+from .suites import Recorder, SuiteError, discover, get_suite, int_option, suite_parser
 from .workloads import DB_BENCH_PHASES, Workload, YcsbWorkload, make_workloads
 from .ycsb import YcsbError
 
@@ -88,11 +88,8 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+#: Integer options of the workloads (``_`` separators allowed).
+_int = int_option()
 
 
 def build_parser() -> argparse.ArgumentParser:

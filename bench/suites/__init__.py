@@ -210,17 +210,18 @@ def engine_list(allowed: Sequence[str]) -> Callable[[str], list[str]]:
     return engines
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """The argparse type of a count that must be ``minimum`` or more."""
-    def count(text: str) -> int:
+def int_option(minimum: int | None = None) -> Callable[[str], int]:
+    """The argparse type of an integer option (``_`` separators allowed),
+    ``minimum`` or more if given: a bad value is a usage error."""
+    def integer(text: str) -> int:
         try:
             value = int(text.replace("_", ""))
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
+        if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
         return value
-    return count
+    return integer
 
 
 def available_engines(names: list[str], rec: "Recorder"):

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 from ..report import fmt_ratio
-from . import at_least, engine_list
+from . import engine_list, int_option
 
 NAME = "kafka"
 DESCRIPTION = "Kafka topic into each engine: the Decaton-style loader against a naive poll/write/commit loop"
@@ -46,17 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-servers", default=None,
                         help="a running cluster (default: start the embedded broker for the run)")
     parser.add_argument("--engines", type=engine_list(ENGINES), default="lsm,btree", help="engines to load (lsm,btree)")
-    parser.add_argument("--records", type=at_least(1), default=2_000_000, help="records of the main topic (2000000)")
-    parser.add_argument("--keys", type=at_least(1), default=200_000, help="key space (200000)")
-    parser.add_argument("--partitions", type=at_least(1), default=8, help="partitions (8)")
-    parser.add_argument("--value-size", type=at_least(1), default=100, help="value bytes (100)")
-    parser.add_argument("--concurrency", type=at_least(1), default=4, help="loader units per partition (4)")
-    parser.add_argument("--naive-records", type=at_least(1), default=50_000,
+    parser.add_argument("--records", type=int_option(1), default=2_000_000, help="records of the main topic (2000000)")
+    parser.add_argument("--keys", type=int_option(1), default=200_000, help="key space (200000)")
+    parser.add_argument("--partitions", type=int_option(1), default=8, help="partitions (8)")
+    parser.add_argument("--value-size", type=int_option(1), default=100, help="value bytes (100)")
+    parser.add_argument("--concurrency", type=int_option(1), default=4, help="loader units per partition (4)")
+    parser.add_argument("--naive-records", type=int_option(1), default=50_000,
                         help="records the naive loop loads of the main topic (50000)")
     parser.add_argument("--io-ms", type=float, default=1.0, help="simulated I/O per record, ms (1)")
-    parser.add_argument("--io-records", type=at_least(1), default=40_000, help="records of the I/O topic (40000)")
-    parser.add_argument("--io-concurrency", type=at_least(1), default=32, help="loader units per partition with I/O (32)")
-    parser.add_argument("--io-naive-records", type=at_least(1), default=3_000,
+    parser.add_argument("--io-records", type=int_option(1), default=40_000, help="records of the I/O topic (40000)")
+    parser.add_argument("--io-concurrency", type=int_option(1), default=32, help="loader units per partition with I/O (32)")
+    parser.add_argument("--io-naive-records", type=int_option(1), default=3_000,
                         help="records the naive loop loads with I/O (3000)")
     parser.add_argument("--dir", default=None, help="where the stores go (a temporary directory)")
 

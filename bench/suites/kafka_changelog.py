@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from . import at_least
+from . import int_option
 
 NAME = "kafka-changelog"
 DESCRIPTION = ("Kafka changelog: load with and without --changelog, and a shard restored from the changelog "
@@ -52,12 +52,12 @@ DESCRIPTION = ("Kafka changelog: load with and without --changelog, and a shard 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=at_least(1), default=1_000_000, help="records of the topic (1000000)")
-    parser.add_argument("--keys", type=at_least(1), default=100_000, help="key space (100000)")
-    parser.add_argument("--value-size", type=at_least(1), default=100, help="value bytes (100)")
-    parser.add_argument("--partitions", type=at_least(1), default=1, help="partitions (1)")
+    parser.add_argument("--records", type=int_option(1), default=1_000_000, help="records of the topic (1000000)")
+    parser.add_argument("--keys", type=int_option(1), default=100_000, help="key space (100000)")
+    parser.add_argument("--value-size", type=int_option(1), default=100, help="value bytes (100)")
+    parser.add_argument("--partitions", type=int_option(1), default=1, help="partitions (1)")
     parser.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the shards (lsm)")
-    parser.add_argument("--rounds", type=at_least(1), default=2, help="rounds of the three loads (2)")
+    parser.add_argument("--rounds", type=int_option(1), default=2, help="rounds of the three loads (2)")
 
 
 def _load(bs: str, topic: str, group: str, db: str, engine: str, changelog: bool) -> dict:

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from ..report import fmt_ratio
-from . import at_least, engine_list
+from . import engine_list, int_option
 
 NAME = "kafka-e2e"
 DESCRIPTION = ("Kafka load end to end: lsmkv kafka load --until-caught-up from start to exit, beside a bare "
@@ -50,10 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-servers", default=None,
                         help="a running cluster (default: start the embedded broker for the run)")
     parser.add_argument("--engines", type=engine_list(ENGINES), default="lsm,btree", help="engines to load (lsm,btree)")
-    parser.add_argument("--records", type=at_least(1), default=1_000_000, help="records of the topic (1000000)")
-    parser.add_argument("--keys", type=at_least(1), default=100_000, help="key space (100000)")
-    parser.add_argument("--partitions", type=at_least(1), default=4, help="partitions (4)")
-    parser.add_argument("--value-size", type=at_least(1), default=100, help="value bytes (100)")
+    parser.add_argument("--records", type=int_option(1), default=1_000_000, help="records of the topic (1000000)")
+    parser.add_argument("--keys", type=int_option(1), default=100_000, help="key space (100000)")
+    parser.add_argument("--partitions", type=int_option(1), default=4, help="partitions (4)")
+    parser.add_argument("--value-size", type=int_option(1), default=100, help="value bytes (100)")
     parser.add_argument("--dir", default=None, help="where the stores go (a temporary directory)")
 
 

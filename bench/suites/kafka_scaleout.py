@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.request
 
-from . import at_least
+from . import int_option
 
 NAME = "kafka-scaleout"
 DESCRIPTION = ("Kafka scale-out: load throughput with N serving instances, and failover time after a SIGKILL "
@@ -46,13 +46,13 @@ DESCRIPTION = ("Kafka scale-out: load throughput with N serving instances, and f
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=at_least(1), default=400_000, help="records of the topic (400000)")
-    parser.add_argument("--keys", type=at_least(1), default=40_000, help="key space (40000)")
-    parser.add_argument("--partitions", type=at_least(1), default=4, help="partitions (4)")
-    parser.add_argument("--instances", type=at_least(1), default=1, help="serving instances (1)")
+    parser.add_argument("--records", type=int_option(1), default=400_000, help="records of the topic (400000)")
+    parser.add_argument("--keys", type=int_option(1), default=40_000, help="key space (40000)")
+    parser.add_argument("--partitions", type=int_option(1), default=4, help="partitions (4)")
+    parser.add_argument("--instances", type=int_option(1), default=1, help="serving instances (1)")
     parser.add_argument("--engine", choices=["lsm", "btree"], default="lsm", help="engine of the shards (lsm)")
     parser.add_argument("--kill", action="store_true", help="then SIGKILL one instance and time the takeover")
-    parser.add_argument("--standby-replicas", type=at_least(0), default=0, help="standby replicas per partition (0)")
+    parser.add_argument("--standby-replicas", type=int_option(0), default=0, help="standby replicas per partition (0)")
 
 
 def _status(url: str) -> dict | None:

@@ -40,7 +40,7 @@ import threading
 
 from ..timed_threads import run_timed_threads
 from ..report import fmt_ratio
-from . import at_least, engine_list
+from . import engine_list, int_option
 
 NAME = "transactions"
 DESCRIPTION = ("read-modify-write counters on hot keys, 1-8 threads: lsm, btree, sqlite3 BEGIN IMMEDIATE, LMDB; "
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", type=engine_list(ENGINES), default=",".join(ENGINES), help=f"engines to run ({','.join(ENGINES)})")
     parser.add_argument("--threads", type=_thread_counts, default="1,2,4,8", help="thread counts, comma-separated (1,2,4,8)")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per engine and thread count (3)")
-    parser.add_argument("--hot-keys", type=at_least(1), default=16, help="counters the threads share (16)")
+    parser.add_argument("--hot-keys", type=int_option(1), default=16, help="counters the threads share (16)")
     parser.add_argument("--dir", default=None, help="where the databases go (a temporary directory)")
 
 
