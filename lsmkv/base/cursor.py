@@ -525,7 +525,8 @@ def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reve
         chunk = next(stream, None)
         if chunk is not None:
             keys = chunk[0]
-            at, stop = (len(keys) - 1, -1) if reverse else (0, len(keys))
+            at = len(keys) - 1 if reverse else 0
+            stop = -1 if reverse else len(keys)
             heap.append([keys[at], -rank if reverse else rank, at, keys, chunk[1], chunk[2], stop, stream])
     heapify(heap)
     prev = None
@@ -554,7 +555,8 @@ def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reve
             continue
         keys = top[3] = chunk[0]
         top[4], top[5] = chunk[1], chunk[2]
-        at, top[6] = (len(keys) - 1, -1) if reverse else (0, len(keys))
+        at = len(keys) - 1 if reverse else 0
+        top[6] = -1 if reverse else len(keys)
         top[0] = keys[at]
         top[2] = at
         replace(heap, top)
