@@ -17,7 +17,7 @@ The build is optional, as for aiohttp, yarl and multidict:
 
 After a build, ``lsmkv/_compiled.json`` records the SHA-256 of each
 compiled module's source, so an import can tell a compiled module from its
-edited source (``lsmkv/build.py`` refuses a stale one).
+edited source (``lsmkv/base/build.py`` refuses a stale one).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from setuptools.command.build_ext import build_ext
 
 #: The modules compiled, as paths from the repository root: the hot paths
 #: of both engines (writes, point reads, scans and cursors, the caches, the
-#: decoders). lsmkv/build.py reads the list back from the record this writes.
+#: decoders). lsmkv/base/build.py reads the list back from the record this writes.
 COMPILED_MODULES = [
     "lsmkv/base/checksum.py",
     "lsmkv/base/cursor.py",
@@ -64,7 +64,7 @@ COMPILED_MODULES = [
     "btree/wal.py",
 ]
 
-#: The record of a build, in the lsmkv package (lsmkv/build.py reads it).
+#: The record of a build, in the lsmkv package (lsmkv/base/build.py reads it).
 RECORD_NAME = "_compiled.json"
 
 #: Cython's directives: compile the source's Python semantics, nothing more.

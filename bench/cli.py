@@ -32,11 +32,14 @@ from rich.text import Text
 
 from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout, is_closed_stdout, pipe_aware_console
 
+from lsmkv.base.build import NO_EXTENSIONS
+
 from . import engines as engines_mod
+from .builds import pure_engines, run_pure
 from .compare import DEFAULT_THRESHOLD, compare
 from .config import (DEFAULT_CACHE_SIZE, DEFAULT_ENGINES, DEFAULT_OPERATIONS, DEFAULT_RECORDS, DEFAULT_WORKLOADS,
                      BenchConfig, ConfigError, format_size, parse_option, parse_size, parse_workloads)
-from .report import (Table, amplification_table, fmt_rate, fmt_us, suite_tables, summary_table, write_report,
+from .report import (Table, amplification_table, build_table, fmt_rate, fmt_us, suite_tables, summary_table, write_report,
                      write_suite_report)
 from .results import FORMAT, ResultsError, json_safe, load_results, write_csv, write_json
 from .runner import EngineRun, Progress, Runner
@@ -128,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--out", help="results folder (default bench-results/<timestamp>)")
     a("--db-dir", help="where the databases are created (default: <results folder>/db, deleted afterwards)")
     a("--keep-db", action="store_true", help="keep the databases after the run")
+    a("--builds", choices=("both", "this"), default="both",
+      help="both (default): when the compiled build runs, also run lsm and btree on the pure build "
+           "(LSMKV_NO_EXTENSIONS=1, a child process) and report the two side by side; this: only "
+           "the build that runs")
     a("--no-plots", action="store_true", help="skip the PNG plots")
     a("--quiet", action="store_true", help="no live progress bar")
     a("-v", "--verbose", action="store_true", help="log more")
@@ -296,6 +303,12 @@ def _run(argv: list[str], console: Console) -> int:
         runner = Runner(cfg, workloads, db_root, progress)
         for name in chosen:
             engine_runs.append(runner.run_engine(name))
+    pure = pure_engines(chosen, args.builds)
+    pure_doc: dict[str, Any] = {"engines": [], "runs": [], "loads": []}
+    if pure:
+        console.print(f"the pure build: {', '.join(pure)} again with {NO_EXTENSIONS}=1, in a child process",
+                      highlight=False)
+        pure_doc = run_pure(argv, pure, out, cfg.db_dir)
     wall = time.perf_counter() - t0
     if not cfg.keep_db and not cfg.db_dir:
         try:
@@ -312,11 +325,12 @@ def _run(argv: list[str], console: Console) -> int:
         "machine": machine_info(db_root if os.path.exists(db_root) else out,
                                 {r.engine: r.version for r in engine_runs}),
         "engines": [{"engine": r.engine, "title": r.title, "version": r.version, "settings": r.settings,
-                     "notes": r.notes, "error": r.error, "skipped": r.skipped} for r in engine_runs],
+                     "notes": r.notes, "error": r.error, "skipped": r.skipped} for r in engine_runs]
+                   + pure_doc["engines"],
         "unavailable": unavailable,
         "workloads": [_workload_info(w) for w in workloads],
-        "loads": [ld for r in engine_runs for ld in r.loads],
-        "runs": [run for r in engine_runs for run in r.runs],
+        "loads": [ld for r in engine_runs for ld in r.loads] + pure_doc["loads"],
+        "runs": [run for r in engine_runs for run in r.runs] + pure_doc["runs"],
     }
     write_json(out, doc)
     write_csv(out, doc["runs"])
@@ -330,6 +344,8 @@ def _run(argv: list[str], console: Console) -> int:
         console.print()
         console.print(_rich_table(summary_table(doc)))
         console.print(_rich_table(amplification_table(doc)))
+        if pure:
+            console.print(_rich_table(build_table(doc)))
     console.print(f"results: {out}/results.json, results.csv, report.md"
                   + (f", {len(plots)} plots" if plots else "") + f" ({wall:.0f} s)", highlight=False)
     return 1 if any(r.error for r in engine_runs) else 0

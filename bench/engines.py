@@ -188,11 +188,13 @@ class _ProjectEngine(EngineAdapter):
 
     @classmethod
     def version(cls) -> str:
+        from lsmkv.base.build import BUILD
         try:
             from importlib.metadata import version
-            return version("lsmkv")
+            number = version("lsmkv")
         except Exception:  # noqa: BLE001 - a version string is best effort
-            return "?"
+            number = "?"
+        return f"{number}, {BUILD.describe()}"
 
     def __init__(self, path: str, settings: EngineSettings) -> None:
         super().__init__(path, settings)

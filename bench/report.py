@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .builds import build_table_rows
 from .config import format_size
 
 __all__ = ["Table", "summary_table", "detail_table", "amplification_table", "by_op_table", "write_report",
@@ -128,6 +129,18 @@ def summary_table(doc: dict[str, Any]) -> Table:
         table.rows.append(row)
     if footnotes:
         table.caption += "\n" + "\n".join(f"[{n}] {reason}" for reason, n in footnotes.items())
+    return table
+
+
+def build_table(doc: dict[str, Any]) -> Table:
+    """What compiling buys: each project engine's rows on the compiled build
+    beside the same rows on the pure build (bench/builds.py), and the ratio."""
+    table = Table(["engine", "workload", "compiled ops/s", "pure ops/s", "compiled / pure"],
+                  title="The compiled build against the pure build",
+                  caption="The same engines, data and settings; the pure build ran after the compiled one "
+                          "in a child process with LSMKV_NO_EXTENSIONS=1.")
+    for engine, workload, compiled, pure in build_table_rows(doc):
+        table.rows.append([engine, workload, fmt_rate(compiled), fmt_rate(pure), f"{compiled / pure:.2f}x"])
     return table
 
 
@@ -269,6 +282,9 @@ def write_report(doc: dict[str, Any], out_dir: str, plots: list[str]) -> str:
     else:
         for table in (summary_table(doc), amplification_table(doc)):
             lines += [f"## {table.title}", "", markdown(table), ""]
+        builds = build_table(doc)
+        if builds.rows:
+            lines += [f"## {builds.title}", "", markdown(builds), ""]
         titles = {"throughput.png": "Throughput per workload",
                   "latency_cdf.png": "Latency distribution per workload",
                   "amplification.png": "Write, space and read amplification",

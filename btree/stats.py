@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 from lsmkv.base.meta import describe_meta
+from lsmkv.base.build import BUILD
 
 from .bufferpool import BufferPool
 from .node import HEADER_SIZE, check_header
@@ -84,6 +85,8 @@ def collect_stats(db: DB) -> dict:
     lookups = pool.lookups
     return {
         "engine": "btree",
+        # Which build runs: "compiled" (the hot modules built from their source) or "pure" (lsmkv/base/build.py).
+        "build": BUILD.kind,
         "entries": tree.entries,
         # Metadata entries (set_meta) and the bytes of each value.
         "meta": describe_meta(db._meta),

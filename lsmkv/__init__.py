@@ -25,8 +25,8 @@ imports ``lsmkv.base``, loads nothing of the LSM engine; so is
 
 from __future__ import annotations
 
-# First: decides whether the compiled modules or their sources run (lsmkv/build.py).
-from lsmkv import build as _build  # noqa: F401  (sets up the import of every lsmkv and btree module)
+# First: decides whether the compiled modules or their sources run (lsmkv/base/build.py).
+from lsmkv.base import build as _build  # noqa: F401  (sets up the import of every lsmkv and btree module)
 from lsmkv.base.errors import (BackgroundError, ClosedError, ConflictError, CorruptionError, InvalidArgumentError,
                                InvalidDatabaseError, LockError, LsmkvError, MergeError, OptionError, ReadOnlyError,
                                SizeLimitError, SnapshotEndedError, SyncTimeoutError)

@@ -33,7 +33,7 @@ def tree(tmp_path) -> str:
     for name in SOURCES:
         path = os.path.join(ROOT, name)
         if os.path.isdir(path):
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_compiled.json"))
         else:
             os.makedirs((src / name).parent, exist_ok=True)
             shutil.copy2(path, src / name)

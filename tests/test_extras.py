@@ -30,7 +30,7 @@ def wheel(tmp_path_factory) -> str:
     for name in SOURCES:
         path = os.path.join(ROOT, name)
         if os.path.isdir(path):
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "_compiled.json"))
         else:
             shutil.copy(path, src / name)
     out = tmp_path_factory.mktemp("wheel")

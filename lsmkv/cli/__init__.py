@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lsmkv.base.build import BUILD
 from lsmkv.terminal.cli_entries import bytes_from_arg
 from lsmkv.terminal.closed_pipe import exits_quietly_on_closed_stdout
 from lsmkv.terminal.command_errors import run_command
@@ -84,8 +85,8 @@ def _decode_arguments(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lsmkv", description="lsmkv: an LSM-tree and a B+tree key-value "
                                      "engine, and a bench to compare them.")
-    parser.add_argument("--version", action="version", version=f"lsmkv {_version()}",
-                        help="print the version of lsmkv and exit")
+    parser.add_argument("--version", action="version", version=f"lsmkv {_version()}, {BUILD.describe()}",
+                        help="print the version of lsmkv and which build runs (compiled or pure Python), and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("bench", help="run the comparison benchmark (see `lsmkv bench --help`)", add_help=False)
     sub.add_parser("kafka", help="load Kafka topics into a store, produce workloads, run a broker "

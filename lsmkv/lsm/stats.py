@@ -16,6 +16,7 @@ import os
 from lsmkv.base.cache_size import DEFAULT_RULE as CACHE_RULE
 from lsmkv.base.fs import FileSystem
 from lsmkv.base.meta import describe_meta
+from lsmkv.base.build import BUILD
 
 from .cache import BlockCache
 from .compaction import level_scores
@@ -67,6 +68,8 @@ def lsm_stats(*, path: str, fs: FileSystem, options: Options, state: ReadState, 
     cache = block_cache
     return {
         "engine": "lsm",
+        # Which build runs: "compiled" (the hot modules built from their source) or "pure" (lsmkv/base/build.py).
+        "build": BUILD.kind,
         "path": path,
         "entries": table_entries + mem_entries,
         "table_entries": table_entries,

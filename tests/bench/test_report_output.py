@@ -31,7 +31,7 @@ def run_with_a_skip(tmp_path_factory):
     terminal = io.StringIO()
     with contextlib.redirect_stdout(terminal):
         code = main(["--engines", "lsm,dbm", "--workloads", "fillrandom,seekrandom,overwrite", "--records", "400",
-                     "--operations", "300", "--seed", "3", "--out", str(out), "--quiet"])
+                     "--operations", "300", "--seed", "3", "--out", str(out), "--quiet", "--builds", "this"])
     assert code == 0
     return terminal.getvalue(), out, json.loads((out / "results.json").read_text())
 

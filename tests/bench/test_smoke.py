@@ -35,7 +35,7 @@ def full_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "results"
     code = main(["--engines", ",".join(AVAILABLE), "--workloads", ",".join(WORKLOADS),
                  "--records", str(RECORDS), "--operations", str(OPERATIONS), "--seed", "5",
-                 "--out", str(out), "--quiet"])
+                 "--out", str(out), "--quiet", "--builds", "this"])
     return code, out, json.loads((out / "results.json").read_text())
 
 
@@ -250,10 +250,44 @@ def test_missing_library_run_gives_hint(tmp_path, capsys, monkeypatch):
 def test_engine_failure_is_reported_and_the_run_goes_on(tmp_path, capsys):
     out = tmp_path / "f"
     code = main(["--engines", "lsm,sqlite", "--workloads", "fillrandom", "--records", "200",
-                 "--lsm-opt", "no_such_option=1", "--out", str(out), "--no-plots", "--quiet"])
+                 "--lsm-opt", "no_such_option=1", "--out", str(out), "--no-plots", "--quiet", "--builds", "this"])
     assert code == 1
     text = capsys.readouterr().out
     assert "lsm: open: OptionError" in text and "no_such_option" in text and "Traceback" not in text
     doc = json.loads((out / "results.json").read_text())
     assert [r["engine"] for r in doc["runs"]] == ["sqlite"]
     assert doc["engines"][0]["error"].startswith("lsm: open: OptionError")
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not {"lsm", "btree"} <= set(AVAILABLE), reason="the project's engines are not available")
+def test_the_default_run_reports_the_pure_build_beside_the_compiled_one(tmp_path, capsys):
+    """On the compiled build the project's engines run again on the pure
+    build (a child process), on the same data, and the report sets the two
+    side by side; on the pure build there is nothing to set beside it."""
+    from lsmkv.base.build import BUILD
+    out = tmp_path / "b"
+    code = main(["--engines", "lsm,btree,sqlite", "--workloads", "fillrandom,readrandom", "--records", "300",
+                 "--operations", "200", "--out", str(out), "--no-plots", "--quiet"])
+    assert code == 0
+    doc = json.loads((out / "results.json").read_text())
+    report = (out / "report.md").read_text()
+    terminal = capsys.readouterr().out
+    engines = [e["engine"] for e in doc["engines"]]
+    if not BUILD.compiled:
+        assert engines == ["lsm", "btree", "sqlite"] and "pure build" not in report
+        return
+    assert engines == ["lsm", "btree", "sqlite", "lsm-pure", "btree-pure"]
+    assert all(e["error"] is None for e in doc["engines"])
+    assert "compiled (Cython" in doc["engines"][0]["version"]
+    assert "pure Python (LSMKV_NO_EXTENSIONS=1)" in doc["engines"][3]["version"]
+    for engine in ("lsm", "btree"):
+        for workload in ("fillrandom", "readrandom"):
+            compiled, pure = by(doc, engine, workload), by(doc, engine + "-pure", workload)
+            for field in ("operations", "found", "user_bytes_written", "live_records"):
+                assert compiled[field] == pure[field], (engine, workload, field)
+            row = f"| {engine} | {workload} | "
+            assert row in report and f"{compiled['ops_per_sec'] / pure['ops_per_sec']:.2f}x |" in report
+    assert "## The compiled build against the pure build" in report
+    assert "The compiled build against the pure build" in terminal
+    assert (out / "pure" / "results.json").exists()

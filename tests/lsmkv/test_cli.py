@@ -221,10 +221,14 @@ def test_an_engine_that_disagrees_with_the_directory_is_an_error_naming_both(tmp
 
 
 @pytest.mark.subprocess
-def test_version_prints_the_installed_package_version():
+def test_version_prints_the_installed_package_version_and_the_build_that_runs():
     from importlib.metadata import version
+
+    from lsmkv.base.build import BUILD
     proc = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout == f"lsmkv {version('lsmkv')}\n" and proc.stderr == ""
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == f"lsmkv {version('lsmkv')}, {BUILD.describe()}\n"
+    assert ("compiled (Cython" if BUILD.compiled else "pure Python") in proc.stdout
 
 
 def test_sst_dump_of_a_directory_or_a_missing_file_names_the_path(tmp_path, capsys):

@@ -42,7 +42,7 @@ PACKAGES = ("lsmkv", "btree")
 RECORD_NAME = "_compiled.json"
 
 #: The repository (or site-packages) directory holding the lsmkv and btree packages.
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class StaleBuildWarning(RuntimeWarning):
