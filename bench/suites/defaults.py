@@ -31,6 +31,7 @@ first pass is reported beside it, with its time over the warm pass's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import resource
@@ -41,6 +42,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+from lsmkv.base.build import BUILD, NO_EXTENSIONS
+
 from ..config import ConfigError
 from ..report import fmt_ratio
 from . import engine_list
@@ -48,7 +51,12 @@ from . import engine_list
 NAME = "defaults"
 DESCRIPTION = "each engine with its default options: 1M random puts, random gets, a full scan; peak RSS"
 
-ALL_ENGINES = ["lsm", "btree", "leveldb", "rocksdb", "lmdb", "sqlite", "diskcache", "dbm"]
+#: The project's engines on the pure build (LSMKV_NO_EXTENSIONS=1 in their
+#: child process), beside the compiled build: what compiling buys.
+PURE_ENGINES = {"lsm-pure": "lsm", "btree-pure": "btree"}
+ALL_ENGINES = ["lsm", "btree", "leveldb", "rocksdb", "lmdb", "sqlite", "diskcache", "dbm", *PURE_ENGINES]
+#: The default engines: the pure build's rows only when the compiled build runs.
+DEFAULT_ENGINES = [name for name in ALL_ENGINES if BUILD.compiled or name not in PURE_ENGINES]
 #: (what is measured, ours, reference, workload, target ratio or None)
 TARGETS = [
     ("random get", "lsm", "leveldb", "get", 0.5),
@@ -72,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="random gets of present keys per pass, each key asked once (200,000); "
                              "two passes, so at most half of --keys")
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value, random (100)")
-    parser.add_argument("--engines", type=engine_list(ALL_ENGINES), default=",".join(ALL_ENGINES),
-                        help=f"comma-separated engines ({','.join(ALL_ENGINES)})")
+    parser.add_argument("--engines", type=engine_list(ALL_ENGINES), default=",".join(DEFAULT_ENGINES),
+                        help=f"comma-separated engines ({','.join(ALL_ENGINES)}; lsm-pure and btree-pure "
+                             f"run on the pure build, by default when the compiled build runs)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the random data and choices (42)")
     parser.add_argument("--dir", default=None, help="where the databases go (default: a temporary folder)")
 
@@ -91,13 +100,18 @@ def run(args: argparse.Namespace, rec) -> None:
     root = tempfile.mkdtemp(prefix="lsmkv-defaults-", dir=args.dir)
     results: dict[str, dict[str, Any]] = {}
     try:
-        for name in available_engines(engines, rec):
+        bases = {PURE_ENGINES.get(name, name) for name in engines}
+        runnable = set(available_engines([name for name in ALL_ENGINES if name in bases], rec))
+        for name in engines:
+            engine = PURE_ENGINES.get(name, name)
+            if engine not in runnable:
+                continue
             rec.progress(f"{name}: {args.keys:,} puts, {args.reads:,} gets, a full scan (child process)")
-            with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-                res = pool.submit(measure, name, os.path.join(root, name), args.keys, args.reads,
+            with _build_of(name), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+                res = pool.submit(measure, engine, os.path.join(root, name), args.keys, args.reads,
                                   args.value_size, args.seed).result()
             results[name] = res
-            common = {"peak_rss_mb": res["peak_rss_mb"], "baseline_rss_mb": res["baseline_rss_mb"],
+            common = {"build": res["build"], "peak_rss_mb": res["peak_rss_mb"], "baseline_rss_mb": res["baseline_rss_mb"],
                       "disk_bytes": res["disk_bytes"], "cache": res["cache"], "resident_mb": res["resident_mb"]}
             rec.run(name, "put", args.keys, res["put_s"], prepare_s=res["prepare_s"], **common)
             rec.run(name, "get", args.reads, res["get_s"], found=res["found"], read_amp=res["read_amp"],
@@ -133,6 +147,43 @@ def run(args: argparse.Namespace, rec) -> None:
                    "where it has none). RSS before open: the process with its keys and values generated, "
                    "before the engine is opened. index+filter: what lsmkv's open tables keep outside the "
                    "block cache (stats()['table_memory'], at the end of the scan).")
+
+
+    builds = _build_rows(results)
+    if builds:
+        rec.table("The compiled build against the pure build", ["engine", "measure", "compiled", "pure",
+                                                                 "compiled / pure"], builds,
+                  note="The same work, each build in its own child process; the pure build's process has "
+                       f"{NO_EXTENSIONS}=1 (docs/architecture.md, \"Builds\").")
+
+
+@contextlib.contextmanager
+def _build_of(name: str):
+    """Children spawned inside run the pure build when ``name`` is a pure engine."""
+    if name not in PURE_ENGINES:
+        yield
+        return
+    before = os.environ.get(NO_EXTENSIONS)
+    os.environ[NO_EXTENSIONS] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[NO_EXTENSIONS]
+        else:
+            os.environ[NO_EXTENSIONS] = before
+
+
+def _build_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for pure_name, engine in PURE_ENGINES.items():
+        compiled, pure = results.get(engine), results.get(pure_name)
+        if compiled is None or pure is None:
+            continue
+        for what, key in (("put/s", "put_rate"), ("get/s, first pass", "first_get_rate"),
+                          ("get/s, warm", "get_rate"), ("scan entries/s", "scan_rate")):
+            rows.append([engine, what, compiled[key], pure[key], fmt_ratio(compiled[key], pure[key])])
+    return rows
 
 
 def _target_rows(results: dict[str, dict[str, Any]]) -> list[list[Any]]:
@@ -198,7 +249,7 @@ def measure(name: str, path: str, keys: int, reads: int, value_size: int, seed: 
     gc.collect()
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     adapter = get_adapter(name)(path, EngineSettings(cache_size=None))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"build": BUILD.kind}
     try:
         put = adapter.put
         mask = VALUE_POOL - 1

@@ -59,6 +59,23 @@ def test_defaults_suite_measures_each_engine_in_its_own_process(tmp_path):
     assert ("lsm", "leveldb", "random get") in targets or "leveldb" not in engines
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_defaults_suite_runs_the_pure_build_beside_the_compiled_one(tmp_path):
+    """lsm-pure and btree-pure: the same work in a child process with
+    LSMKV_NO_EXTENSIONS=1; on the compiled build a table sets the two side by side."""
+    from lsmkv.base.build import BUILD
+    doc = _run(tmp_path, "defaults", "--keys", "2000", "--reads", "300", "--engines", "lsm,lsm-pure,btree-pure")
+    by = {(r["engine"], r["workload"]): r for r in doc["runs"]}
+    assert by["lsm", "put"]["build"] == BUILD.kind
+    for e in ("lsm-pure", "btree-pure"):
+        assert by[e, "put"]["build"] == "pure" and by[e, "get"]["found"] == 300 and by[e, "scan"]["operations"] == 2000
+    builds = next(t for t in doc["tables"] if t["title"] == "The compiled build against the pure build")
+    assert [row[:2] for row in builds["rows"]] == [["lsm", "put/s"], ["lsm", "get/s, first pass"],
+                                                   ["lsm", "get/s, warm"], ["lsm", "scan entries/s"]]
+    assert all(row[4].endswith("x") for row in builds["rows"])
+
+
 def test_defaults_suite_refuses_more_reads_than_two_passes_of_distinct_keys_allow(tmp_path, capsys):
     out = tmp_path / "defaults"
     assert cli.main(["--suite", "defaults", "--quiet", "--out", str(out), "--keys", "1000", "--reads", "501",
