@@ -74,6 +74,11 @@ from bisect import bisect_left
 from functools import partial
 from typing import Iterable, Iterator as TypingIterator
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from sortedcontainers import SortedList
 
 from lsmkv.base.cache_size import default_capacity as default_cache_capacity
@@ -596,6 +601,7 @@ class DB(KeyValueMapping):
     # Reads
     # ------------------------------------------------------------------
 
+    @cython.locals(st=ReadState, mem=MemTable, imm=MemTable)
     def get(self, key: object, default: bytes | None = None) -> bytes | None:
         """The value of ``key``, or ``default`` if it is absent."""
         if self._closed:
