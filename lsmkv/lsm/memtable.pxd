@@ -15,3 +15,6 @@ cdef class MemTable:
     cdef public object range_dels
     cdef public object _range_list
     cdef object __weakref__
+
+    @cython.locals(latest=dict, maxes=list, node=list, i=Py_ssize_t)
+    cpdef add(self, seq, kind, key, value)

@@ -33,11 +33,6 @@ from bisect import bisect_right, insort
 from operator import itemgetter
 from typing import Iterator
 
-try:
-    import cython
-except ImportError:
-    from lsmkv.base.compile_hints import cython
-
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
 from .range_tombstones import EMPTY as EMPTY_FRAGMENTS, FragmentedTombstones
@@ -97,7 +92,6 @@ class MemTable:
         self.range_dels = (self.range_dels or EMPTY_FRAGMENTS).with_tombstone(start, end, seq)
         self.size += len(start) + len(end) + ENTRY_OVERHEAD
 
-    @cython.locals(latest=dict, maxes=list, node=list, i=cython.Py_ssize_t)
     def add(self, seq: int, kind: int, key: bytes, value: bytes) -> None:
         latest = self._latest
         older = latest.get(key)
