@@ -6,7 +6,11 @@ their plain Python source into extension modules that sit beside the ``.py``
 files. The ``.py`` files stay the one source of truth; the extensions are
 that source compiled (Cython's pure-Python mode: the annotations are not
 enforced and no type is inferred beyond what Python guarantees, so a
-compiled module behaves as its source does).
+compiled module behaves as its source does). The C types of the hottest
+paths are declared beside their sources, in ``.pxd`` files (extension types
+with typed fields, typed locals), and where a ``.pxd`` cannot say it, by
+``@cython.locals`` in the ``.py`` (lsmkv/base/compile_hints.py stands in for
+Cython's ``cython`` module when it is not installed).
 
 The build is optional, as for aiohttp, yarl and multidict:
 
@@ -16,8 +20,9 @@ The build is optional, as for aiohttp, yarl and multidict:
   engines' modules run as one build, never half of each).
 
 After a build, ``lsmkv/_compiled.json`` records the SHA-256 of each
-compiled module's source, so an import can tell a compiled module from its
-edited source (``lsmkv/base/build.py`` refuses a stale one).
+compiled module's source (its ``.py`` and ``.pxd``), so an import can tell
+a compiled module from its edited source (``lsmkv/base/build.py`` refuses a
+stale one).
 """
 
 from __future__ import annotations
@@ -72,8 +77,16 @@ DIRECTIVES = {"language_level": 3, "infer_types": False, "annotation_typing": Fa
 
 
 def source_digest(path: str) -> str:
+    """SHA-256 of what a module is compiled from: its ``.py``, then the
+    ``.pxd`` of C declarations beside it if it has one (build.py's digest)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as source:
-        return hashlib.sha256(source.read()).hexdigest()
+        digest.update(source.read())
+    declarations = path[:-3] + ".pxd"
+    if os.path.exists(declarations):
+        with open(declarations, "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()
 
 
 def wanted() -> bool:

@@ -32,6 +32,11 @@ from itertools import count
 
 from lsmkv.base.errors import CorruptionError
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from .bufferpool import BufferPool
 from .expiry import ExpiredCount
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
@@ -232,20 +237,22 @@ class Tree:
 
     # ---- point operations ------------------------------------------------------------
 
+    @cython.locals(node=Node, i=cython.Py_ssize_t, ahi=dict, pool=BufferPool)
     def get(self, key: bytes):
         """The value stored under ``key`` or None."""
         pages = self.pages
         pg = self.root
-        self.pool.lookups += self.height
+        pool = self.pool
+        pool.lookups += self.height
         for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
             pg = node.kids[bisect_right(node.keys, key)]
         node = pages.get(pg)
         if node is None:
-            if not self.pool.admit(pg):  # searched in its page image, not kept
+            if not pool.admit(pg):  # searched in its page image, not kept
                 v, buf = self.pager.search_leaf(pg, key)
-                self.pool.observe_image(buf)
+                pool.observe_image(buf)
                 return v if v is None or type(v) is bytes else self._value(v)
             node = self._load(pg, True)  # read often enough: decoded and kept
         node.ref = True
@@ -256,11 +263,11 @@ class Tree:
             v = node.vals[i]
             if type(v) is bytes:
                 ahi = self.ahi
-                if ahi is not None and len(ahi) < self.pool.hash_index_limit:
+                if ahi is not None and len(ahi) < pool.hash_index_limit:
                     ahi[key] = v
                     self.ahi_page[key] = pg
                     if not len(ahi) & 255:
-                        self.pool.hash_index_grew()
+                        pool.hash_index_grew()
                 return v
             return self._value(v)  # (the hash index holds only plain values)
         return None

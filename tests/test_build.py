@@ -95,6 +95,16 @@ def test_a_source_edited_since_its_build_makes_the_whole_build_pure_and_names_th
     assert decide(str(tmp_path), {}).compiled
 
 
+def test_declarations_edited_since_the_build_make_the_whole_build_pure(tmp_path):
+    (tmp_path / "btree").mkdir()
+    (tmp_path / "btree" / "hot.pxd").write_text("cdef class Hot:\n    pass\n")
+    make_tree(tmp_path, SOURCES, list(SOURCES))  # recorded: each .py with the .pxd beside it
+    assert decide(str(tmp_path), {}).compiled
+    (tmp_path / "btree" / "hot.pxd").write_text("cdef class Hot:\n    cdef public object x\n")
+    found = decide(str(tmp_path), {})
+    assert found.kind == "pure" and found.reason == "stale: btree/hot.py changed since compiled"
+
+
 def test_this_process_runs_the_build_its_tree_makes_up():
     assert BUILD.kind == decide().kind
     if os.environ.get("LSMKV_EXPECT_COMPILED") == "1":

@@ -2,9 +2,10 @@
 
 setup.py compiles the hot modules of both engines from their ``.py``
 source (Cython) where a C compiler is present, and records the SHA-256 of
-each source it compiled in ``lsmkv/_compiled.json``. Python's import system
-prefers an extension module to the ``.py`` beside it, so without a check an
-edited source would be shadowed by the module compiled from its old text.
+each source it compiled (the ``.py`` and the ``.pxd`` beside it) in
+``lsmkv/_compiled.json``. Python's import system prefers an extension
+module to the ``.py`` beside it, so without a check an edited source would
+be shadowed by the module compiled from its old text.
 ``import lsmkv`` (which ``import btree`` runs first) decides once per
 process:
 
@@ -79,11 +80,19 @@ class Build:
 
 
 def _digest(path: str) -> str | None:
+    """SHA-256 of a compiled module's source: its ``.py``, then the ``.pxd``
+    of its C declarations if it has one (as setup.py records it)."""
+    declarations = path[:-3] + ".pxd"
+    parts = (path, declarations) if os.path.exists(declarations) else (path,)
     try:
-        with open(path, "rb") as source:
-            return hashlib.sha256(source.read()).hexdigest()
+        return hashlib.sha256(b"".join(map(_contents, parts))).hexdigest()
     except OSError:
         return None
+
+
+def _contents(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
 
 
 def _compiled_path(source: str) -> str | None:

@@ -74,6 +74,11 @@ from bisect import bisect_left
 from functools import partial
 from typing import Iterable, Iterator as TypingIterator
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from sortedcontainers import SortedList
 
 from lsmkv.base.cache_size import default_capacity as default_cache_capacity
@@ -388,6 +393,7 @@ class DB(KeyValueMapping):
         self._merge_record.prepare(((MERGE, k, v),))
         self._write_one(MERGE, k, v, sync)
 
+    @cython.locals(mem=MemTable, log=LogWriter)
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
@@ -406,11 +412,12 @@ class DB(KeyValueMapping):
             # uncontended put's path, kept free of queue entries).
             try:
                 mem = self._memtable_for_writing()
+                log = self._log
                 seq = self._last_seq + 1
                 try:
-                    self._wal_bytes_written += self._log.add_record(encode_single(seq, kind, key, value))
+                    self._wal_bytes_written += log.add_record(encode_single(seq, kind, key, value))
                     if sync and not self._group_commit:
-                        self._log.sync()
+                        log.sync()
                 except BaseException as exc:
                     raise self._errors.fail_writes("writing the log", exc) from exc
                 self._logged_seq = seq
@@ -596,6 +603,7 @@ class DB(KeyValueMapping):
     # Reads
     # ------------------------------------------------------------------
 
+    @cython.locals(st=ReadState, mem=MemTable, imm=MemTable)
     def get(self, key: object, default: bytes | None = None) -> bytes | None:
         """The value of ``key``, or ``default`` if it is absent."""
         if self._closed:

@@ -42,6 +42,11 @@ from itertools import repeat
 from typing import Iterator
 
 from lsmkv.base.errors import CorruptionError
+
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
 from lsmkv.base.fs import FileSystem
 
 from ..cache import BlockCache
@@ -356,6 +361,9 @@ class TableReader:
 
     # -- point lookup ---------------------------------------------------------
 
+    @cython.locals(b=cython.Py_ssize_t, j=cython.Py_ssize_t, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+                   m=cython.Py_ssize_t, h1=cython.Py_ssize_t, h2=cython.Py_ssize_t, uses=cython.Py_ssize_t,
+                   blocks=list, io=IOStats)
     def get(self, key: bytes, h: int | None, read_seq: int) -> tuple[int, bytes] | None:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
         or None if this table has none. ``h`` is the key's bloom_hash, or None

@@ -1,0 +1,25 @@
+# Cython declarations augmenting btree/bufferpool.py in the compiled build
+# (the .py stays the source): the pool is an extension type, so a descent
+# counts its lookups and reads its limits as C struct members.
+
+cdef class BufferPool:
+    cdef public object pager
+    cdef public object cache_size
+    cdef public object page_bytes
+    cdef public Py_ssize_t hash_index_limit
+    cdef public object hash_index_peak
+    cdef public object pages
+    cdef public object dirty
+    cdef public object raw_dirty
+    cdef public object ahi
+    cdef public object ahi_page
+    cdef public object misses
+    cdef public Py_ssize_t lookups
+    cdef public object evictions
+    cdef public object seen
+    cdef public object admit_after
+    cdef public object images_searched
+    cdef public object _evicted_leaves
+    cdef public object _evicted_hits
+    cdef public object capacity
+    cdef public object dirty_limit

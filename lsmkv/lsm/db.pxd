@@ -1,0 +1,7 @@
+# Cython declarations for lsmkv/lsm/db.py in the compiled build: the types
+# DB.get and the put path declare their locals with (memtable.pxd,
+# read_state.pxd, wal.pxd).
+
+from lsmkv.lsm.memtable cimport MemTable
+from lsmkv.lsm.read_state cimport ReadState
+from lsmkv.lsm.wal cimport LogWriter

@@ -1,0 +1,20 @@
+# Cython declarations augmenting lsmkv/lsm/memtable.py in the compiled build
+# (the .py stays the source): the memtable's dict and index lists are typed,
+# so a put and a get reach them without attribute lookups or method calls.
+
+import cython
+
+cdef class MemTable:
+    cdef public dict _latest
+    cdef public object _index
+    cdef public list _nodes
+    cdef public list _maxes
+    cdef public Py_ssize_t size
+    cdef public object log_number
+    cdef public object meta
+    cdef public object range_dels
+    cdef public object _range_list
+    cdef object __weakref__
+
+    @cython.locals(latest=dict, maxes=list, node=list, i=Py_ssize_t)
+    cpdef add(self, seq, kind, key, value)

@@ -1,0 +1,42 @@
+# Cython declarations augmenting lsmkv/lsm/table/reader.py in the compiled
+# build (the .py stays the source). The readers' per-block columns are typed
+# (list, bytearray, dict), so a lookup indexes them without a method call,
+# and IOStats' counters are C integers.
+
+from lsmkv.lsm.table.block cimport search_block
+
+cdef class IOStats:
+    cdef public Py_ssize_t block_reads
+    cdef public Py_ssize_t bytes_read
+    cdef public Py_ssize_t searches
+    cdef public Py_ssize_t get_block_reads
+
+
+cdef class TableReader:
+    cdef public object path
+    cdef public object number
+    cdef public object file
+    cdef public object file_size
+    cdef public object format_version
+    cdef public object codec
+    cdef public object filter
+    cdef public object properties
+    cdef public object index_keys
+    cdef public object index_seq_kinds
+    cdef public object index_offsets
+    cdef public object index_sizes
+    cdef public list blocks
+    cdef public bytearray refs
+    cdef public bytearray uses
+    cdef public list charges
+    cdef public bytearray indexed
+    cdef public dict key_slots
+    cdef public object global_seq
+    cdef public object admit_on_read
+    cdef public object range_dels
+    cdef public object _cache
+    cdef public IOStats _io
+    cdef public object _bloom_bits
+    cdef public object _bloom_m
+    cdef public object _bloom_probes
+    cdef object __weakref__

@@ -1,0 +1,13 @@
+# Cython declarations augmenting lsmkv/lsm/wal.py in the compiled build (the
+# .py stays the source): the log writer is an extension type, and appending
+# one record is a C call from a caller that has it typed.
+
+import cython
+
+cdef class LogWriter:
+    cdef public object file
+    cdef public Py_ssize_t _block_offset
+    cdef public object _append
+
+    @cython.locals(n=Py_ssize_t, end=Py_ssize_t)
+    cpdef add_record(self, payload)
