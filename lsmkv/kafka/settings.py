@@ -38,12 +38,15 @@ TUNED_CONSUMER = {
     # A fetch waits at most this long for data: the tail of a load is not
     # held back by the broker's default 500 ms.
     "fetch.wait.max.ms": 100,
-    # Keep records fetched ahead of the loader: up to a million per
-    # partition, at most 64 MiB in all. Measured on the embedded broker:
-    # consume() runs at ~1.5M records/s with this, ~0.2-0.35M/s with
-    # librdkafka's default of 100,000.
-    "queued.min.messages": 1_000_000,
+    # Records fetched ahead of the loader: at most 100,000 per partition
+    # (librdkafka's default), at most 64 MiB in all: the load's peak memory
+    # follows this queue (docs/kafka.md "Performance").
+    "queued.min.messages": 20_000,
     "queued.max.messages.kbytes": 65536,
+    # A partition whose queue is at those limits is fetched again 10 ms
+    # after the loader took from it, not librdkafka's default 1000 ms,
+    # which left the loader waiting in consume() for the next fetch.
+    "fetch.queue.backoff.ms": 10,
     "client.id": "lsmkv-loader",
 }
 #: What the loader's guarantees rest on: offsets are committed by the loader
