@@ -141,9 +141,9 @@ class OptionalBuildExt(build_ext):
     def _drop_outputs(self) -> None:
         """Remove what a failed build left, so no module runs compiled."""
         for ext in self.extensions:
-            for path in (self.get_ext_fullpath(ext.name),):
-                if os.path.exists(path):
-                    os.remove(path)
+            path = self.get_ext_fullpath(ext.name)
+            if os.path.exists(path):
+                os.remove(path)
         self.extensions = []
 
     def get_outputs(self):
