@@ -44,6 +44,7 @@ from typing import Any
 
 from lsmkv.base.build import BUILD, NO_EXTENSIONS
 
+from ..builds import PROJECT_ENGINES, PURE_SUFFIX
 from ..config import ConfigError
 from ..report import fmt_ratio
 from . import engine_list
@@ -53,7 +54,7 @@ DESCRIPTION = "each engine with its default options: 1M random puts, random gets
 
 #: The project's engines on the pure build (LSMKV_NO_EXTENSIONS=1 in their
 #: child process), beside the compiled build: what compiling buys.
-PURE_ENGINES = {"lsm-pure": "lsm", "btree-pure": "btree"}
+PURE_ENGINES = {name + PURE_SUFFIX: name for name in PROJECT_ENGINES}
 ALL_ENGINES = ["lsm", "btree", "leveldb", "rocksdb", "lmdb", "sqlite", "diskcache", "dbm", *PURE_ENGINES]
 #: The default engines: the pure build's rows only when the compiled build runs.
 DEFAULT_ENGINES = [name for name in ALL_ENGINES if BUILD.compiled or name not in PURE_ENGINES]
