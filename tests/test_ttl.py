@@ -446,6 +446,23 @@ def test_len_and_every_read_agree_as_keys_expire(engine, ops, reclaim):
         shutil.rmtree(path, ignore_errors=True)
 
 
+def test_clear_deletes_expired_values_so_a_clock_set_back_brings_none_back(engine, tmp_path):
+    """A value that expired is still stored until reclaimed, and readable
+    again if the clock goes back; clear() deletes it all the same (the case
+    the model test above found: put with a ttl, expire, clear, clock back)."""
+    clock = Clock()
+    db = open_db(engine, str(tmp_path / "db"), clock)
+    try:
+        db.put(b"k00", b"v", ttl=0.001)
+        db.put(b"k01", b"w")
+        clock.advance(0.4)
+        db.clear()
+        clock.now -= 1.5
+        assert (len(db), db.get(b"k00"), list(db.keys())) == (0, None, [])
+    finally:
+        db.close()
+
+
 def test_len_counts_only_live_keys_after_expiry_and_reopen(engine, tmp_path):
     """The reported case: a key with a ttl and one without; once the first
     expired, len() is 1 as keys() says, before and after a reopen."""

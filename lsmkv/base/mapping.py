@@ -7,7 +7,9 @@ database when iterated, ``len(db)`` counts live keys, and ``pop``,
 ``popitem``, ``setdefault``, ``update`` and ``clear`` behave as a dict's.
 What this module needs from the class it is mixed into: ``get(key,
 default)``, ``put``, ``delete``, ``scan(start, end, reverse, prefix)``,
-``write_batch()`` and ``_live_count()``. It owns no state and never touches
+``write_batch()`` (with ``delete_range``), ``stats()`` (its
+``max_key_size``, when the store's key limit is below MAX_KEY_SIZE) and
+``_live_count()``. It owns no state and never touches
 an engine's internals.
 
 Two deliberate differences from a dict: a DB compares equal only to itself
@@ -20,11 +22,9 @@ as it is when they are iterated.
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, MutableMapping, ValuesView
-from itertools import islice
 from typing import Any
 
-#: Keys deleted per write batch by clear().
-_CLEAR_BATCH = 1024
+from .keys import MAX_KEY_SIZE
 
 
 class _Keys(KeysView):
@@ -117,15 +117,14 @@ class KeyValueMapping(MutableMapping):
         raise KeyError("popitem(): the database is empty")
 
     def clear(self) -> None:
-        """Delete every key, in write batches of 1,024 deletes (not atomic as
-        a whole: a crash midway leaves the keys not yet deleted)."""
-        while True:
-            keys = [key for key, _ in islice(self.scan(), _CLEAR_BATCH)]
-            if not keys:
-                return
-            with self.write_batch() as batch:
-                for key in keys:
-                    batch.delete(key)
+        """Delete every key, in one atomic write batch: a range delete from
+        the empty key up to the largest key the store can hold, and a delete
+        of that key. Expired values not yet reclaimed go too, so a clock set
+        back later brings none of them back (lsmkv/base/ttl.py)."""
+        top = b"\xff" * self.stats().get("max_key_size", MAX_KEY_SIZE)
+        with self.write_batch() as batch:
+            batch.delete_range(b"", top)
+            batch.delete(top)
 
     __eq__ = object.__eq__
     __ne__ = object.__ne__

@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import btree
 import lsmkv
+from lsmkv.base.keys import MAX_KEY_SIZE
 
 keys = st.binary(min_size=0, max_size=6).map(lambda b: b[:1] * 3 + b)  # shared prefixes, some empty
 values = st.binary(max_size=40)
@@ -148,3 +149,22 @@ def test_a_db_is_a_mutable_mapping_equal_only_to_itself(tmp_path, engine):
         assert b"k" in a.keys() and (b"k", b"v") in a.items() and b"v" in a.values()
         with pytest.raises(TypeError, match="keyword"):
             a.update(k=b"v")
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_clear_deletes_every_key_up_to_the_largest_the_store_can_hold(tmp_path, engine):
+    """clear() is a range delete up to the largest possible key plus a
+    delete of that key: the empty key, keys of 0xff bytes and the longest
+    key the store accepts all go, and stay gone after a reopen."""
+    path = str(tmp_path / "db")
+    with ENGINES[engine](path) as db:
+        top = b"\xff" * db.stats().get("max_key_size", MAX_KEY_SIZE)
+        keys = [b"", b"a", b"\xff", b"\xff" * 40, top[:-1], top, top[:-1] + b"\xfe"]
+        for key in keys:
+            db[key] = b"v"
+        assert len(db) == len(set(keys))
+        db.clear()
+        assert len(db) == 0 and list(db) == [] and [db.get(key) for key in keys] == [None] * len(keys)
+        db[b"after"] = b"1"
+    with ENGINES[engine](path) as db:
+        assert list(db.items()) == [(b"after", b"1")]
