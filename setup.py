@@ -61,6 +61,7 @@ COMPILED_MODULES = [
     "btree/bufferpool.py",
     "btree/cursor.py",
     "btree/db.py",
+    "btree/leaf_runs.py",
     "btree/node.py",
     "btree/pagemap.py",
     "btree/pager.py",

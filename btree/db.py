@@ -78,6 +78,7 @@ from .checkpoint import copy_tree, split_keys, write_checkpoint
 from .cursor import snapshot_source
 from .error_handler import fail, resume_writes
 from .ingest import ingest_files
+from .leaf_runs import LeafRuns
 from .node import DEADLINE_SIZE, Expiring, Node, encode_node, encode_overflow
 from .merging import MergeOperand, resolve_group
 from .multi_get import multi_get
@@ -187,7 +188,7 @@ class DB(KeyValueMapping):
         self._snap_ids = 0
         #: Chunks that scan iterators are yielding, with their snapshot or None
         #: (emptied by close() of the DB or of that snapshot).
-        self._chunks: dict[int, tuple[list, Snapshot | None]] = {}
+        self._chunks: dict[int, tuple[LeafRuns, Snapshot | None]] = {}
         #: Open snapshots, held weakly: one dropped unclosed is closed by
         #: its __del__, which lets go of the pre-images it kept.
         self._live_snaps: weakref.WeakValueDictionary[int, Snapshot] = weakref.WeakValueDictionary()

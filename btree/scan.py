@@ -5,9 +5,11 @@ iterator: it reads the tree (or a snapshot's view) a chunk at a time under
 the DB's lock, each chunk one consistent read (Tree.chunk_forward and
 Tree.chunk_backward), and sizes the next chunk by what the last one cost
 (:data:`SCAN_FIRST_CHUNK` entries first, at most :data:`SCAN_MAX_CHUNK`).
-The chunks being yielded are registered in the DB's ``_chunks``, which
-close() of the DB or of the snapshot empties: the next item then asks for
-the next chunk, which raises.
+Each chunk is a LeafRuns (btree/leaf_runs.py: the pairs made as the
+iterator takes them). The chunks being
+yielded are registered in the DB's ``_chunks``, which close() of the DB or
+of the snapshot empties: the next item then asks for the next chunk, which
+raises.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from math import isqrt
 from typing import TYPE_CHECKING, Iterator
 
+from .leaf_runs import LeafRuns
 from .snapshot_reads import check_snapshot
 from .tree import Tree
 
@@ -29,8 +32,8 @@ SCAN_MAX_CHUNK = 4096
 
 
 def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
-                snap: Snapshot | None) -> Iterator[list[tuple[bytes, bytes]]]:
-    """The chunks of a scan: lists of (key, value), each read under the
+                snap: Snapshot | None) -> Iterator[LeafRuns]:
+    """The chunks of a scan: iterables of (key, value), each read under the
     lock as one consistent read of the tree (or of ``snap``). A chunk
     goes on where the last one stopped (Tree.chunk_forward's RangePos)
     if no write came in between, and otherwise seeks again past the last
@@ -53,9 +56,9 @@ def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
                 check_snapshot(db, snap)
                 view = snap._view
             if reverse:
-                items, pos = db._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
+                items, pos = db._read(Tree.chunk_backward, hi, lo, limit, view, pos, True, snap=snap)
             else:
-                items, pos = db._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
+                items, pos = db._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, True, snap=snap)
             db._trim_after_read()
         # close() of the DB or the snapshot empties the chunks being
         # yielded, so the next item asks for the next chunk: an error.
@@ -72,9 +75,9 @@ def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
         if pos is None:
             return
         if reverse:
-            hi = items[-1][0]
+            hi = items.last_key()
         else:
-            lo = items[-1][0]
+            lo = items.last_key()
             inclusive = False
         # The next chunk's size weighs what a chunk costs in itself
         # (the lock, a call into the tree: a few µs) against what it

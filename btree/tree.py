@@ -39,6 +39,7 @@ except ImportError:
 
 from .bufferpool import BufferPool
 from .expiry import ExpiredCount
+from .leaf_runs import LeafRuns
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
                    Node, Overflow, decode_overflow, value_size)
 
@@ -962,9 +963,13 @@ class Tree:
         return pg
 
     def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
-                      limit: int, view=None, resume: "RangePos | None" = None) -> tuple[list, "RangePos | None"]:
+                      limit: int, view=None, resume: "RangePos | None" = None,
+                      lazy: bool = False) -> tuple:
         """About ``limit`` items from ``lo`` upward (below ``hi``), and where
-        the read stopped (None: nothing more in range).
+        the read stopped (None: nothing more in range). The items are a list
+        of (key, value), or with ``lazy`` a LeafRuns (btree/leaf_runs.py:
+        the runs of keys and values read from each leaf, whose pairs are
+        made as they are iterated; what a scan takes).
 
         Given the RangePos the previous chunk of the same read returned,
         and if the tree has not changed since (its ``version``), the read
@@ -975,7 +980,7 @@ class Tree:
         and a few items, should not pay for a page it may never return)."""
         overlay = None if view is None else view[2]
         pg, i, leaf, seek = self._chunk_start(lo, lo_inclusive, view, overlay, resume, False)
-        items: list = []
+        runs = LeafRuns()
         cells = 0  # cells read: the chunk ends after ``limit`` of them (expired values count)
         nbytes = 0
         images = 0
@@ -985,7 +990,7 @@ class Tree:
                 n = len(keys)
                 j = min(n, i + limit - cells)
                 vals, ovf = leaf.vals, leaf.ovf
-                if i or j < n:
+                if i or j < n or lazy:  # (a lazy chunk's runs are copies: it is read after the lock)
                     keys, vals = keys[i:j], vals[i:j]
             else:
                 images += 1
@@ -995,28 +1000,29 @@ class Tree:
             if hi is not None and keys and keys[-1] >= hi:
                 cut = bisect_left(keys, hi)
                 if ovf:
-                    items += self._resolve(keys[:cut], vals[:cut])[0]
+                    runs.add_pairs(self._resolve(keys[:cut], vals[:cut])[0])
                 else:
-                    items += zip(keys[:cut], vals[:cut])
-                return items, None
+                    runs.add(keys[:cut], vals[:cut])
+                return (runs if lazy else runs.pairs()), None
             if ovf:
                 pairs, big = self._resolve(keys, vals)
-                items += pairs
+                runs.add_pairs(pairs)
                 nbytes += big
             else:
-                items += zip(keys, vals)
+                runs.add(keys, vals)
             cells += j - i
             if j < n:  # the page goes on past the cells read
-                if items:
-                    return items, RangePos(self.version, pg, j, None if type(leaf) is Node else leaf, images)
+                if runs.count:
+                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, j,
+                                                                      None if type(leaf) is Node else leaf, images)
                 i, cells = j, 0  # every cell read held an expired value: read on
                 continue
             pg = leaf.next
             if not pg:
-                return items, None
+                return (runs if lazy else runs.pairs()), None
             if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
-                if items:
-                    return items, RangePos(self.version, pg, 0, None, images)
+                if runs.count:
+                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, 0, None, images)
                 cells = nbytes = 0
             leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
@@ -1081,14 +1087,14 @@ class Tree:
         return node
 
     def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
-                       view=None, resume: "RangePos | None" = None) -> tuple[list, "RangePos | None"]:
+                       view=None, resume: "RangePos | None" = None, lazy: bool = False) -> tuple:
         """About ``limit`` items from just below ``hi`` downward (not below
         ``lo``), in descending order, and where the read stopped (None:
-        nothing more in range); ``resume`` and the end of a chunk that
-        seeks as for chunk_forward."""
+        nothing more in range); ``resume``, ``lazy`` and the end of a chunk
+        that seeks as for chunk_forward."""
         overlay = None if view is None else view[2]
         pg, j, leaf, seek = self._chunk_start(hi, True, view, overlay, resume, True)
-        items: list = []
+        runs = LeafRuns()
         cells = 0
         nbytes = 0
         images = 0
@@ -1109,29 +1115,30 @@ class Tree:
                 if ovf:
                     pairs = self._resolve(keys[cut:], vals[cut:])[0]
                     pairs.reverse()
-                    items += pairs
+                    runs.add_pairs(pairs)
                 else:
-                    items += zip(reversed(keys[cut:]), reversed(vals[cut:]))
-                return items, None
+                    runs.add(keys[cut:][::-1], vals[cut:][::-1])
+                return (runs if lazy else runs.pairs()), None
             if ovf:
                 pairs, big = self._resolve(keys, vals)
                 pairs.reverse()
-                items += pairs
+                runs.add_pairs(pairs)
                 nbytes += big
             else:
-                items += zip(reversed(keys), reversed(vals))
+                runs.add(keys[::-1], vals[::-1])
             cells += j - i
             if i > 0:  # the page goes on below the cells read
-                if items:
-                    return items, RangePos(self.version, pg, i, None if type(leaf) is Node else leaf, images)
+                if runs.count:
+                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, i,
+                                                                      None if type(leaf) is Node else leaf, images)
                 j, cells = i, 0  # every cell read held an expired value: read on
                 continue
             pg = leaf.prev
             if not pg:
-                return items, None
+                return (runs if lazy else runs.pairs()), None
             if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
-                if items:
-                    return items, RangePos(self.version, pg, None, None, images)
+                if runs.count:
+                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, None, None, images)
                 cells = nbytes = 0
             leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
