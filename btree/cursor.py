@@ -15,20 +15,23 @@ reads through the one function the database hands it.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Callable
 
 from lsmkv.base.cursor import VALUE, Chunk, SourceCursor
+
+from .leaf_runs import LeafRuns
 
 from .tree import Tree
 
 #: Entries a cursor asks the tree for at a time (whole leaves: a few more).
 CHUNK = 128
 
-#: read(fn, resume, *args) -> (items, RangePos or None): the database runs
+#: read(fn, resume, *args) -> (LeafRuns, RangePos or None): the database runs
 #: ``fn`` (Tree.chunk_forward or Tree.chunk_backward) with ``args`` over the
 #: snapshot's view, from ``resume`` when it is given, under its lock, after
 #: checking that the snapshot is still usable.
-ChunkReader = Callable[..., tuple[list, object]]
+ChunkReader = Callable[..., tuple[LeafRuns, object]]
 
 
 def snapshot_source(read_chunk: ChunkReader) -> SourceCursor:
@@ -43,34 +46,32 @@ def snapshot_source(read_chunk: ChunkReader) -> SourceCursor:
     # snapshot, which never changes, that stays so).
     last: dict[str, tuple] = {}
 
-    def read(fn, way: str, key: bytes | None, *args) -> list:
+    def read(fn, way: str, key: bytes | None, *args) -> Chunk:
+        """The chunk ``fn`` reads, in ascending key order."""
         went = last.pop(way, None)
         resume = None
         if went is not None and went[0] == key:
             if went[1] is None:
-                return []
+                return [], [], []
             resume = went[1]
-        items, pos = read_chunk(fn, resume, *args)
-        if items:
-            last[way] = (items[-1][0], pos)
-        return items
-
-    def chunk(items: list) -> Chunk:
-        if not items:
+        runs, pos = read_chunk(fn, resume, *args)
+        if not runs:
             return [], [], []
-        keys, values = map(list, zip(*items))
+        last[way] = (runs.last_key(), pos)
+        keys = list(chain.from_iterable(runs.keys))
+        values = list(chain.from_iterable(runs.values))
+        if way == "before":  # (chunk_backward reads in descending order)
+            keys.reverse()
+            values.reverse()
         return keys, [VALUE] * len(keys), values
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
-        return chunk(read(Tree.chunk_forward, "after", key if not inclusive else None,
-                          key, inclusive, None, CHUNK))
+        return read(Tree.chunk_forward, "after", key if not inclusive else None, key, inclusive, None, CHUNK)
 
     def before(key: bytes | None, inclusive: bool) -> Chunk:
         # chunk_backward reads keys below its bound: key + b"\\0" is the
         # smallest key above ``key``, so "below it" is "<= key".
         hi = None if key is None else (key + b"\x00" if inclusive else key)
-        items = read(Tree.chunk_backward, "before", key if not inclusive else None, hi, None, CHUNK)
-        items.reverse()
-        return chunk(items)
+        return read(Tree.chunk_backward, "before", key if not inclusive else None, hi, None, CHUNK)
 
     return SourceCursor(after, before)

@@ -9,8 +9,9 @@ tracked by the garbage collector while the list lives, then freed with the
 list. Held as runs (each a key list and a value list of one leaf), the
 pairs are made as the caller takes them, by ``zip``, one at a time; a
 caller that unpacks each pair (``for k, v in db.scan()``) gets zip's one
-tuple again and again. Each run is the chunk's own list, copied under the
-lock, so writes after the chunk was read do not show in it.
+tuple again and again. A cursor (btree/cursor.py) takes the key and value
+lists whole. Each run is the chunk's own list, copied under the lock, so
+writes after the chunk was read do not show in it.
 
 ``clear()`` empties the runs, and with them every iterator over them: the
 DB's and a snapshot's close() stop the scans reading them that way.
@@ -55,10 +56,6 @@ class LeafRuns:
     def last_key(self) -> bytes:
         """The chunk's last key (it holds at least one entry)."""
         return self.keys[-1][-1]
-
-    def pairs(self) -> list[tuple[bytes, bytes]]:
-        """The entries as a list of (key, value)."""
-        return list(chain.from_iterable(map(zip, self.keys, self.values)))
 
     def clear(self) -> None:
         """Drop every entry: iterators over the runs stop at their next item."""

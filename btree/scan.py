@@ -56,9 +56,9 @@ def scan_chunks(db: DB, lo: bytes | None, hi: bytes | None, reverse: bool,
                 check_snapshot(db, snap)
                 view = snap._view
             if reverse:
-                items, pos = db._read(Tree.chunk_backward, hi, lo, limit, view, pos, True, snap=snap)
+                items, pos = db._read(Tree.chunk_backward, hi, lo, limit, view, pos, snap=snap)
             else:
-                items, pos = db._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, True, snap=snap)
+                items, pos = db._read(Tree.chunk_forward, lo, inclusive, hi, limit, view, pos, snap=snap)
             db._trim_after_read()
         # close() of the DB or the snapshot empties the chunks being
         # yielded, so the next item asks for the next chunk: an error.

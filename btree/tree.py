@@ -963,13 +963,12 @@ class Tree:
         return pg
 
     def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
-                      limit: int, view=None, resume: "RangePos | None" = None,
-                      lazy: bool = False) -> tuple:
+                      limit: int, view=None, resume: "RangePos | None" = None) -> tuple[LeafRuns, "RangePos | None"]:
         """About ``limit`` items from ``lo`` upward (below ``hi``), and where
-        the read stopped (None: nothing more in range). The items are a list
-        of (key, value), or with ``lazy`` a LeafRuns (btree/leaf_runs.py:
-        the runs of keys and values read from each leaf, whose pairs are
-        made as they are iterated; what a scan takes).
+        the read stopped (None: nothing more in range). The items are a
+        LeafRuns (btree/leaf_runs.py): the keys and values copied from each
+        leaf, whose (key, value) pairs are made as they are iterated, after
+        the lock.
 
         Given the RangePos the previous chunk of the same read returned,
         and if the tree has not changed since (its ``version``), the read
@@ -990,8 +989,7 @@ class Tree:
                 n = len(keys)
                 j = min(n, i + limit - cells)
                 vals, ovf = leaf.vals, leaf.ovf
-                if i or j < n or lazy:  # (a lazy chunk's runs are copies: it is read after the lock)
-                    keys, vals = keys[i:j], vals[i:j]
+                keys, vals = keys[i:j], vals[i:j]  # (copies: the chunk is read after the lock)
             else:
                 images += 1
                 n = leaf.count
@@ -1003,7 +1001,7 @@ class Tree:
                     runs.add_pairs(self._resolve(keys[:cut], vals[:cut])[0])
                 else:
                     runs.add(keys[:cut], vals[:cut])
-                return (runs if lazy else runs.pairs()), None
+                return runs, None
             if ovf:
                 pairs, big = self._resolve(keys, vals)
                 runs.add_pairs(pairs)
@@ -1013,16 +1011,15 @@ class Tree:
             cells += j - i
             if j < n:  # the page goes on past the cells read
                 if runs.count:
-                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, j,
-                                                                      None if type(leaf) is Node else leaf, images)
+                    return runs, RangePos(self.version, pg, j, None if type(leaf) is Node else leaf, images)
                 i, cells = j, 0  # every cell read held an expired value: read on
                 continue
             pg = leaf.next
             if not pg:
-                return (runs if lazy else runs.pairs()), None
+                return runs, None
             if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
                 if runs.count:
-                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, 0, None, images)
+                    return runs, RangePos(self.version, pg, 0, None, images)
                 cells = nbytes = 0
             leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1
@@ -1087,10 +1084,10 @@ class Tree:
         return node
 
     def chunk_backward(self, hi: bytes | None, lo: bytes | None, limit: int,
-                       view=None, resume: "RangePos | None" = None, lazy: bool = False) -> tuple:
+                       view=None, resume: "RangePos | None" = None) -> tuple[LeafRuns, "RangePos | None"]:
         """About ``limit`` items from just below ``hi`` downward (not below
         ``lo``), in descending order, and where the read stopped (None:
-        nothing more in range); ``resume``, ``lazy`` and the end of a chunk
+        nothing more in range); the items, ``resume`` and the end of a chunk
         that seeks as for chunk_forward."""
         overlay = None if view is None else view[2]
         pg, j, leaf, seek = self._chunk_start(hi, True, view, overlay, resume, True)
@@ -1118,7 +1115,7 @@ class Tree:
                     runs.add_pairs(pairs)
                 else:
                     runs.add(keys[cut:][::-1], vals[cut:][::-1])
-                return (runs if lazy else runs.pairs()), None
+                return runs, None
             if ovf:
                 pairs, big = self._resolve(keys, vals)
                 pairs.reverse()
@@ -1129,16 +1126,15 @@ class Tree:
             cells += j - i
             if i > 0:  # the page goes on below the cells read
                 if runs.count:
-                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, i,
-                                                                      None if type(leaf) is Node else leaf, images)
+                    return runs, RangePos(self.version, pg, i, None if type(leaf) is Node else leaf, images)
                 j, cells = i, 0  # every cell read held an expired value: read on
                 continue
             pg = leaf.prev
             if not pg:
-                return (runs if lazy else runs.pairs()), None
+                return runs, None
             if self._chunk_ends_before(pg, cells >= limit or nbytes > CHUNK_BYTES, seek, overlay):
                 if runs.count:
-                    return (runs if lazy else runs.pairs()), RangePos(self.version, pg, None, None, images)
+                    return runs, RangePos(self.version, pg, None, None, images)
                 cells = nbytes = 0
             leaf = self._range_leaf(pg, overlay, False)
             self.pool.lookups += 1

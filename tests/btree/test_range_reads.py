@@ -207,15 +207,15 @@ class _Recorder:
         self.resumed = 0
         forward, backward = Tree.chunk_forward, Tree.chunk_backward
 
-        def chunk_forward(tree, lo, inclusive, hi, limit, view=None, resume=None, lazy=False):
-            items, pos = forward(tree, lo, inclusive, hi, limit, view, resume, lazy)
+        def chunk_forward(tree, lo, inclusive, hi, limit, view=None, resume=None):
+            items, pos = forward(tree, lo, inclusive, hi, limit, view, resume)
             want = [(k, v) for k, v in sorted(self._model(view).items())
                     if (lo is None or k > lo or (inclusive and k == lo)) and (hi is None or k < hi)]
             self._check(list(items), pos, want, resume)
             return items, pos
 
-        def chunk_backward(tree, hi, lo, limit, view=None, resume=None, lazy=False):
-            items, pos = backward(tree, hi, lo, limit, view, resume, lazy)
+        def chunk_backward(tree, hi, lo, limit, view=None, resume=None):
+            items, pos = backward(tree, hi, lo, limit, view, resume)
             want = [(k, v) for k, v in sorted(self._model(view).items(), reverse=True)
                     if (hi is None or k < hi) and (lo is None or k >= lo)]
             self._check(list(items), pos, want, resume)
@@ -433,9 +433,9 @@ def test_chunks_grow_fast_in_memory_and_as_a_square_root_outside_the_pool(tmp_pa
     limits: list[int] = []
     forward = Tree.chunk_forward
 
-    def chunk_forward(tree, lo, inclusive, hi, limit, view=None, resume=None, lazy=False):
+    def chunk_forward(tree, lo, inclusive, hi, limit, view=None, resume=None):
         limits.append(limit)
-        return forward(tree, lo, inclusive, hi, limit, view, resume, lazy)
+        return forward(tree, lo, inclusive, hi, limit, view, resume)
 
     monkeypatch.setattr(Tree, "chunk_forward", chunk_forward)
     with btree.open(path, cache_size=1 << 24, hash_index=False) as db:
