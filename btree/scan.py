@@ -6,10 +6,9 @@ the DB's lock, each chunk one consistent read (Tree.chunk_forward and
 Tree.chunk_backward), and sizes the next chunk by what the last one cost
 (:data:`SCAN_FIRST_CHUNK` entries first, at most :data:`SCAN_MAX_CHUNK`).
 Each chunk is a LeafRuns (btree/leaf_runs.py: the pairs made as the
-iterator takes them). The chunks being
-yielded are registered in the DB's ``_chunks``, which close() of the DB or
-of the snapshot empties: the next item then asks for the next chunk, which
-raises.
+iterator takes them). The chunks being yielded are registered in the DB's
+``_chunks``, which close() of the DB or of the snapshot empties: the next
+item then asks for the next chunk, which raises.
 """
 
 from __future__ import annotations
