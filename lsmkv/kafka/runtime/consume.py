@@ -99,6 +99,8 @@ class ConsumeLoop:
             if ps.state != ACTIVE or ps.restore_pending:
                 continue
             pending = ps.window.pending
+            if pending > ps.metrics.peak_pending:  # (pending grows only by a dispatch, just before)
+                ps.metrics.peak_pending = pending
             if not ps.paused and pending >= ps.window.capacity:
                 self._consumer.pause([TopicPartition(ps.topic, ps.partition)])
                 ps.paused = ps.metrics.paused = True
