@@ -122,23 +122,24 @@ class TransactionSnapshot:
 
 
 def _holding(finders: list[tuple[Finder, Finder]], state: ReadState) -> list[tuple[Finder, Finder]]:
-    """``finders``, the first pair wrapped so as to hold ``state``: a scan
-    or cursor holds its sources, and so the read state (whose Version keeps
-    the tables it reads from being deleted) as long as it lives -- what a
-    DB scan's ``pinned`` does, for the transaction's streams, which pin the
-    transaction's snapshot instead."""
-    if not finders:
-        return finders
-    after, before = finders[0]
+    """``finders``, each pair wrapped so as to hold ``state``: a scan or
+    cursor holds the read state (whose Version keeps the tables it reads
+    from being deleted) as long as any of its sources lives -- what a DB
+    scan's ``pinned`` does, for the transaction's streams, which pin the
+    transaction's snapshot instead. Every pair holds it: a merging read
+    lets go of a source once it ends (a memtable's, often first), while a
+    level's source opens its tables only when a seek lands in them."""
+    return [_held(after, before, state) for after, before in finders]
 
+
+def _held(after: Finder, before: Finder, state: ReadState) -> tuple[Finder, Finder]:
     def after_holding(key: bytes | None, inclusive: bool, _state: ReadState = state):
         return after(key, inclusive)
 
     def before_holding(key: bytes | None, inclusive: bool, _state: ReadState = state):
         return before(key, inclusive)
 
-    finders[0] = (after_holding, before_holding)
-    return finders
+    return after_holding, before_holding
 
 
 class TransactionBatch(WriteBatch):

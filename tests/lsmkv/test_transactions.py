@@ -216,3 +216,46 @@ def test_a_transactions_batch_holds_its_range_deletes_first_then_its_writes_and_
     batch = TransactionBatch(tracker.begin(), writes, set(), [], time.time)
     assert batch.ops == [(5, b"k", b"n"), (4, b"c", b"1"), (4, b"c", b"2"), (lsm_write_batch.VALUE, b"l", b"kept")]
     assert set(batch.wrote) == {b"c", b"l"} and set(batch.validated) == {b"l"} and batch.deleted == [(b"k", b"n")]
+
+
+@pytest.mark.parametrize("read", ["transaction scan", "transaction cursor", "db scan", "snapshot scan", "db cursor"])
+def test_a_read_keeps_the_tables_it_reads_after_its_memtable_source_ends(tmp_path, read):
+    """A scan or cursor that outlives the compaction of every table it reads
+    still reads them: its view holds the read state (and so the Version
+    that keeps the tables) as long as any of its sources lives. Here the
+    memtable's source, the first, ends after one key; a transaction's
+    streams held the state through that source only, and the next table
+    the level opened was gone (FileNotFoundError)."""
+    db = lsmkv.open(str(tmp_path / "db"), target_file_size=4096, compaction_executor="thread",
+                    disable_auto_compactions=True)
+    try:
+        for i in range(3000):
+            db.put(b"a%05d" % i, b"v" * 50)
+        db.flush()
+        db.compact_range()
+        db.put(b"0", b"first")  # the memtable's one key
+        with db.transaction() as txn, db.snapshot() as snap:
+            if read == "transaction scan":
+                it = txn.scan()
+            elif read == "transaction cursor":
+                cursor = txn.iterator()
+                cursor.seek_to_first()
+                it = iter(cursor)
+            elif read == "db scan":
+                it = db.scan()
+            elif read == "snapshot scan":
+                it = snap.scan()
+            else:
+                cursor = db.iterator()
+                cursor.seek_to_first()
+                it = iter(cursor)
+            got = [next(it) for _ in range(10)]
+            for i in range(3000):  # every key again: compacting leaves no table the read started on
+                db.put(b"a%05d" % i, b"w" * 50)
+            db.flush()
+            db.compact_range()
+            gc.collect()
+            got += list(it)
+        assert got == [(b"0", b"first")] + [(b"a%05d" % i, b"v" * 50) for i in range(3000)]
+    finally:
+        db.close()
