@@ -40,9 +40,9 @@ TUNED_CONSUMER = {
     # A fetch waits at most this long for data: the tail of a load is not
     # held back by the broker's default 500 ms.
     "fetch.wait.max.ms": 100,
-    # Records fetched ahead of the loader: at most 100,000 per partition
-    # (librdkafka's default), at most 64 MiB in all: the load's peak memory
-    # follows this queue (docs/kafka.md "Performance").
+    # Records fetched ahead of the loader: at most 20,000 per partition
+    # (librdkafka's default is 100,000), at most 64 MiB in all: the load's
+    # peak memory follows this queue (docs/kafka.md "Performance").
     "queued.min.messages": 20_000,
     "queued.max.messages.kbytes": 65536,
     # A partition whose queue is at those limits is fetched again 10 ms

@@ -8,12 +8,12 @@ the offset the store holds (``stored``), the next offset to fetch, the
 end (the broker's watermark as fetches report it, or further if records
 past it were fetched), ``lag`` = end - stored, the records in the
 partition's window (``pending``) and the most it held (``peak_pending``),
-whether it is paused and how often it was, retries, dead letters and stale fetches dropped. Totals: records
-fetched and stored, store writes, records/s over the last interval and
-overall, retries, dead letters, pauses, Kafka commits and their latency,
-rebalances, stale fetches dropped, and with ``--changelog`` the records
-written to the changelog and restored from it (in all and per
-partition).
+whether it is paused and how often it was, retries, dead letters and
+stale fetches dropped. Totals: records fetched and stored, store
+writes, records/s over the last interval and overall, retries, dead
+letters, pauses, Kafka commits and their latency, rebalances, stale
+fetches dropped, and with ``--changelog`` the records written to the
+changelog and restored from it (in all and per partition).
 
 This module never prints and never talks to Kafka or the store.
 """
@@ -129,7 +129,8 @@ class LoaderMetrics:
             parts.append({"topic": topic, "partition": partition, "start": pm.start,
                           "first_fetched": pm.first_fetched, "fetched": pm.fetched, "next_fetch": pm.next_fetch,
                           "stored": pm.stored, "end": pm.end, "target": pm.target, "lag": pm.lag,
-                          "pending": pm.pending, "peak_pending": pm.peak_pending, "paused": pm.paused, "pauses": pm.pauses,
+                          "pending": pm.pending, "peak_pending": pm.peak_pending, "paused": pm.paused,
+                          "pauses": pm.pauses,
                           "retries": pm.retries, "dead_letters": pm.dead_letters, "caught_up": pm.caught_up,
                           "stale_dropped": pm.stale, "restored_from_changelog": pm.restored,
                           "restore_seconds": None if pm.restore_seconds is None else round(pm.restore_seconds, 3)})

@@ -41,12 +41,12 @@ from collections import deque
 from itertools import repeat
 from typing import Iterator
 
-from lsmkv.base.errors import CorruptionError
-
 try:
     import cython
 except ImportError:
     from lsmkv.base.compile_hints import cython
+
+from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import FileSystem
 
 from ..cache import BlockCache
