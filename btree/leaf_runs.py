@@ -42,11 +42,6 @@ class LeafRuns:
             self.values.append(values)
             self.count += len(keys)
 
-    def add_pairs(self, pairs: list) -> None:
-        """Append a run given as (key, value) pairs."""
-        if pairs:
-            self.add([k for k, _ in pairs], [v for _, v in pairs])
-
     def __len__(self) -> int:
         return self.count
 

@@ -818,16 +818,17 @@ class Tree:
 
     # ---- range reads ----------------------------------------------------------------------------
 
-    def _resolve(self, keys: list[bytes], vals: list) -> tuple[list, int]:
-        """(key, value) items of a leaf's ``keys`` and ``vals`` as a read
+    def _resolve(self, keys: list[bytes], vals: list) -> tuple[list, list, int]:
+        """The keys and values of a leaf's ``keys`` and ``vals`` as a read
         returns them -- overflow chains read, values whose ttl has expired
         left out -- and the number of overflow bytes read (chunks stop early
         after a few MiB)."""
         types = set(map(type, vals))
         if types <= {bytes}:
-            return list(zip(keys, vals)), 0
+            return list(keys), list(vals), 0
         now = self.now_ms() if Expiring in types else 0
-        out = []
+        out_keys = []
+        out_vals = []
         nbytes = 0
         for key, v in zip(keys, vals):
             t = type(v)
@@ -839,8 +840,9 @@ class Tree:
                 if type(v) is not bytes:
                     v = self.read_overflow(v)
                     nbytes += len(v)
-            out.append((key, v))
-        return out, nbytes
+            out_keys.append(key)
+            out_vals.append(v)
+        return out_keys, out_vals, nbytes
 
     def live_entries(self):
         """Every live entry in key order, as the bulk builder takes them:
@@ -997,17 +999,15 @@ class Tree:
                 keys, vals, ovf = leaf.cells(i, j)
             if hi is not None and keys and keys[-1] >= hi:
                 cut = bisect_left(keys, hi)
+                keys, vals = keys[:cut], vals[:cut]
                 if ovf:
-                    runs.add_pairs(self._resolve(keys[:cut], vals[:cut])[0])
-                else:
-                    runs.add(keys[:cut], vals[:cut])
+                    keys, vals = self._resolve(keys, vals)[:2]
+                runs.add(keys, vals)
                 return runs, None
             if ovf:
-                pairs, big = self._resolve(keys, vals)
-                runs.add_pairs(pairs)
+                keys, vals, big = self._resolve(keys, vals)
                 nbytes += big
-            else:
-                runs.add(keys, vals)
+            runs.add(keys, vals)
             cells += j - i
             if j < n:  # the page goes on past the cells read
                 if runs.count:
@@ -1109,20 +1109,15 @@ class Tree:
                 keys, vals, ovf = leaf.cells(i, j)
             if lo is not None and keys and keys[0] < lo:
                 cut = bisect_left(keys, lo)
+                keys, vals = keys[cut:], vals[cut:]
                 if ovf:
-                    pairs = self._resolve(keys[cut:], vals[cut:])[0]
-                    pairs.reverse()
-                    runs.add_pairs(pairs)
-                else:
-                    runs.add(keys[cut:][::-1], vals[cut:][::-1])
+                    keys, vals = self._resolve(keys, vals)[:2]
+                runs.add(keys[::-1], vals[::-1])
                 return runs, None
             if ovf:
-                pairs, big = self._resolve(keys, vals)
-                pairs.reverse()
-                runs.add_pairs(pairs)
+                keys, vals, big = self._resolve(keys, vals)
                 nbytes += big
-            else:
-                runs.add(keys[::-1], vals[::-1])
+            runs.add(keys[::-1], vals[::-1])
             cells += j - i
             if i > 0:  # the page goes on below the cells read
                 if runs.count:
