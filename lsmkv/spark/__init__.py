@@ -11,12 +11,12 @@ Modules: ``sessions.py`` (the session and registration), ``source.py`` (the
 DataSource), ``options.py``, ``reader.py`` (partitions and reads),
 ``filters.py`` (pushdown), ``ranges.py`` (key range algebra),
 ``checkpoints.py`` (consistent reads), ``writer.py`` (tasks, commit,
-abort), ``staging.py`` (a write's staging directory), ``owners.py`` (the
-driver process that owns a job's files), ``runs.py`` (sorting, merging
-and the duplicate-key rule),
-``ingest.py`` (the commit's merge and ingest), ``store.py`` (engines),
-``jobs.py`` (the load job), ``cli.py``. The benchmark is a suite of the
-bench (bench/suites/spark.py).
+abort), ``task_output.py`` (a task's rows into table files),
+``staging.py`` (a write's staging directory), ``owners.py`` (the driver
+process that owns a job's files), ``runs.py`` (sorting, merging and the
+duplicate-key rule), ``ingest.py`` (the commit's merge and ingest),
+``store.py`` (engines), ``jobs.py`` (the load job), ``cli.py``. The
+benchmark is a suite of the bench (bench/suites/spark.py).
 
 PySpark is an optional extra (``pip install lsmkv[spark]``): it is imported
 only when a function here is called, never by ``import lsmkv``. The

@@ -6,11 +6,12 @@ UTF-8) and the target path, and creates the job's staging directory
 ``<stagingDir>/.<store name>.ingest-<id>`` (by default beside the store,
 so files move into it by rename or hard link).
 
-Each task (``write()``) receives arbitrary rows as Arrow batches. It
-buffers them up to ``taskSortBufferBytes``; a full buffer is sorted under
-the duplicate rule (runs.py: a key's greatest value wins) and spilled as a
-table file. At the end the buffer (and any spilled runs, merged) becomes
-the task's output table files of about ``targetFileBytes``, written with
+Each task (``write()``) receives its rows as Arrow batches and hands them
+to a ``TaskOutput`` (task_output.py): rows in (key, value) order, as
+``lsmkv.spark.write`` sorts them, stream straight into table files; rows
+in any other order are buffered up to ``taskSortBufferBytes``, sorted under
+the duplicate rule (runs.py: a key's greatest value wins), spilled and
+merged. The task's files are of about ``targetFileBytes``, written with
 ``lsmkv.TableWriter``; the commit message names them with their key
 ranges. A failing task removes what it wrote.
 
@@ -34,10 +35,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from lsmkv.base.errors import InvalidDatabaseError, LsmkvError
 
-from . import runs, staging
+from . import staging
 from .ingest import StagedFile, disjoint, install
 from .options import WriteOptions
 from .store import detect
+from .task_output import TaskOutput
 
 COLUMN_TYPES = ("binary", "string")
 
@@ -89,42 +91,15 @@ class LsmkvWriter(DataSourceArrowWriter):
         if not os.path.isdir(self.staging):
             raise FileNotFoundError(f"the staging directory {self.staging} is gone (the write was aborted)")
         opts = self.options
-        tag = f"task-{uuid.uuid4().hex[:8]}"
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        buffered = 0
-        rows = 0
-        spilled: list[StagedFile] = []
+        output = TaskOutput(self.staging, f"task-{uuid.uuid4().hex[:8]}", opts.sort_buffer_bytes,
+                            opts.target_file_bytes)
         try:
             for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                rows += batch.num_rows
-                keys.extend(_column(batch, "key", pa))
-                values.extend(_column(batch, "value", pa))
-                buffered += batch.nbytes
-                if buffered >= opts.sort_buffer_bytes:
-                    k, v = runs.resolve(keys, values)
-                    spilled.extend(_staged(runs.write_sorted_lists(k, v, self.staging, tag + "-spill",
-                                                                   opts.target_file_bytes)))
-                    keys, values, buffered = [], [], 0
-            if not spilled:
-                k, v = runs.resolve(keys, values)
-                keys = values = []
-                return TaskFiles(_staged(runs.write_sorted_lists(k, v, self.staging, tag,
-                                                                 opts.target_file_bytes)), rows)
-            if keys:
-                k, v = runs.resolve(keys, values)
-                keys = values = []
-                spilled.extend(_staged(runs.write_sorted_lists(k, v, self.staging, tag + "-spill",
-                                                               opts.target_file_bytes)))
-            # Every spilled file is sorted with each key once: merge them all.
-            merged = runs.write_tables(runs.merge(runs.read(f.path for f in spilled)), self.staging, tag,
-                                       opts.target_file_bytes)
-            runs.remove(f.path for f in spilled)
-            return TaskFiles(_staged(merged), rows)
+                if batch.num_rows:
+                    output.add(_column(batch, "key", pa), _column(batch, "value", pa), batch.nbytes)
+            return TaskFiles(_staged(output.finish()), output.rows)
         except BaseException:
-            runs.remove(f.path for f in spilled)
+            output.discard()
             raise
 
     # -- the driver ---------------------------------------------------------------------------
