@@ -5,6 +5,7 @@ the Spark data source builds on."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -91,6 +92,35 @@ def test_table_writer_refuses_keys_out_of_order_and_keeps_nothing(tmp_path, bad)
         with lsmkv.TableWriter(path) as w:
             bad(w)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_refused_put_sorted_adds_nothing_and_the_writer_goes_on(tmp_path):
+    path = tmp_path / "a.sst"
+    w = lsmkv.TableWriter(path)
+    w.put_sorted([key(1), key(2)], [b"1", b"2"])
+    for keys in ([key(3), key(3)], [key(2), key(4)], [key(5), key(4)], [key(0)]):
+        with pytest.raises(ValueError, match="strictly ascending"):
+            w.put_sorted(keys, [b"x"] * len(keys))
+    w.put_sorted([key(3), key(4)], [b"3", b"4"])
+    assert w.finish().entries == 4
+    assert list(lsmkv.read_table(path)) == [(key(i), b"%d" % i) for i in range(1, 5)]
+
+
+@pytest.mark.parametrize("block_size", [64, 300, 4096])
+def test_put_sorted_writes_the_same_file_as_puts_one_at_a_time(tmp_path, block_size):
+    # Keys and values of many lengths, so blocks are cut at every offset
+    # within a put_sorted call and across calls.
+    rng = random.Random(block_size)
+    keys = sorted({rng.randbytes(rng.randrange(1, 30)) for _ in range(3000)})
+    values = [rng.randbytes(rng.randrange(0, 200)) for _ in keys]
+    one = lsmkv.TableWriter(tmp_path / "one.sst", block_size=block_size)
+    for k, v in zip(keys, values):
+        one.put(k, v)
+    many = lsmkv.TableWriter(tmp_path / "many.sst", block_size=block_size)
+    for i in range(0, len(keys), 317):
+        many.put_sorted(keys[i:i + 317], values[i:i + 317])
+    assert one.finish().entries == many.finish().entries == len(keys)
+    assert (tmp_path / "one.sst").read_bytes() == (tmp_path / "many.sst").read_bytes()
 
 
 def test_table_writer_refuses_bad_input_with_one_clear_error(tmp_path):

@@ -128,9 +128,10 @@ class TableWriter:
             raise SizeLimitError(f"a key is {max(map(len, keys))} bytes; the limit is {MAX_KEY_SIZE}")
         if max(map(len, values)) > MAX_VALUE_SIZE:
             raise SizeLimitError(f"a value is {max(map(len, values))} bytes; the limit is {MAX_VALUE_SIZE}")
-        if (self._last is not None and keys[0] <= self._last) or any(map(bytes.__le__, keys[1:], keys[:-1])):
-            raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)")
-        self._builder.add_sorted(keys, [_PUT] * n, values)
+        try:
+            self._builder.add_sorted(keys, [_PUT] * n, values, unique=True)
+        except ValueError:
+            raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)") from None
         self._last = keys[-1]
 
     # -- ending ---------------------------------------------------------------

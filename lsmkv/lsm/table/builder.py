@@ -12,10 +12,15 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 from itertools import accumulate, compress, repeat
-from operator import add, and_, rshift
+from operator import and_, rshift
 
 import numpy as np
 import zstandard
+
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
 
 from lsmkv.base.fs import WritableFile
 
@@ -119,23 +124,33 @@ class TableBuilder:
         if block.size >= self.block_size:
             self._finish_data_block()
 
-    def add_sorted(self, keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -> None:
+    @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, start=cython.Py_ssize_t, size=cython.Py_ssize_t,
+                   limit=cython.Py_ssize_t, entry=cython.Py_ssize_t, raw_keys=cython.Py_ssize_t,
+                   raw_values=cython.Py_ssize_t)
+    def add_sorted(self, keys: list[bytes], seq_kinds: list[int], values: list[bytes], unique: bool = False) -> None:
         """Append many entries at once, already in internal order.
 
         The same result as calling add() for each, computed with C-level
-        list operations (compaction writes millions of entries this way).
-        User-key order is checked; sequence order within a key is trusted.
+        list operations and one loop over the entries' sizes (compaction and
+        flush write millions of entries this way). User-key order is
+        checked, and with ``unique`` that every key is new (above the last
+        added, none repeated: a TableWriter's keys); sequence order within
+        a key is trusted. ValueError, with nothing added, otherwise.
         """
         n = len(keys)
         if not n:
             return
         last = self._last_key
-        if (last is not None and keys[0] < last) or any(map(bytes.__lt__, keys[1:], keys[:-1])):
+        previous = [last if last is not None else b"", *keys[:-1]]
+        if any(map(bytes.__lt__, keys, previous)):
             raise ValueError("table entries out of order in a sorted run")
-        props = self.props
-        new_key = list(map(bytes.__ne__, keys, [last if last is not None else b"", *keys[:-1]]))
+        new_key = list(map(bytes.__ne__, keys, previous))
         if last is None:
             new_key[0] = True
+        if unique and not all(new_key):
+            raise ValueError("keys must be strictly ascending (got keys out of order or repeated)")
+        props = self.props
+        if last is None:
             props.smallest_key = keys[0]
         hash64 = _hash64
         self._hashes.extend([hash64(k, 0)[0] for k in compress(keys, new_key)])
@@ -149,32 +164,39 @@ class TableBuilder:
         if ttl:
             props.ttl_entries += ttl
             self._note_deadline(min(deadline_of(v) for k, v in zip(kinds, values) if k == 2))
-        key_bytes = list(map(len, keys))
-        value_bytes = list(map(len, values))
-        props.raw_key_bytes += sum(key_bytes)
-        props.raw_value_bytes += sum(value_bytes)
         props.smallest_seq = min(props.smallest_seq, min(seqs))
         props.largest_seq = max(props.largest_seq, max(seqs))
         self._last_key = keys[-1]
         self._last_seq = seqs[-1]
-        # Cut blocks where the encoded size reaches block_size, as add() does.
-        # cum[i] = encoded bytes of entries [0, i): key, value, and 16 bytes
-        # of offsets and seq_kind each.
-        cum = list(map(add, accumulate(map(add, key_bytes, value_bytes), initial=0), range(0, 16 * n + 1, 16)))
-        start = 0
+        # Cut blocks where the encoded size (key, value, and 16 bytes of
+        # offsets and seq_kind per entry) reaches block_size, as add() does.
         block = self._block
-        while start < n:
-            room = self.block_size - block.size
-            # First j with cum[j + 1] - cum[start] >= room: entry j fills the block.
-            j = bisect_left(cum, cum[start] + room, lo=start + 1) - 1
-            end = min(j + 1, n)
-            block.keys.extend(keys[start:end])
-            block.values.extend(values[start:end])
-            block.seq_kinds.extend(seq_kinds[start:end])
-            block.size += cum[end] - cum[start]
-            start = end
-            if block.size >= self.block_size:
+        size = block.size
+        limit = self.block_size
+        start = 0
+        raw_keys = raw_values = 0
+        for i in range(n):
+            entry = len(keys[i])
+            raw_keys += entry
+            size += entry + 16
+            entry = len(values[i])
+            raw_values += entry
+            size += entry
+            if size >= limit:
+                block.keys.extend(keys[start:i + 1])
+                block.values.extend(values[start:i + 1])
+                block.seq_kinds.extend(seq_kinds[start:i + 1])
+                block.size = size
                 self._finish_data_block()
+                size = block.size
+                start = i + 1
+        if start < n:
+            block.keys.extend(keys[start:])
+            block.values.extend(values[start:])
+            block.seq_kinds.extend(seq_kinds[start:])
+            block.size = size
+        props.raw_key_bytes += raw_keys
+        props.raw_value_bytes += raw_values
 
     def add_columns(self, cols: "Columns") -> None:
         """Append a run of entries held as columns (table/columns.py), already
