@@ -27,7 +27,6 @@ stale one).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -77,17 +76,18 @@ RECORD_NAME = "_compiled.json"
 DIRECTIVES = {"language_level": 3, "infer_types": False, "annotation_typing": False, "binding": True}
 
 
-def source_digest(path: str) -> str:
-    """SHA-256 of what a module is compiled from: its ``.py``, then the
-    ``.pxd`` of C declarations beside it if it has one (build.py's digest)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as source:
-        digest.update(source.read())
-    declarations = path[:-3] + ".pxd"
-    if os.path.exists(declarations):
-        with open(declarations, "rb") as source:
-            digest.update(source.read())
-    return digest.hexdigest()
+def _source_digest():
+    """lsmkv/base/source_digest.py's function, the one build.py checks with,
+    loaded by path: the package is not importable during an isolated build."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsmkv", "base", "source_digest.py")
+    spec = importlib.util.spec_from_file_location("lsmkv_source_digest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.source_digest
+
+
+source_digest = _source_digest()
 
 
 def wanted() -> bool:

@@ -43,7 +43,7 @@ def make_tree(root, sources: dict[str, str], compiled: list[str], digests: dict[
     for path in compiled:
         open(os.path.join(root, path[:-3] + SUFFIX), "w").close()
     record = {"compiler": "Cython 9.9", "modules": digests if digests is not None else
-              {path: build._digest(os.path.join(root, path)) for path in sources}}
+              {path: build.source_digest(os.path.join(root, path)) for path in sources}}
     with open(os.path.join(root, "lsmkv", RECORD_NAME), "w") as out:
         json.dump(record, out)
 

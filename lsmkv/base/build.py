@@ -25,13 +25,14 @@ extension modules sit beside them.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
 import warnings
+
+from .source_digest import source_digest
 
 #: The environment variable that forces the pure build (at install: nothing
 #: is compiled; at run time: the compiled modules are not loaded).
@@ -79,22 +80,6 @@ class Build:
                 "compiled_modules": len(self.modules) if self.compiled else 0}
 
 
-def _digest(path: str) -> str | None:
-    """SHA-256 of a compiled module's source: its ``.py``, then the ``.pxd``
-    of its C declarations if it has one (as setup.py records it)."""
-    declarations = path[:-3] + ".pxd"
-    parts = (path, declarations) if os.path.exists(declarations) else (path,)
-    try:
-        return hashlib.sha256(b"".join(map(_contents, parts))).hexdigest()
-    except OSError:
-        return None
-
-
-def _contents(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
-
-
 def _compiled_path(source: str) -> str | None:
     """The extension module built from ``source`` (a ``.py`` path), if present."""
     stem = source[:-3]
@@ -121,7 +106,7 @@ def decide(root: str = _ROOT, environ=os.environ) -> Build:
     missing = [path for path in modules if _compiled_path(os.path.join(root, path)) is None]
     if missing:
         return Build("pure", "compiled modules missing: " + ", ".join(missing))
-    stale = [path for path, digest in modules.items() if _digest(os.path.join(root, path)) != digest]
+    stale = [path for path, digest in modules.items() if source_digest(os.path.join(root, path)) != digest]
     if stale:
         return Build("pure", "stale: " + ", ".join(stale) + " changed since compiled")
     return Build("compiled", compiler=compiler, modules=tuple(modules))
