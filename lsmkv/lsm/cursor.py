@@ -172,12 +172,14 @@ def seek_chunk(entries: int, densest: int) -> int:
 
 
 def table_finders(reader, read_seq: int, now_ms: int | None = None,
-                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> tuple[Finder, Finder]:
+                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
     """A table's after/before finders. Forward, when the table allows it
     (reader.reads_in_place), a block is read in place: ``seek_chunk``
     entries after a seek -- a short range read decodes what it reads, not
     the block -- and the rest of the block when the cursor goes on from
-    there. Otherwise, and backward, a block's owned entries are decoded whole."""
+    there. Otherwise, and backward, a block's owned entries are decoded whole.
+    The finders hold ``keep`` as long as they live (a view's read state,
+    whose Version keeps the table's file)."""
     index_keys = reader.index_keys
     n = len(index_keys)
     in_place = reader.reads_in_place(read_seq)
@@ -194,7 +196,7 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
             memo[0] = i
         return memo[1]
 
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
+    def after(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
         if key is None:
             i = 0
         else:
@@ -218,7 +220,7 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
             i += 1
         return EMPTY
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
+    def before(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
         i = n - 1 if key is None else min(bisect_left(index_keys, key), n - 1)
         while i >= 0:
             chunk = filtered(owned(i), key, inclusive, False)
@@ -236,13 +238,16 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
 
 def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
                    largest: list[bytes], lo: bytes | None = None, hi: bytes | None = None,
-                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> tuple[Finder, Finder]:
+                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
     """A level's after/before finders: its tables (sorted, disjoint) one after the other.
     ``largest`` is each table's largest key (the Version keeps that list,
     so a view need not build it). A table is opened, and its finders made,
     only when a seek lands in it; with bounds [lo, hi) the source never
     steps into a table wholly outside them, so a view can hand over a
-    whole level instead of a copy of the tables that meet its range."""
+    whole level instead of a copy of the tables that meet its range.
+    The finders hold ``keep`` as long as they live (a view's read state,
+    whose Version keeps the level's files: a table a seek lands in later
+    must still be there)."""
     count = len(files)
     finders: dict[int, tuple[Finder, Finder]] = {}
 
@@ -252,7 +257,7 @@ def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = N
             found = finders[f] = table_finders(open_table(files[f]), read_seq, now_ms, seek_chunk, merged)
         return found
 
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
+    def after(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
         if key is None:
             f = 0 if lo is None else bisect_left(largest, lo)
         else:
@@ -265,7 +270,7 @@ def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = N
             key = None
         return EMPTY
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
+    def before(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
         if key is None and hi is not None:
             key, inclusive = hi, False
         f = count - 1 if key is None else min(bisect_left(largest, key), count - 1)

@@ -109,8 +109,7 @@ class TransactionSnapshot:
 
     def finders(self, lower: bytes | None, upper: bytes | None) -> list[tuple[Finder, Finder]]:
         state = self._state()
-        finders = self._view_finders(state, max(self.sequence, state.floor), lower, upper)
-        return _holding(finders, state)
+        return self._view_finders(state, max(self.sequence, state.floor), lower, upper)
 
     def check(self) -> None:
         self._check_open()
@@ -119,27 +118,6 @@ class TransactionSnapshot:
 
     def close(self) -> None:
         self._release()
-
-
-def _holding(finders: list[tuple[Finder, Finder]], state: ReadState) -> list[tuple[Finder, Finder]]:
-    """``finders``, each pair wrapped so as to hold ``state``: a scan or
-    cursor holds the read state (whose Version keeps the tables it reads
-    from being deleted) as long as any of its sources lives -- what a DB
-    scan's ``pinned`` does, for the transaction's streams, which pin the
-    transaction's snapshot instead. Every pair holds it: a merging read
-    lets go of a source once it ends (a memtable's, often first), while a
-    level's source opens its tables only when a seek lands in them."""
-    return [_held(after, before, state) for after, before in finders]
-
-
-def _held(after: Finder, before: Finder, state: ReadState) -> tuple[Finder, Finder]:
-    def after_holding(key: bytes | None, inclusive: bool, _state: ReadState = state):
-        return after(key, inclusive)
-
-    def before_holding(key: bytes | None, inclusive: bool, _state: ReadState = state):
-        return before(key, inclusive)
-
-    return after_holding, before_holding
 
 
 class TransactionBatch(WriteBatch):

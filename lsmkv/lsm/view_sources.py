@@ -65,7 +65,7 @@ class Views:
             return iter(())
         seq = max(seq, st.floor)
         return stream_view(self.finders(st, seq, lo, hi), lo, hi, None, bool(reverse), self._check_scan, self._alive,
-                           st)
+                           None)
 
     def _check_scan(self) -> None:
         if not self._alive[0]:
@@ -79,7 +79,7 @@ class Views:
         hi = as_optional_key(upper_bound, "upper_bound")
         seq = max(seq, st.floor)
         return Cursor([SourceCursor(after, before) for after, before in self.finders(st, seq, lo, hi)],
-                      lo, hi, check=check, pinned=st, alive=self._alive)
+                      lo, hi, check=check, alive=self._alive)
 
 
 def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, open_table: OpenTable, now: int,
@@ -92,7 +92,12 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     the view's densest source (cursor.seek_chunk). Values with a ttl are
     judged as of ``now`` (live ones read as values, expired ones as
     deletes); keys whose visible version is a merge operand read as
-    ``merged`` folds them (None: the database has no merge operator)."""
+    ``merged`` folds them (None: the database has no merge operator).
+    Every table and level source holds ``st`` (``keep``), whose Version
+    keeps their files, so a scan or cursor needs nothing else to keep the
+    tables it reads: a merging read lets go of a source once it ends (a
+    memtable's, often first), while a level's source opens its tables
+    only when a seek lands in them."""
     mems = [mem for mem in st.memtables if len(mem)]
     finders = [memtable_finders(mem, seq, now, merged) for mem in mems]
     version = st.version
@@ -106,11 +111,11 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     entries = version.level_entries
     densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
     for meta in tables:
-        finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged))
+        finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged, keep=st))
     for level in levels:
         finders.append(level_finders(version.levels[level], open_table, seq, now,
                                      largest=version.largest_keys[level], lo=lo, hi=hi,
-                                     seek_chunk=seek_chunk(entries[level], densest), merged=merged))
+                                     seek_chunk=seek_chunk(entries[level], densest), merged=merged, keep=st))
     if st.range_dels or st.mem.range_dels is not None:
         return honouring_range_dels(_range_del_sources(finders, mems, tables, levels, st, seq, lo, hi, open_table),
                                     seq)
