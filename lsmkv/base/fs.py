@@ -70,6 +70,11 @@ class WritableFile:
         return self._fd < 0
 
 
+#: Appends shorter than this are split into pieces by slicing them as they
+#: are (copies); longer ones through a memoryview (MappedAppendFile.append).
+_SLICE_AS_BYTES = 4096
+
+
 class MappedAppendFile(WritableFile):
     """An append-only file written through a shared memory mapping.
 
@@ -110,10 +115,13 @@ class MappedAppendFile(WritableFile):
             # the byte at ``commit_at`` (a log's first header type byte,
             # zero until written) goes in last, by itself: until it does,
             # the reader sees unwritten space there and stops.
-            view = memoryview(data)
-            self._map[start + commit_at + 1:end] = view[commit_at + 1:]
-            self._map[start:start + commit_at] = view[:commit_at]
-            self._map[start + commit_at] = view[commit_at]
+            # (A short append, a put's record, is sliced as bytes: that
+            # costs less than making memoryviews; a long one through a view,
+            # which copies nothing.)
+            piece = data if len(data) < _SLICE_AS_BYTES else memoryview(data)
+            self._map[start + commit_at + 1:end] = piece[commit_at + 1:]
+            self._map[start:start + commit_at] = piece[:commit_at]
+            self._map[start + commit_at] = piece[commit_at]
         self.size = end
 
     @property
