@@ -56,6 +56,7 @@ COMPILED_MODULES = [
     "lsmkv/lsm/table/format.py",
     "lsmkv/lsm/table/reader.py",
     "lsmkv/lsm/table_cache.py",
+    "lsmkv/lsm/view_sources.py",
     "lsmkv/lsm/wal.py",
     "btree/bufferpool.py",
     "btree/cursor.py",
