@@ -47,8 +47,10 @@ class TaskOutput:
         #: The stream's last row, not yet written: the next batch may repeat its key.
         self._held: tuple[bytes, bytes] | None = None
         self._writer: lsmkv.TableWriter | None = None
-        #: Finished files: the stream's, then (once it ended) each spilled run's.
+        #: The stream's finished files.
         self._streamed: list[lsmkv.TableInfo] = []
+        #: The sorted runs to merge at the end, each a list of files: the
+        #: stream's (once it ended), then each spill's.
         self._spilled: list[list[lsmkv.TableInfo]] = []
         self._keys: list[bytes] = []
         self._values: list[bytes] = []
