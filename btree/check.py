@@ -247,6 +247,11 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
         if file_pages < meta.slot_count and not pager.overlay:
             problems.append(f"{pager.path} holds {file_pages} pages; the meta page records {meta.slot_count}")
         try:
+            pager.check_counts(meta)
+        except CorruptionError as exc:
+            problems.append(str(exc))
+            return  # (the structure cannot be walked with counts the file cannot hold)
+        try:
             pager.load_pages(meta)
         except CorruptionError as exc:
             problems.append(str(exc))

@@ -546,10 +546,22 @@ class Pager:
 
     # ---- free pages and the page map -------------------------------------------------
 
+    def check_counts(self, meta: Meta) -> None:
+        """CorruptionError if ``meta`` counts more slots than the file (and
+        the journal) hold: a map's slot count, or the page count of a file
+        without a map (page p in slot p). Found before anything that large
+        is built (a page map, a list of free slots)."""
+        held = max(self.file.size() // self.page_size, max(self.overlay, default=-1) + 1)
+        needed = meta.slot_count if meta.map_dir else meta.page_count
+        if needed > held:
+            raise CorruptionError(f"meta page records {needed} {'slots' if meta.map_dir else 'pages'}; "
+                                  f"the file holds {held}", path=self.path, page=0)
+
     def load_pages(self, meta: Meta) -> None:
         """Load where the pages of ``meta``'s checkpoint are (the page map,
         or for a file without one the identity and its free-list chain)
         and which page numbers are free."""
+        self.check_counts(meta)
         self.page_count = meta.page_count
         if meta.map_dir:
             self.map = PageMap.load(self.read_slot, meta.map_dir, meta.page_count, meta.slot_count,

@@ -457,3 +457,42 @@ def test_the_checkpoint_after_an_unfinished_one_stamps_no_epoch_the_file_holds(t
     assert btree.check(path).ok
     with btree.open(path, **OPTS) as db:
         assert dict(db.scan()) == model
+
+
+@pytest.mark.parametrize("with_map", [True, False], ids=["page map", "no map"])
+def test_a_meta_page_counting_more_slots_than_the_file_holds_is_corruption_before_any_allocation(tmp_path,
+                                                                                                 with_map):
+    # A sealed meta page (its checksum right) whose slot count -- or, for a
+    # file without a page map, page count -- is 2**31: opening and checking
+    # must report corruption, not build a map of 2**31 entries (16 GiB).
+    import copy as _copy
+
+    from btree.pager import PAGES_FILE, decode_meta
+    path = str(tmp_path / "db")
+    with btree.open(path, page_size=512) as db:
+        for i in range(300):
+            db.put(b"key%05d" % i, b"v" * 40)
+    file = os.path.join(path, PAGES_FILE)
+    with open(file, "rb") as f:
+        pages = bytearray(f.read())
+    metas = []
+    for slot in (0, 1):
+        try:
+            metas.append(decode_meta(bytes(pages[slot * 512:(slot + 1) * 512]), slot, 512, file))
+        except CorruptionError:
+            pass
+    meta = _copy.copy(max(metas, key=lambda m: m.epoch))
+    meta.epoch += 1
+    if with_map:
+        assert meta.map_dir
+        meta.slot_count = 1 << 31
+    else:
+        meta.page_count = meta.slot_count = 1 << 31
+        meta.map_dir = 0
+    slot = meta.epoch % 2
+    pages[slot * 512:(slot + 1) * 512] = encode_meta(meta)
+    with open(file, "wb") as f:
+        f.write(pages)
+    with pytest.raises(CorruptionError, match="meta page records 2147483648"):
+        btree.open(path, read_only=True)
+    assert not btree.check(path).ok
