@@ -16,7 +16,7 @@ from lsmkv.lsm.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encod
 from lsmkv.lsm.table.bloom import VECTOR_MIN, BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
 from lsmkv.lsm.table.builder import TableBuilder
 from lsmkv.lsm.table.format import FOOTER_SIZE
-from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
+from lsmkv.lsm.table.reader import PROMOTE_AFTER, PROMOTION_SPACING, TableReader
 from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
 
@@ -279,6 +279,34 @@ def test_reader_serves_blocks_from_the_cache(tmp_path):
     assert reader.get(b"k0101", bloom_hash(b"k0101"), 2**56) == (VALUE, b"v" * 50)
     assert reader._io.block_reads == reads + 1  # same block, from the cache
     assert cache.usage > 0
+
+
+def test_promotions_are_spaced_by_searches_and_every_block_in_use_gets_its_turn(tmp_path):
+    """Many blocks reaching PROMOTE_AFTER uses at once are promoted one per
+    PROMOTION_SPACING searches (a get's work bounds the decoding it pays
+    for), and the ones passed over are promoted on later uses."""
+    path = tmp_path / "000007.sst"
+    build(path, [(b"k%04d" % i, 10_000 - i, VALUE, b"v%04d" % i) for i in range(4000)])
+    cache = BlockCache(1 << 24)
+    reader = TableReader(DEFAULT_FS, str(path), 7, cache)
+    firsts = [reader.block(b).keys[0] for b in range(len(reader.index_keys))]
+    assert len(firsts) >= 8
+    # Every block's first key, round after round: all blocks reach
+    # PROMOTE_AFTER uses in the same round.
+    for _ in range(PROMOTE_AFTER):
+        for key in firsts:
+            assert reader.get(key, None, 2**56) == (VALUE, b"v" + key[1:])
+    searches = reader._io.searches
+    assert 1 <= cache.promoted <= 1 + searches // PROMOTION_SPACING < len(firsts)
+    # A promoted block's keys are answered by the key index, which is not a
+    # search: the blocks left are promoted at the pace of their own searches.
+    for _ in range(len(firsts) * PROMOTION_SPACING):
+        if cache.promoted == len(firsts):
+            break
+        for key in firsts:
+            assert reader.get(key, None, 2**56) == (VALUE, b"v" + key[1:])
+        assert cache.promoted <= 1 + reader._io.searches // PROMOTION_SPACING
+    assert all(reader.indexed) and cache.promoted == len(firsts)
 
 
 def test_a_cached_block_is_searched_raw_until_it_keeps_being_used(tmp_path):

@@ -33,8 +33,9 @@ from lsmkv.base.errors import CorruptionError
 _COUNT = struct.Struct("<I")
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
-#: decoded entry (the key's bytes object, list slots, two ints) and its slot
-#: in the table's key index (reader.py), on top of the raw block size.
+#: decoded entry (the key's bytes object and list slot, 12 bytes of array
+#: columns) and its slot in the table's key index (reader.py: a dict entry
+#: and an int), on top of the raw block size.
 DECODED_ENTRY_OVERHEAD = 150
 
 
@@ -110,14 +111,15 @@ def encode_block(keys: list[bytes], seq_kinds: list[int], values: list[bytes]) -
 
 
 class Block:
-    """A decoded block: ``keys`` (a sorted list, bisect it) and ``seq_kinds``
-    as lists; values stay in the block's bytes and are sliced out on access
+    """A decoded block: ``keys`` (a sorted list, bisect it), ``seq_kinds``
+    (an array of u64) and ``value_ends`` (an array of u32, n + 1 offsets
+    into ``data``); values stay in the block's bytes and are sliced out on access
     (``value(i)``), so loading a block for one lookup builds no value
     objects, and a cached block holds each value once."""
 
     __slots__ = ("keys", "seq_kinds", "data", "value_ends", "charge")
 
-    def __init__(self, keys: list[bytes], seq_kinds: list[int], data: bytes, value_ends: list[int]) -> None:
+    def __init__(self, keys: list[bytes], seq_kinds: array, data: bytes, value_ends: array) -> None:
         self.keys = keys
         self.seq_kinds = seq_kinds
         #: The raw block; value i is data[value_ends[i]:value_ends[i + 1]].
@@ -171,35 +173,45 @@ def decode_block(data: bytes, path: str = "", offset: int = 0, codec: int = CODE
                  checked: bool = False) -> Block:
     """Decode a raw block of either codec; CorruptionError if its structure
     is inconsistent. ``checked``: the block already passed check_block (a
-    block read from a table file does), so its offsets are not checked again."""
+    block read from a table file does), so its offsets are not checked again.
+
+    The seq_kind and value-end columns stay arrays (one C buffer each, no
+    int objects): a cached decoded block then holds a bytes object per key
+    and little else, which is what makes promoting a block cheap."""
     n, base = _layout(data, path, offset)
-    first = _u32(data[base: base + 4 * n])
-    second = _u32(data[base + 4 * n: base + 8 * n])
-    seq_kinds = _u64(data[base + 8 * n: base + 16 * n]).tolist()
     if not n:
         if base != 0:
             raise CorruptionError("empty block has data", path=path, offset=offset)
-        return Block([], seq_kinds, data, [0])
+        return Block([], array("Q"), data, array("I", (0,)))
+    seq_kinds = _u64(data[base + 8 * n: base + 16 * n])
+    first = _u32(data[base: base + 4 * n])
     if codec == CODEC_LENGTHS:
         key_ends = list(accumulate(first, initial=0))
-        value_ends = list(accumulate(second, initial=key_ends[-1]))
-        if value_ends[-1] != base:
+        ends = list(accumulate(_u32(data[base + 4 * n: base + 8 * n]), initial=key_ends[-1]))
+        if ends[-1] != base:
             raise CorruptionError("block lengths do not add up to its size", path=path, offset=offset)
+        value_ends = array("I", ends)  # (lengths are unsigned: every end is at most base)
+        length = key_ends[1]
+        uniform = 0 < length and key_ends[-1] == n * length and key_ends == list(range(0, n * length + 1, length))
     else:
-        key_ends = [0, *first]
-        value_ends = [key_ends[-1], *second]
-        if not checked and (value_ends[-1] != base or not _ascending(key_ends) or not _ascending(value_ends)):
+        # The value ends with the last key end before them: value i is
+        # data[value_ends[i]:value_ends[i + 1]], one slice of the columns.
+        value_ends = _u32(data[base + 4 * n - 4: base + 8 * n])
+        if not checked and (value_ends[-1] != base or not _ascending(_u32(data[base: base + 8 * n]).tolist())):
             raise CorruptionError("block offsets are out of order or do not end at its columns", path=path,
                                   offset=offset)
-    length = key_ends[1]
-    if 0 < length and key_ends[-1] == n * length and key_ends == list(range(0, n * length + 1, length)):
+        length = first[0]
+        uniform = 0 < length and first[-1] == n * length and first == array("I", range(length, n * length + 1, length))
+    if uniform:
         # Keys of one length: split by one Struct, made for the block and
         # not kept (making it and unpacking cost less than a slice per key:
         # 1.1 against 2.6 us for 31 keys of 16 bytes; keeping Structs per
         # count and length would hold a kilobyte or more each).
         keys = list(struct.Struct(f"<{f'{length}s' * n}").unpack_from(data))
-    else:
+    elif codec == CODEC_LENGTHS:
         keys = [data[s:e] for s, e in pairwise(key_ends)]
+    else:
+        keys = [data[s:e] for s, e in pairwise([0, *first])]
     return Block(keys, seq_kinds, data, value_ends)
 
 

@@ -10,6 +10,7 @@ cdef class IOStats:
     cdef public Py_ssize_t bytes_read
     cdef public Py_ssize_t searches
     cdef public Py_ssize_t get_block_reads
+    cdef public Py_ssize_t next_promotion
 
 
 cdef class TableReader:

@@ -13,7 +13,9 @@ checksum. A cached block that keeps being used (``PROMOTE_AFTER`` lookups)
 is worth decoding: it is replaced in the cache by its decoded form and its
 keys join ``key_slots``, a dict from key to where its newest version sits
 (block index << 32 | entry index), so that a hot lookup is one dict probe,
-with no bloom filter, index or block search. Tables written before format 2
+with no bloom filter, index or block search. Promotions are spaced by
+``PROMOTION_SPACING`` searches, so that blocks coming due together are
+decoded a few at a time between gets. Tables written before format 2
 (whose blocks store lengths, not offsets) are decoded on every load instead.
 
 Cursors and scans (lsmkv/lsm/cursor.py) read a block's owned entries at a
@@ -62,6 +64,12 @@ from .range_del_block import decode_range_dels
 #: indexed: decoding costs about as much as a dozen raw searches, so only
 #: blocks that keep being used pay it back.
 PROMOTE_AFTER = 8
+#: Table searches (lookups past the key index) between two promotions, at
+#: least: a promotion costs about five gets' work in a running database
+#: (making the key objects, growing the key index), so when many blocks
+#: come due at once -- uniform gets over a fresh cache -- their decoding is
+#: spread over the gets instead of doubling their cost while it lasts.
+PROMOTION_SPACING = 16
 #: Bytes a scan reads ahead in one read when it needs an uncached block.
 SCAN_READAHEAD = 256 * 1024
 
@@ -69,7 +77,7 @@ SCAN_READAHEAD = 256 * 1024
 class IOStats:
     """Counters of table reads, shared by a DB's readers."""
 
-    __slots__ = ("block_reads", "bytes_read", "searches", "get_block_reads")
+    __slots__ = ("block_reads", "bytes_read", "searches", "get_block_reads", "next_promotion")
 
     def __init__(self) -> None:
         #: Blocks read from files (cache misses included, cache hits not).
@@ -79,6 +87,8 @@ class IOStats:
         self.searches = 0
         #: Blocks point lookups had to read from files (block cache misses).
         self.get_block_reads = 0
+        #: ``searches`` at which a reader may promote a block next (PROMOTION_SPACING).
+        self.next_promotion = 0
 
 
 class TableReader:
@@ -426,7 +436,9 @@ class TableReader:
                 uses = self.uses[i] + 1
                 if uses < 255:
                     self.uses[i] = uses
-                if uses == PROMOTE_AFTER and not self.indexed[i] and self._cache is not None:
+                if uses >= PROMOTE_AFTER and io.searches >= io.next_promotion and not self.indexed[i] \
+                        and self._cache is not None:
+                    io.next_promotion = io.searches + PROMOTION_SPACING
                     self._promote(i)
             if type(held) is bytes:
                 found = search_block(held, key, read_seq)
@@ -521,6 +533,7 @@ class TableReader:
         n_blocks = len(index_keys)
         uses_of = self.uses
         cache = self._cache
+        io = self._io
         searches = 0
         b = 0
         for key, may_hold in zip(rest, maybe):
@@ -549,7 +562,9 @@ class TableReader:
                 uses = uses_of[b] + 1
                 if uses < 255:
                     uses_of[b] = uses
-                if uses == PROMOTE_AFTER and not self.indexed[b] and cache is not None:
+                if uses >= PROMOTE_AFTER and io.searches + searches >= io.next_promotion \
+                        and not self.indexed[b] and cache is not None:
+                    io.next_promotion = io.searches + searches + PROMOTION_SPACING
                     self._promote(b)
             if type(held) is bytes:
                 answer = search_block(held, key, read_seq)
