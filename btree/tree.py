@@ -238,7 +238,7 @@ class Tree:
 
     # ---- point operations ------------------------------------------------------------
 
-    @cython.locals(node=Node, i=cython.Py_ssize_t, ahi=dict, pool=BufferPool)
+    @cython.locals(node=Node, i=cython.Py_ssize_t, ahi=dict, pool=BufferPool, keys=list)
     def get(self, key: bytes):
         """The value stored under ``key`` or None."""
         pages = self.pages

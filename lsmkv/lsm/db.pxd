@@ -1,7 +1,9 @@
 # Cython declarations for lsmkv/lsm/db.py in the compiled build: the types
 # DB.get and the put path declare their locals with (memtable.pxd,
-# read_state.pxd, wal.pxd).
+# read_state.pxd, wal.pxd, table/reader.pxd: a get calls TableReader.get
+# directly, not through an attribute lookup).
 
 from lsmkv.lsm.memtable cimport MemTable
 from lsmkv.lsm.read_state cimport ReadState
+from lsmkv.lsm.table.reader cimport TableReader
 from lsmkv.lsm.wal cimport LogWriter

@@ -113,7 +113,7 @@ from .read_state import ReadState
 from .recovery import check_tables_present, clear_interrupted_creation, recover_for_writing
 from .snapshot import Snapshot, pinned_snapshot
 from .stats import lsm_stats
-from .table.reader import IOStats
+from .table.reader import IOStats, TableReader
 from .table_cache import TableCache
 from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnapshot, group_keys,
                            group_range_deletes, settle_group, validate_group)
@@ -603,7 +603,7 @@ class DB(KeyValueMapping):
     # Reads
     # ------------------------------------------------------------------
 
-    @cython.locals(st=ReadState, mem=MemTable, imm=MemTable)
+    @cython.locals(st=ReadState, mem=MemTable, imm=MemTable, reader=TableReader)
     def get(self, key: object, default: bytes | None = None) -> bytes | None:
         """The value of ``key``, or ``default`` if it is absent."""
         if self._closed:
@@ -647,7 +647,8 @@ class DB(KeyValueMapping):
         found = None
         for meta in st.version.levels[0]:
             if meta.smallest <= k <= meta.largest:
-                found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                reader = meta.reader or self._tables.reader(meta)
+                found = reader.get(k, h, seq)
                 if found is not None:
                     break
         else:
@@ -660,7 +661,8 @@ class DB(KeyValueMapping):
                 if i < len(files):
                     meta = files[i]
                     if meta.smallest <= k:
-                        found = (meta.reader or self._tables.reader(meta)).get(k, h, seq)
+                        reader = meta.reader or self._tables.reader(meta)
+                        found = reader.get(k, h, seq)
                         if found is not None:
                             break
         if found is None:

@@ -311,6 +311,13 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
 CONTINUE = object()
 _ENTRY = struct.Struct("<Q")
 _PAIR = struct.Struct("<II")
+# The unpacks and the substring search of a lookup, bound once: a method
+# looked up on its object per call makes a bound method each time, which
+# costs as much as the unpack itself in the compiled build.
+_unpack_count = _COUNT.unpack_from
+_unpack_pair = _PAIR.unpack_from
+_unpack_entry = _ENTRY.unpack_from
+_find = bytes.find
 
 
 def search_block(data: bytes, key: bytes, read_seq: int):
@@ -322,7 +329,7 @@ def search_block(data: bytes, key: bytes, read_seq: int):
     :data:`CONTINUE` if the block ends while the key's versions may go on in
     the next block."""
     tail = len(data) - 4
-    (n,) = _COUNT.unpack_from(data, tail)
+    (n,) = _unpack_count(data, tail)
     base = tail - 16 * n
     klen = len(key)
     if n and klen:
@@ -338,22 +345,22 @@ def search_block(data: bytes, key: bytes, read_seq: int):
         # key column's end, which would cost an unpack; offsets are computed
         # with as few int operations as will do: each is a measurable share
         # of a lookup.)
-        p = data.find(key, 0, base)
+        p = _find(data, key, 0, base)
         if p >= 0:
             j = p // klen
             if j:
                 if j < n:
                     at = base + 4 * j - 4  # key end j - 1; value end j - 1 is 4n further
-                    start, end = _PAIR.unpack_from(data, at)
+                    start, end = _unpack_pair(data, at)
                     if start == p and end == p + klen:
-                        (sk,) = _ENTRY.unpack_from(data, base + 8 * (n + j))
+                        (sk,) = _unpack_entry(data, base + 8 * (n + j))
                         if sk >> 8 <= read_seq:
-                            start, end = _PAIR.unpack_from(data, at + 4 * n)
+                            start, end = _unpack_pair(data, at + 4 * n)
                             return sk & 0xFF, data[start:end]
-            elif p == 0 and _COUNT.unpack_from(data, base)[0] == klen:
-                (sk,) = _ENTRY.unpack_from(data, base + 8 * n)
+            elif p == 0 and _unpack_count(data, base)[0] == klen:
+                (sk,) = _unpack_entry(data, base + 8 * n)
                 if sk >> 8 <= read_seq:
-                    start, end = _PAIR.unpack_from(data, base + 4 * n - 4)
+                    start, end = _unpack_pair(data, base + 4 * n - 4)
                     return sk & 0xFF, data[start:end]
     if _LITTLE:
         key_ends = memoryview(data)[base: base + 4 * n].cast("I")
@@ -364,13 +371,13 @@ def search_block(data: bytes, key: bytes, read_seq: int):
     while lo < n:
         if data[key_ends[lo - 1] if lo else 0: key_ends[lo]] != key:
             return None
-        (sk,) = _ENTRY.unpack_from(data, sk_at + 8 * lo)
+        (sk,) = _unpack_entry(data, sk_at + 8 * lo)
         if sk >> 8 <= read_seq:
             if lo:
-                start, end = _PAIR.unpack_from(data, base + 4 * n + 4 * (lo - 1))
+                start, end = _unpack_pair(data, base + 4 * n + 4 * (lo - 1))
             else:
                 start = key_ends[n - 1]
-                (end,) = _COUNT.unpack_from(data, base + 4 * n)
+                (end,) = _unpack_count(data, base + 4 * n)
             return sk & 0xFF, data[start:end]
         lo += 1
     return CONTINUE

@@ -41,3 +41,5 @@ cdef class TableReader:
     cdef public object _bloom_m
     cdef public object _bloom_probes
     cdef object __weakref__
+
+    cpdef get(self, key, h, read_seq)
