@@ -9,15 +9,20 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import btree
 import lsmkv
 from btree.check import check as check_btree
 from lsmkv.lsm.check import check_db as check_lsm
+from lsmkv.base.errors import SizeLimitError
+from lsmkv.base.keys import MAX_KEY_SIZE
 from lsmkv.lsm.version import NUM_LEVELS
 
 ENGINES = {"lsm": lsmkv, "btree": btree}
@@ -121,6 +126,77 @@ def test_put_sorted_writes_the_same_file_as_puts_one_at_a_time(tmp_path, block_s
         many.put_sorted(keys[i:i + 317], values[i:i + 317])
     assert one.finish().entries == many.finish().entries == len(keys)
     assert (tmp_path / "one.sst").read_bytes() == (tmp_path / "many.sst").read_bytes()
+
+
+def _columns(keys, values):
+    """keys and values as put_columns takes them: offsets and data."""
+    return (np.cumsum([0, *map(len, keys)]), b"".join(keys), np.cumsum([0, *map(len, values)]), b"".join(values))
+
+
+@pytest.mark.parametrize("block_size", [64, 300, 4096])
+def test_put_columns_writes_the_same_file_as_put_sorted(tmp_path, block_size):
+    rng = random.Random(block_size + 1)
+    keys = sorted({rng.randbytes(rng.randrange(0, 30)) for _ in range(3000)})
+    values = [rng.choice((b"", rng.randbytes(rng.randrange(1, 200)), b"z" * 150)) for _ in keys]
+    lists = lsmkv.TableWriter(tmp_path / "lists.sst", block_size=block_size)
+    columns = lsmkv.TableWriter(tmp_path / "columns.sst", block_size=block_size)
+    for i in range(0, len(keys), 317):
+        lists.put_sorted(keys[i:i + 317], values[i:i + 317])
+        columns.put_columns(*_columns(keys[i:i + 317], values[i:i + 317]))
+    assert lists.finish().entries == columns.finish().entries == len(keys)
+    assert (tmp_path / "lists.sst").read_bytes() == (tmp_path / "columns.sst").read_bytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=12), min_size=1, max_size=300, unique=True),
+       st.lists(st.sampled_from(["put", "put_sorted", "put_columns"]), min_size=1, max_size=12),
+       st.sampled_from([64, 256, 4096]))
+def test_put_put_sorted_and_put_columns_mix_in_one_file(keys, calls, block_size):
+    keys.sort()
+    values = [k[::-1] * 3 for k in keys]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "a.sst")
+        w = lsmkv.TableWriter(path, block_size=block_size)
+        # The keys cut into one run per call (the last call takes the rest).
+        cuts = sorted({0, len(keys), *(len(keys) * (i + 1) // len(calls) for i in range(len(calls) - 1))})
+        for call, (a, b) in zip(calls, zip(cuts, cuts[1:])):
+            if call == "put":
+                for k, v in zip(keys[a:b], values[a:b]):
+                    w.put(k, v)
+            elif call == "put_sorted":
+                w.put_sorted(keys[a:b], values[a:b])
+            else:
+                # Offsets that do not start at 0, over data with bytes around the run.
+                ko, kd, vo, vd = _columns(keys, values)
+                w.put_columns(ko[a:b + 1], kd, vo[a:b + 1], vd)
+        assert w.finish().entries == len(keys)
+        assert list(lsmkv.read_table(path)) == list(zip(keys, values))
+
+
+def test_a_refused_put_columns_adds_nothing_and_the_writer_goes_on(tmp_path):
+    path = tmp_path / "a.sst"
+    w = lsmkv.TableWriter(path)
+    w.put_columns(*_columns([key(1), key(2)], [b"1", b"2"]))
+    for keys in ([key(3), key(3)], [key(2), key(4)], [key(5), key(4)], [key(0)], [key(2)]):
+        with pytest.raises(ValueError, match="strictly ascending"):
+            w.put_columns(*_columns(keys, [b"x"] * len(keys)))
+    ko, kd, vo, vd = _columns([key(3), key(4)], [b"3", b"4"])
+    bad = [((ko, kd, vo[:2], vd), ValueError, "2 keys and 1 values"),
+           ((ko[::-1], kd, vo, vd), ValueError, "key offsets must not decrease"),
+           ((ko, kd[:-1], vo, vd), ValueError, "within the key data"),
+           ((ko, kd, vo - 1, vd), ValueError, "within the value data"),
+           ((ko.astype(float), kd, vo, vd), ValueError, "key_offsets must be a 1-D array"),
+           ((np.stack([ko, ko]), kd, vo, vd), ValueError, "key_offsets must be a 1-D array"),
+           ((np.array([0, MAX_KEY_SIZE + 1]), b"k" * (MAX_KEY_SIZE + 1), np.array([0, 1]), b"v"),
+            SizeLimitError, "a key is")]
+    for args, error, message in bad:
+        with pytest.raises(error, match=message):
+            w.put_columns(*args)
+    assert w.entries == 2
+    w.put_columns(ko, kd, vo, vd)
+    w.put_columns(np.array([0]), b"", np.array([0]), b"")  # no entries: nothing to do
+    assert w.finish().entries == 4
+    assert list(lsmkv.read_table(path)) == [(key(i), b"%d" % i) for i in range(1, 5)]
 
 
 def test_table_writer_refuses_bad_input_with_one_clear_error(tmp_path):

@@ -23,11 +23,14 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from lsmkv.base.errors import SizeLimitError
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_value
 
 from .table.builder import TableBuilder
+from .table.columns import Columns
 from .table.reader import TableReader
 from .ttl_value import DEADLINE_SIZE
 from .write_batch import MERGE
@@ -53,7 +56,8 @@ class TableWriter:
 
     ``put(key, value)`` and ``delete(key)`` (a tombstone, which hides the
     key's older value when ingested) add one entry; ``put_sorted(keys,
-    values)`` adds many at once. ``finish()`` makes the file durable at
+    values)`` adds many at once, and ``put_columns`` many given as two
+    binary columns (Arrow's layout), without a Python object per entry. ``finish()`` makes the file durable at
     ``path`` and returns its :class:`TableInfo` (again on every later call;
     ``info`` holds it too); ``abort()`` removes what was written. As a
     context manager it finishes on success and aborts on an exception, so
@@ -78,6 +82,9 @@ class TableWriter:
         self._builder = TableBuilder(self._file, block_size=block_size, compression=compression,
                                      compression_level=compression_level, bloom_bits_per_key=bloom_bits_per_key)
         self._last: bytes | None = None
+        #: Whether the last entries came as columns (put_columns): the
+        #: builder's block under construction is then held as columns.
+        self._columns = False
         self._done = False
         self._info: TableInfo | None = None
 
@@ -108,6 +115,8 @@ class TableWriter:
         self._check_open()
         if self._last is not None and key <= self._last:
             raise ValueError(f"keys must be strictly ascending: {key!r} after {self._last!r}")
+        if self._columns:
+            self._end_columns()
         self._builder.add(key, 0, seq_kind, value)
         self._last = key
 
@@ -128,11 +137,61 @@ class TableWriter:
             raise SizeLimitError(f"a key is {max(map(len, keys))} bytes; the limit is {MAX_KEY_SIZE}")
         if max(map(len, values)) > MAX_VALUE_SIZE:
             raise SizeLimitError(f"a value is {max(map(len, values))} bytes; the limit is {MAX_VALUE_SIZE}")
+        if self._last is not None and keys[0] <= self._last:
+            raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)")
+        if self._columns:
+            self._end_columns()
         try:
             self._builder.add_sorted(keys, [_PUT] * n, values, unique=True)
         except ValueError:
             raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)") from None
         self._last = keys[-1]
+
+    def put_columns(self, key_offsets, key_data, value_offsets, value_data) -> None:
+        """Add many values at once given as two binary columns in Apache
+        Arrow's layout: key i is ``key_data[key_offsets[i]:key_offsets[i +
+        1]]``, value i likewise. ``*_offsets``: n + 1 non-decreasing
+        integers (a numpy array, or the int32/int64 offsets buffer of an
+        Arrow binary array viewed as one); ``*_data``: bytes-like. Keys
+        strictly ascending and above every key added before. The entries
+        are checked, cut into blocks and hashed for the filter with numpy,
+        without a Python object per entry: the fast path for columnar
+        sources (a Spark task's Arrow batches). Nothing is added if a check
+        fails (ValueError, or SizeLimitError for a key or value too long)."""
+        self._check_open()
+        ko = _offsets(key_offsets, "key_offsets")
+        vo = _offsets(value_offsets, "value_offsets")
+        if len(ko) != len(vo):
+            raise ValueError(f"put_columns got {len(ko) - 1} keys and {len(vo) - 1} values")
+        n = len(ko) - 1
+        if n < 1:
+            return
+        key_data = memoryview(key_data).cast("B")
+        value_data = memoryview(value_data).cast("B")
+        for name, offsets, data in (("key", ko, key_data), ("value", vo, value_data)):
+            if offsets[0] < 0 or offsets[-1] > len(data) or np.any(np.diff(offsets) < 0):
+                raise ValueError(f"{name} offsets must not decrease and must lie within the {name} data")
+        klen = np.diff(ko)
+        vlen = np.diff(vo)
+        if int(klen.max()) > MAX_KEY_SIZE:
+            raise SizeLimitError(f"a key is {int(klen.max())} bytes; the limit is {MAX_KEY_SIZE}")
+        if int(vlen.max()) > MAX_VALUE_SIZE:
+            raise SizeLimitError(f"a value is {int(vlen.max())} bytes; the limit is {MAX_VALUE_SIZE}")
+        k0, kn, v0, vn = int(ko[0]), int(ko[-1]), int(vo[0]), int(vo[-1])
+        cols = Columns(b"".join((key_data[k0:kn], value_data[v0:vn])), ko[:-1] - k0, klen,
+                       vo[:-1] - v0 + (kn - k0), vlen, np.full(n, _PUT, dtype=np.uint64))
+        if not cols.is_strictly_ascending() or (self._last is not None and cols.key(0) <= self._last):
+            raise ValueError("keys must be strictly ascending (put_columns got keys out of order or repeated)")
+        if not self._columns:
+            self._builder.cut_block()
+            self._columns = True
+        self._builder.add_columns(cols)
+        self._last = cols.key(n - 1)
+
+    def _end_columns(self) -> None:
+        """Entries come one at a time or as lists again after columns."""
+        self._builder.cut_block()
+        self._columns = False
 
     # -- ending ---------------------------------------------------------------
 
@@ -188,6 +247,14 @@ class TableWriter:
                 self.finish()
         else:
             self.abort()
+
+
+def _offsets(offsets, name: str) -> np.ndarray:
+    """``offsets`` as a 1-D int64 array (ValueError naming ``name`` if it is not one of integers)."""
+    array = np.asarray(offsets)
+    if array.ndim != 1 or array.dtype.kind not in "iu" or not len(array):
+        raise ValueError(f"{name} must be a 1-D array of n + 1 integers, not {offsets!r:.60}")
+    return array.astype(np.int64, copy=False)
 
 
 def read_table(path: str | bytes | os.PathLike, *, fs: FileSystem | None = None) -> Iterator[tuple[bytes, bytes | None]]:

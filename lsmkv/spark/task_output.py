@@ -18,13 +18,22 @@ end the runs are merged (runs.merge) into the task's files. Either way the
 files hold each key once, with the value the rule picks from all the rows
 the task received.
 
-This module never imports pyspark; the task hands it Python lists.
+A batch the task hands over as two binary columns (:meth:`TaskOutput.
+add_columns`: offsets and data, Arrow's layout) is streamed as columns
+(``TableWriter.put_columns``), without a Python object per row, when its
+keys are strictly ascending after the held row; any other batch is made
+into lists and taken as above.
+
+This module never imports pyspark; the task hands it Python lists or
+numpy offsets with their data.
 """
 
 from __future__ import annotations
 
 from itertools import compress
 from operator import not_
+
+import numpy as np
 
 import lsmkv
 
@@ -71,6 +80,40 @@ class TaskOutput:
         self._buffered += nbytes
         if self._buffered >= self.sort_buffer_bytes:
             self._spill()
+
+    def add_columns(self, key_offsets: np.ndarray, key_data, value_offsets: np.ndarray, value_data,
+                    nbytes: int) -> None:
+        """Take one batch given as two binary columns: key i is
+        ``key_data[key_offsets[i]:key_offsets[i + 1]]``, value i likewise
+        (``TableWriter.put_columns``' layout). Streamed as columns when its
+        keys go on strictly ascending from the held row; otherwise as lists
+        through :meth:`add` (module docstring)."""
+        n = len(key_offsets) - 1
+        if n <= 0:
+            return
+        key_data = memoryview(key_data).cast("B")
+        value_data = memoryview(value_data).cast("B")
+        if self._streaming:
+            held = self._held
+            if held is None:
+                ko, kd, vo, vd = key_offsets, key_data, value_offsets, value_data
+            else:  # the held row in front
+                ko, kd = _prepend(held[0], key_offsets, key_data)
+                vo, vd = _prepend(held[1], value_offsets, value_data)
+            last = bytes(kd[ko[-2]:ko[-1]])
+            try:
+                if len(ko) > 2:  # rows before the last, which is held back but must be above them too
+                    if bytes(kd[ko[-3]:ko[-2]]) >= last:
+                        raise ValueError("the last key is not above the one before it")
+                    self._stream_writer().put_columns(ko[:-1], kd, vo[:-1], vd)
+            except ValueError:
+                pass  # repeated or unordered keys (nothing was added): taken as lists below
+            else:
+                self._held = (last, bytes(vd[vo[-2]:vo[-1]]))
+                self.rows += n
+                self._rotate()
+                return
+        self.add(_lists(key_offsets, key_data), _lists(value_offsets, value_data), nbytes)
 
     def finish(self) -> list[lsmkv.TableInfo]:
         """The task's files, disjoint and in key order (none for no rows)."""
@@ -125,10 +168,18 @@ class TaskOutput:
         return True
 
     def _write(self, keys: list[bytes], values: list[bytes]) -> None:
+        self._stream_writer().put_sorted(keys, values)
+        self._rotate()
+
+    def _stream_writer(self) -> lsmkv.TableWriter:
+        """The stream's file being written (started if there is none)."""
         if self._writer is None:
             self._writer = lsmkv.TableWriter(runs.table_name(self.directory, self.tag))
-        self._writer.put_sorted(keys, values)
-        if self._writer.file_size >= self.target_file_bytes:
+        return self._writer
+
+    def _rotate(self) -> None:
+        """Finish the stream's file once it reaches the target size."""
+        if self._writer is not None and self._writer.file_size >= self.target_file_bytes:
             self._streamed.append(self._writer.finish())
             self._writer = None
 
@@ -137,7 +188,10 @@ class TaskOutput:
             self._write([self._held[0]], [self._held[1]])
             self._held = None
         if self._writer is not None:
-            self._streamed.append(self._writer.finish())
+            if self._writer.entries:
+                self._streamed.append(self._writer.finish())
+            else:
+                self._writer.abort()  # (started for columns that were then taken as lists)
             self._writer = None
 
     def _end_stream(self) -> None:
@@ -155,3 +209,21 @@ class TaskOutput:
         self._keys, self._values, self._buffered = [], [], 0
         self._spilled.append(runs.write_sorted_lists(keys, values, self.directory, self.tag + "-spill",
                                                      self.target_file_bytes))
+
+
+def _prepend(item: bytes, offsets: np.ndarray, data: memoryview) -> tuple[np.ndarray, bytes]:
+    """A column with ``item`` in front of the rows ``offsets`` gives of ``data``."""
+    start = int(offsets[0])
+    shifted = np.empty(len(offsets) + 1, dtype=np.int64)
+    shifted[0] = 0
+    shifted[1:] = offsets
+    shifted[1:] += len(item) - start
+    return shifted, b"".join((item, data[start:int(offsets[-1])]))
+
+
+def _lists(offsets: np.ndarray, data: memoryview) -> list[bytes]:
+    """The rows of a column as a list of bytes."""
+    start, end = int(offsets[0]), int(offsets[-1])
+    whole = bytes(data[start:end])
+    bounds = (np.asarray(offsets, dtype=np.int64) - start).tolist()
+    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]

@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import random
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lsmkv
+from lsmkv.spark import task_output
 from lsmkv.spark.task_output import TaskOutput
 
 
@@ -24,6 +27,16 @@ def _batches(rows, size):
     for i in range(0, len(rows), size):
         chunk = rows[i:i + size]
         yield [k for k, _ in chunk], [v for _, v in chunk]
+
+
+def _hand(output, keys, values, nbytes, form):
+    """One batch to ``output``, as lists or as two binary columns (offsets
+    that do not start at 0, over data with a byte in front)."""
+    if form == "lists":
+        output.add(keys, values, nbytes)
+    else:
+        output.add_columns(np.cumsum([1, *map(len, keys)]), b"x" + b"".join(keys),
+                           np.cumsum([1, *map(len, values)]), b"y" + b"".join(values), nbytes)
 
 
 def _contents(infos) -> list[tuple[bytes, bytes]]:
@@ -46,7 +59,8 @@ def _check_disjoint(infos) -> None:
         assert a.largest < b.smallest
 
 
-def test_sorted_rows_stream_into_files_without_spilling(tmp_path):
+@pytest.mark.parametrize("form", ["lists", "columns"])
+def test_sorted_rows_stream_into_files_without_spilling(tmp_path, form):
     # Keys repeat within a batch and across batch boundaries, with values
     # ascending, as a sort by (key, value) delivers them. A sort buffer of
     # one byte would spill at every batch if the rows were buffered.
@@ -55,7 +69,7 @@ def test_sorted_rows_stream_into_files_without_spilling(tmp_path):
                   for _ in range(8000))
     output = TaskOutput(str(tmp_path), "task", sort_buffer_bytes=1, target_file_bytes=16384)
     for keys, values in _batches(rows, 97):
-        output.add(keys, values, nbytes=1000)
+        _hand(output, keys, values, 1000, form)
         assert not [n for n in _files_in(tmp_path) if "-spill" in n]
     infos = output.finish()
     assert output.rows == len(rows)
@@ -63,6 +77,21 @@ def test_sorted_rows_stream_into_files_without_spilling(tmp_path):
     _check_disjoint(infos)
     assert _contents(infos) == _expected(rows)
     assert sorted(_files_in(tmp_path)) == sorted(os.path.basename(i.path) for i in infos)
+
+
+def test_strictly_ascending_column_batches_stream_without_a_python_object_per_row(tmp_path, monkeypatch):
+    def no_lists(*args):
+        raise AssertionError("a batch of strictly ascending keys was made into lists")
+
+    monkeypatch.setattr(task_output, "_lists", no_lists)
+    rows = [(b"k%06d" % i, b"v%d" % (i % 7) * (i % 50)) for i in range(0, 30000, 3)]
+    output = TaskOutput(str(tmp_path), "task", sort_buffer_bytes=1, target_file_bytes=32768)
+    for keys, values in _batches(rows, 500):
+        _hand(output, keys, values, 1000, "columns")
+    infos = output.finish()
+    assert output.rows == len(rows) and len(infos) > 1
+    _check_disjoint(infos)
+    assert _contents(infos) == rows
 
 
 def test_an_out_of_order_batch_ends_the_stream_and_the_runs_merge(tmp_path):
@@ -113,9 +142,10 @@ _rows = st.lists(st.tuples(st.binary(min_size=0, max_size=4), st.binary(min_size
 
 @settings(max_examples=60, deadline=None)
 @given(rows=_rows, order=st.sampled_from(["sorted", "shuffled", "sorted-then-shuffled", "by-key-only"]),
-       batch=st.integers(1, 40), buffer=st.sampled_from([1, 64, 1 << 20]), seed=st.integers(0, 1000))
+       batch=st.integers(1, 40), buffer=st.sampled_from([1, 64, 1 << 20]), seed=st.integers(0, 1000),
+       form=st.sampled_from(["lists", "columns", "mixed"]))
 def test_any_rows_in_any_order_give_each_key_once_with_its_greatest_value(tmp_path_factory, rows, order, batch,
-                                                                          buffer, seed):
+                                                                          buffer, seed, form):
     rng = random.Random(seed)
     if order == "sorted":
         rows.sort()
@@ -133,7 +163,8 @@ def test_any_rows_in_any_order_give_each_key_once_with_its_greatest_value(tmp_pa
     directory = tmp_path_factory.mktemp("task")
     output = TaskOutput(str(directory), "task", sort_buffer_bytes=buffer, target_file_bytes=4096)
     for keys, values in _batches(rows, batch):
-        output.add(keys, values, nbytes=sum(map(len, keys)) + sum(map(len, values)))
+        _hand(output, keys, values, sum(map(len, keys)) + sum(map(len, values)),
+              rng.choice(["lists", "columns"]) if form == "mixed" else form)
     infos = output.finish()
     assert output.rows == len(rows)
     _check_disjoint(infos)

@@ -25,6 +25,7 @@ except ImportError:
 from lsmkv.base.fs import WritableFile
 
 from .block import BlockBuilder, encode_block
+from .block_compressor import BlockCompressor
 from .columns import Columns
 from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
 from .format import FORMAT_VERSION, FORMAT_VERSION_WITH_TTL, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
@@ -44,6 +45,8 @@ class TableBuilder:
         self.block_size = block_size
         self.bloom_bits_per_key = bloom_bits_per_key
         self._compressor = zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
+        #: The data blocks' compression, backing off while blocks do not compress.
+        self._data_blocks = BlockCompressor(self._compressor)
         self._block = BlockBuilder()
         self._index_keys: list[bytes] = []
         self._index_seq_kinds: list[int] = []
@@ -246,6 +249,18 @@ class TableBuilder:
             self._pending_cols = cols.slice(start, n).compacted()
             self._pending_raw = cum[n] - cum[start] + 4
 
+    def cut_block(self) -> None:
+        """End the data block under construction here, whichever way its
+        entries came (add/add_sorted, or add_columns), so that the next
+        entries may come the other way."""
+        pending = self._pending_cols
+        if pending is not None:
+            self._pending_cols = None
+            self._pending_raw = 0
+            self._write_blocks(pending, [0, len(pending)])
+        else:
+            self._finish_data_block()
+
     def _write_blocks(self, cols: "Columns", cuts: list[int]) -> None:
         """Encode, compress and queue the blocks [cuts[i], cuts[i+1]) of ``cols``."""
         if cuts[0]:
@@ -255,13 +270,13 @@ class TableBuilder:
         last = np.array(cuts[1:], dtype=np.int64) - 1
         self._index_keys.extend(cols.keys_at(last))
         self._index_seq_kinds.extend(cols.seq_kinds[last].tolist())
-        compressor = self._compressor
+        store = self._data_blocks.store
         append = self._append
         pack = HANDLE_VALUE.pack
         stored_bytes = 0
         handles = []
         for raw in raws:
-            stored = compress_block(raw, compressor)
+            stored = store(raw)
             stored_bytes += len(stored)
             handles.append(pack(*append(stored)))
         self._index_values.extend(handles)
@@ -307,7 +322,7 @@ class TableBuilder:
         block = self._block
         if not len(block):
             return
-        stored = compress_block(block.finish(), self._compressor)
+        stored = self._data_blocks.store(block.finish())
         handle = self._append(stored)
         self._index_keys.append(block.keys[-1])
         self._index_seq_kinds.append(block.seq_kinds[-1])

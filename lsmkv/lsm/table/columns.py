@@ -292,6 +292,18 @@ class Columns:
         a, b = padded[:-1], padded[1:]
         return bool(np.all((a < b) | ((a == b) & (self.klen[:-1] <= self.klen[1:]))))
 
+    def is_strictly_ascending(self) -> bool:
+        """Whether every key is greater than the one before (no repeats)."""
+        n = len(self)
+        if n < 2:
+            return True
+        padded = self._padded_keys()
+        if padded is None:
+            keys = self.keys()
+            return all(a < b for a, b in zip(keys, keys[1:]))
+        a, b = padded[:-1], padded[1:]
+        return bool(np.all((a < b) | ((a == b) & (self.klen[:-1] < self.klen[1:]))))
+
     # -- writing ------------------------------------------------------------------
 
     def gather(self, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
