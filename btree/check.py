@@ -31,7 +31,7 @@ from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import CorruptionError, LockError
 from lsmkv.base.fs import DEFAULT_FS, FileSystem
 
-from .node import DEADLINE_SIZE, Expiring, Node, Overflow, decode_node, decode_overflow
+from .node import DEADLINE_SIZE, Expiring, Node, Overflow, decode_node, decode_overflow, overflow_pages
 from .pager import LOG_FILE, PAGES_FILE, Pager, StaleView, decode_meta
 from .wal import parse_log
 
@@ -277,18 +277,8 @@ def _check(fs: FileSystem, path: str, report: CheckReport) -> None:
             return n
 
         def overflow(ref: Overflow) -> list[int]:
-            pages, total, pg = [], 0, ref.page
-            while pg:
-                data, nxt = decode_overflow(read(pg), pg, ps, pager.path)
-                pages.append(pg)
-                total += len(data)
-                if total > ref.length:
-                    raise CorruptionError("overflow chain longer than its value", path=pager.path, page=ref.page)
-                pg = nxt
-            if total != ref.length:
-                raise CorruptionError(f"overflow chain holds {total} of {ref.length} bytes",
-                                      path=pager.path, page=ref.page)
-            return pages
+            return [pg for pg, _ in overflow_pages(ref, lambda pg: decode_overflow(read(pg), pg, ps, pager.path),
+                                                   meta.page_count, ps, pager.path)]
 
         from .tree import limits
         found, counts = verify_structure(root=meta.root, height=meta.height, page_count=meta.page_count,

@@ -733,6 +733,34 @@ def decode_overflow(buf: bytes, pgno: int, page_size: int, path: str) -> tuple[b
     return buf[HEADER_SIZE:HEADER_SIZE + n], hdr[8]
 
 
+def overflow_pages(ref: Overflow, page_data, page_count: int, page_size: int, path: str):
+    """Yield (page, data) along the overflow chain of ``ref``, where
+    ``page_data(pg)`` gives a page's (data, next page). CorruptionError
+    before anything is read if the value is longer than ``page_count``
+    pages can hold (a damaged length is not read towards), and along the
+    way if the chain comes back to a page it passed, runs past the value's
+    length, or ends short of it."""
+    if ref.length > page_count * (page_size - HEADER_SIZE):
+        raise CorruptionError(f"an overflow value of {ref.length} bytes is more than the file's {page_count} pages "
+                              f"hold", path=path, page=ref.page)
+    seen = set()
+    total = 0
+    pg = ref.page
+    while pg:
+        if pg in seen:
+            raise CorruptionError("overflow chain comes back to a page it passed (a cycle)", path=path, page=pg)
+        seen.add(pg)
+        data, nxt = page_data(pg)
+        total += len(data)
+        if total > ref.length or (not data and nxt):
+            raise CorruptionError(f"overflow chain is longer than its value's {ref.length} bytes", path=path, page=pg)
+        yield pg, data
+        pg = nxt
+    if total != ref.length:
+        raise CorruptionError(f"overflow chain holds {total} bytes, its leaf says {ref.length}", path=path,
+                              page=ref.page)
+
+
 def freelist_capacity(page_size: int) -> int:
     """Page numbers a free-list, page-map or map-directory page holds."""
     return (page_size - HEADER_SIZE) // 4

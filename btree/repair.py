@@ -87,7 +87,7 @@ from lsmkv.base.set_aside import copy_aside, copy_pieces_aside, new_set_aside_di
 from .bulk import build_page_file
 from .node import (HEADER, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_FREELIST, PAGE_LEAF, PAGE_MAP, PAGE_MAPDIR,
                    PAGE_META, Expiring, Node, Overflow, check_header, decode_node, decode_numbers,
-                   decode_overflow)
+                   decode_overflow, overflow_pages)
 from .pagemap import PageMap
 from .pager import JOURNAL_FILE, LOG_FILE, PAGES_FILE, Meta, Pager, decode_meta, decode_meta_entries
 from .wal import LOG_HEADER_SIZE, LogWriter, MetaEntry, RangeDelete, parse_log
@@ -756,28 +756,18 @@ class _Repair:
         """The value of an overflow chain, or None (reported lost) if it
         fails. A chain is written no later than the page referring to it
         (epoch ``epoch_limit``): a newer page is another value's."""
-        parts = []
-        total = 0
-        pg = ref.page
-        seen = set()
+        def page_data(pg: int) -> tuple[bytes, int]:
+            img = self._image(pg)
+            found = decode_overflow(img, pg, self.page_size, self.pages_path)
+            if HEADER.unpack_from(img, 0)[7] > epoch_limit:
+                raise CorruptionError(f"overflow page newer than the page referring to it (checkpoint "
+                                      f"{epoch_limit})", path=self.pages_path, page=pg)
+            return found
+
         try:
-            while pg:
-                if pg in seen:
-                    raise CorruptionError("overflow chain loops", path=self.pages_path, page=pg)
-                seen.add(pg)
-                img = self._image(pg)
-                data, nxt = decode_overflow(img, pg, self.page_size, self.pages_path)
-                if HEADER.unpack_from(img, 0)[7] > epoch_limit:
-                    raise CorruptionError(f"overflow page newer than the page referring to it (checkpoint "
-                                          f"{epoch_limit})", path=self.pages_path, page=pg)
-                total += len(data)
-                if total > ref.length:
-                    raise CorruptionError("overflow chain longer than its value", path=self.pages_path, page=pg)
-                parts.append(data)
-                pg = nxt
-            if total != ref.length:
-                raise CorruptionError(f"overflow chain holds {total} of {ref.length} bytes", path=self.pages_path,
-                                      page=ref.page)
+            # (the file's slots bound the pages a chain can have)
+            parts = [data for _, data in overflow_pages(ref, page_data, self.file_slots, self.page_size,
+                                                        self.pages_path)]
         except CorruptionError as exc:
             self._give_up(exc)
             self.report.lost.append(Loss(f"value of {key!r}: {exc}", key, key))

@@ -41,7 +41,7 @@ from .bufferpool import BufferPool
 from .expiry import ExpiredCount
 from .leaf_runs import LeafRuns
 from .node import (DEADLINE_SIZE, HEADER_SIZE, INTERNAL_CELL_SIZE, LEAF_CELL_SIZE, SLOT_SIZE, Expiring, LeafImage,
-                   Node, Overflow, decode_overflow, value_size)
+                   Node, Overflow, decode_overflow, overflow_pages, value_size)
 
 _LEAF_FIXED = SLOT_SIZE + LEAF_CELL_SIZE
 _INT_FIXED = SLOT_SIZE + INTERNAL_CELL_SIZE
@@ -566,25 +566,17 @@ class Tree:
         return Overflow(pgs[0], len(value))
 
     def _overflow_chain(self, ref: Overflow):
-        """Yield (page, data) along the chain of ``ref``, checking its length."""
+        """Yield (page, data) along the chain of ``ref`` (node.overflow_pages:
+        its length and shape checked), pages not yet written read from the pool."""
         raw = self.pool.raw_dirty
         pager = self.pager
-        pg = ref.page
-        total = 0
-        while pg:
+        ps, path = pager.page_size, pager.path
+
+        def page_data(pg: int) -> tuple[bytes, int]:
             ent = raw.get(pg)
-            if ent is None:
-                ent = decode_overflow(pager.read_page(pg), pg, pager.page_size, pager.path)
-            data, nxt = ent
-            total += len(data)
-            if total > ref.length or (not data and nxt):
-                raise CorruptionError(f"overflow chain is longer than its value's {ref.length} bytes",
-                                      path=pager.path, page=pg)
-            yield pg, data
-            pg = nxt
-        if total != ref.length:
-            raise CorruptionError(f"overflow chain holds {total} bytes, its leaf says {ref.length}",
-                                  path=pager.path, page=ref.page)
+            return ent if ent is not None else decode_overflow(pager.read_page(pg), pg, ps, path)
+
+        return overflow_pages(ref, page_data, pager.page_count, ps, path)
 
     def read_overflow(self, ref: Overflow) -> bytes:
         return b"".join([data for _, data in self._overflow_chain(ref)])

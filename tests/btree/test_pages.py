@@ -9,7 +9,7 @@ import random
 import pytest
 
 import btree
-from btree.node import Node, Overflow, decode_node, encode_node
+from btree.node import HEADER, Node, Overflow, decode_node, decode_overflow, encode_node, encode_overflow
 from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.base.errors import CorruptionError
@@ -177,6 +177,51 @@ def test_damaged_overflow_page_is_detected(dbpath):
             db.get(b"big")
         assert info.value.page == first
     assert not btree.check(dbpath).ok
+
+
+def _rewrite(dbpath, page, image, page_size=512):
+    """Put a sealed ``image`` in the place of page ``page``'s current one."""
+    with open(os.path.join(dbpath, "btree.pages"), "r+b") as f:
+        f.seek(page_slots(dbpath)[page] * page_size)
+        f.write(image)
+
+
+def _page(dbpath, page, page_size=512) -> bytes:
+    with open(os.path.join(dbpath, "btree.pages"), "rb") as f:
+        f.seek(page_slots(dbpath)[page] * page_size)
+        return f.read(page_size)
+
+
+@pytest.mark.parametrize("damage", ["cycle", "length"])
+def test_an_overflow_chain_that_loops_or_a_length_the_file_cannot_hold_is_corruption(dbpath, damage):
+    # Pages sealed with their checksums right: the chain's last page leading
+    # back to its first, or the leaf giving the value 2**32 - 1 bytes. A read
+    # and a check must report corruption, not read on towards 4 GiB.
+    with btree.open(dbpath, page_size=512) as db:
+        db.put(b"big", b"z" * 5000)
+        db.put(b"small", b"s")
+        tree = db._tree
+        leaf_page = tree.root
+        ref = tree.node(leaf_page, True).vals[0]
+        chain = [pg for pg, _ in tree._overflow_chain(ref)]
+    assert len(chain) > 2
+    if damage == "cycle":
+        last = _page(dbpath, chain[-1])
+        data, _ = decode_overflow(last, chain[-1], 512, "")
+        _rewrite(dbpath, chain[-1], encode_overflow(chain[-1], data, chain[0], 512, HEADER.unpack_from(last, 0)[7]))
+        message = "comes back to a page it passed"
+    else:
+        image = _page(dbpath, leaf_page)
+        leaf = decode_node(image, leaf_page, 512, "")
+        leaf.vals[0] = Overflow(ref.page, 2**32 - 1)
+        _rewrite(dbpath, leaf_page, bytes(encode_node(leaf, 512, HEADER.unpack_from(image, 0)[7])))
+        message = "more than the file's"
+    with btree.open(dbpath, cache_size=0) as db:
+        assert db.get(b"small") == b"s"
+        with pytest.raises(CorruptionError, match=message):
+            db.get(b"big")
+    report = btree.check(dbpath)
+    assert not report.ok and any(message in p for p in report.problems)
 
 
 def test_damaged_meta_copy_falls_back_and_both_damaged_is_an_error(dbpath):
