@@ -171,3 +171,25 @@ def test_any_rows_in_any_order_give_each_key_once_with_its_greatest_value(tmp_pa
     assert _contents(infos) == _expected(rows)
     assert sum(i.entries for i in infos) == len(_expected(rows))
     assert sorted(_files_in(directory)) == sorted(os.path.basename(i.path) for i in infos)
+
+
+@pytest.mark.parametrize("kind", ["binary", "large_binary", "string", "large_string"])
+def test_a_tasks_arrow_columns_go_in_as_their_buffers_even_when_sliced(tmp_path, kind):
+    # writer._column views an Arrow column's offsets and data without a
+    # copy; a slice of an array (a batch cut from a bigger one) starts at an
+    # offset into both, and string columns are cast to binary first.
+    pa = pytest.importorskip("pyarrow")
+    from lsmkv.spark.writer import _column
+
+    rows = [(b"k%05d" % i, b"v" * (i % 13)) for i in range(3000)]
+    decode = kind.endswith("string")
+    typ = getattr(pa, kind)()
+    keys = pa.array([k.decode() if decode else k for k, _ in rows], typ)
+    values = pa.array([v.decode() if decode else v for _, v in rows], typ)
+    output = TaskOutput(str(tmp_path), "task", sort_buffer_bytes=1, target_file_bytes=1 << 20)
+    for start in range(0, len(rows), 700):
+        batch = pa.record_batch([keys.slice(start, 700), values.slice(start, 700)], names=["key", "value"])
+        assert batch.column(0).offset == start
+        output.add_columns(*_column(batch, "key", pa), *_column(batch, "value", pa), batch.nbytes)
+    assert _contents(output.finish()) == rows
+
