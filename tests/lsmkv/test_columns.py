@@ -128,3 +128,13 @@ def test_sort_order_is_byte_order_even_with_trailing_zero_bytes(keys):
     assert run.is_sorted()
     s = sorted(keys)
     assert run.same_as_previous().tolist() == [i > 0 and s[i] == s[i - 1] for i in range(len(s))]
+
+
+def test_a_run_whose_keys_and_values_are_all_empty_compares_without_any_bytes():
+    # Columns over no bytes at all (TableWriter.put_columns of empty keys and
+    # values): the padded keys are all zero-length, never read from the buffer.
+    z = np.zeros(3, dtype=np.int64)
+    cols = Columns(b"", z, z, z, z, np.ones(3, dtype=np.uint64))
+    assert cols.is_sorted() and not cols.is_strictly_ascending()
+    assert cols.same_as_previous().tolist() == [False, True, True]
+    assert Columns(b"", z[:1], z[:1], z[:1], z[:1], np.ones(1, dtype=np.uint64)).is_strictly_ascending()

@@ -246,6 +246,8 @@ class Columns:
         if n and int(self.klen.min()) == width:
             self._padded = pieces(self.data, width, "S")[self.koff]
             return self._padded
+        elif not len(buf):  # no bytes at all: every key (and value) is empty
+            grid = np.zeros((n, width), dtype=np.uint8)
         else:
             cols = np.arange(width)
             inside = cols[None, :] < self.klen[:, None]
