@@ -137,9 +137,9 @@ class TableWriter:
             raise SizeLimitError(f"a key is {max(map(len, keys))} bytes; the limit is {MAX_KEY_SIZE}")
         if max(map(len, values)) > MAX_VALUE_SIZE:
             raise SizeLimitError(f"a value is {max(map(len, values))} bytes; the limit is {MAX_VALUE_SIZE}")
-        if self._last is not None and keys[0] <= self._last:
-            raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)")
         if self._columns:
+            if self._last is not None and keys[0] <= self._last:  # (refused before the block is cut)
+                raise ValueError("keys must be strictly ascending (put_sorted got keys out of order or repeated)")
             self._end_columns()
         try:
             self._builder.add_sorted(keys, [_PUT] * n, values, unique=True)

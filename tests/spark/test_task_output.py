@@ -178,7 +178,8 @@ def test_a_tasks_arrow_columns_go_in_as_their_buffers_even_when_sliced(tmp_path,
     # writer._column views an Arrow column's offsets and data without a
     # copy; a slice of an array (a batch cut from a bigger one) starts at an
     # offset into both, and string columns are cast to binary first.
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa  # (the spark extra installs it)
+
     from lsmkv.spark.writer import _column
 
     rows = [(b"k%05d" % i, b"v" * (i % 13)) for i in range(3000)]

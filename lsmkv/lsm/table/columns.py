@@ -284,27 +284,25 @@ class Columns:
 
     def is_sorted(self) -> bool:
         """Whether keys never decrease (equal keys allowed)."""
-        n = len(self)
-        if n < 2:
-            return True
-        padded = self._padded_keys()
-        if padded is None:
-            keys = self.keys()
-            return all(a <= b for a, b in zip(keys, keys[1:]))
-        a, b = padded[:-1], padded[1:]
-        return bool(np.all((a < b) | ((a == b) & (self.klen[:-1] <= self.klen[1:]))))
+        return self._ascending(False)
 
     def is_strictly_ascending(self) -> bool:
         """Whether every key is greater than the one before (no repeats)."""
+        return self._ascending(True)
+
+    def _ascending(self, strict: bool) -> bool:
+        """Whether each key is above (``strict``) or at least the one before."""
         n = len(self)
         if n < 2:
             return True
         padded = self._padded_keys()
         if padded is None:
             keys = self.keys()
-            return all(a < b for a, b in zip(keys, keys[1:]))
+            after = bytes.__lt__ if strict else bytes.__le__
+            return all(map(after, keys, keys[1:]))
         a, b = padded[:-1], padded[1:]
-        return bool(np.all((a < b) | ((a == b) & (self.klen[:-1] < self.klen[1:]))))
+        shorter = self.klen[:-1] < self.klen[1:] if strict else self.klen[:-1] <= self.klen[1:]
+        return bool(np.all((a < b) | ((a == b) & shorter)))
 
     # -- writing ------------------------------------------------------------------
 
