@@ -37,7 +37,8 @@ _first = itemgetter(0)
 _second = itemgetter(1)
 _third = itemgetter(2)
 
-#: Keys a memtable source resolves for the first chunk after a seek, and at most.
+#: Keys a memtable source resolves for the first chunk after a seek (unless
+#: the view sizes it: view_sources.view_finders), and at most.
 _FIRST_CHUNK = 32
 _MAX_CHUNK = 4096
 
@@ -47,11 +48,15 @@ def memtable_source(mem, read_seq: int, now_ms: int | None = None, merged: Merge
     return SourceCursor(*memtable_finders(mem, read_seq, now_ms, merged))
 
 
-def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None) -> tuple[Finder, Finder]:
+def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None,
+                     first_chunk: int = _FIRST_CHUNK) -> tuple[Finder, Finder]:
     """A memtable's after/before finders: its keys a skiplist node at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
     they resolve to nothing and are left out. With ``now_ms``, values with
-    a ttl are resolved at it (:func:`_expire`)."""
+    a ttl are resolved at it (:func:`_expire`). ``first_chunk``: the keys
+    resolved for the first chunk after a seek (a view sizes it by how
+    dense the memtable is beside its densest source, as it does a table's:
+    :func:`seek_chunk`)."""
     index = mem._index
     latest = mem._latest
 
@@ -83,13 +88,13 @@ def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merg
     # range read needs a handful, and a skiplist node holds hundreds), 4x
     # more each time the cursor goes on from where the last chunk ended.
     # [size, the key the last chunk ended at, its direction]
-    walk: list = [_FIRST_CHUNK, None, 0]
+    walk: list = [first_chunk, None, 0]
 
     def chunk_size(key: bytes | None, direction: int) -> int:
         if key is not None and key == walk[1] and direction == walk[2]:
             walk[0] = min(walk[0] * 4, _MAX_CHUNK)
         else:
-            walk[0] = _FIRST_CHUNK
+            walk[0] = first_chunk
         return walk[0]
 
     def after(key: bytes | None, inclusive: bool) -> Chunk:
@@ -158,8 +163,8 @@ def table_source(reader, read_seq: int, now_ms: int | None = None,
 
 
 def seek_chunk(entries: int, densest: int) -> int:
-    """The first chunk a table source with ``entries`` versions reads in
-    place after a seek, when the view's densest source holds ``densest``:
+    """The first chunk a source with ``entries`` versions (a memtable's
+    keys) reads after a seek, when the view's densest source holds ``densest``:
     SEEK_CHUNK for the densest, proportionally fewer (at least
     _MIN_SEEK_CHUNK) for a sparser one. The merge takes about as many keys
     from each source as its share of the range, so a level-0 table holding

@@ -87,9 +87,10 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     """The (after, before) finders of the sources of ``st`` at ``seq``
     that hold keys in [lo, hi), newest first: one per memtable, per
     level-0 table and per deeper level. A level is handed whole, with
-    the bounds, and opens only the tables a seek lands in. Each table
-    source's first read after a seek is sized by how dense it is beside
-    the view's densest source (cursor.seek_chunk). Values with a ttl are
+    the bounds, and opens only the tables a seek lands in. Each source's
+    first read after a seek is sized by how dense it is (a memtable's
+    keys, a table's or a level's entries) beside the view's densest
+    source (cursor.seek_chunk). Values with a ttl are
     judged as of ``now`` (live ones read as values, expired ones as
     deletes); keys whose visible version is a merge operand read as
     ``merged`` folds them (None: the database has no merge operator).
@@ -99,7 +100,6 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     memtable's, often first), while a level's source opens its tables
     only when a seek lands in them."""
     mems = [mem for mem in st.memtables if len(mem)]
-    finders = [memtable_finders(mem, seq, now, merged) for mem in mems]
     version = st.version
     tables = version.overlapping(0, lo, hi)
     levels = []
@@ -109,7 +109,9 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
         if i < len(files) and (hi is None or files[i].smallest < hi):
             levels.append(level)
     entries = version.level_entries
-    densest = max([meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+    sizes = [len(mem) for mem in mems]
+    densest = max(sizes + [meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+    finders = [memtable_finders(mem, seq, now, merged, seek_chunk(size, densest)) for mem, size in zip(mems, sizes)]
     for meta in tables:
         finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged, keep=st))
     for level in levels:

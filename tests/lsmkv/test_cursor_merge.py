@@ -148,3 +148,20 @@ def test_cursor_moves_in_a_layered_view_agree_with_the_model(layered, lower, upp
             else:
                 it.prev()
                 at -= 1
+
+
+def test_a_views_memtable_source_reads_a_first_chunk_sized_by_its_density(layered):
+    """The memtable holds a few dozen keys beside a level of 300: its first
+    chunk after a seek is the minimum (seek_chunk), not a skiplist node's
+    worth, and going on from it reads four times as many."""
+    db, model = layered
+    st = db._state
+    mem_keys = len(st.mem)
+    assert 0 < mem_keys < 100, mem_keys
+    densest = max(mem_keys, max(st.version.level_entries))
+    size = seek_chunk(mem_keys, densest)
+    assert size < 32
+    after = db._views.finders(st, db._last_seq, None, None)[0][0]  # newest first: the memtable's
+    keys = after(None, True)[0]
+    assert len(keys) == size
+    assert len(after(keys[-1], False)[0]) == min(4 * size, mem_keys - size)

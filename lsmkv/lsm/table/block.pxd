@@ -7,3 +7,8 @@ import cython
 @cython.locals(tail=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, klen=Py_ssize_t, p=Py_ssize_t, j=Py_ssize_t,
                at=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, sk_at=Py_ssize_t)
 cpdef search_block(data, key, read_seq)
+
+# The binary search of a raw block's keys (search_block's slow path and
+# entries_after's): a C call with C integers.
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cpdef Py_ssize_t _first_at_or_above(data, key_ends, Py_ssize_t n, key, bint inclusive) except -1

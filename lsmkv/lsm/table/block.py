@@ -362,6 +362,7 @@ def search_block(data: bytes, key: bytes, read_seq: int):
                 if sk >> 8 <= read_seq:
                     start, end = _unpack_pair(data, base + 4 * n - 4)
                     return sk & 0xFF, data[start:end]
+    key_ends: memoryview | array
     if _LITTLE:
         key_ends = memoryview(data)[base: base + 4 * n].cast("I")
     else:  # pragma: no cover - big-endian hosts
