@@ -8,11 +8,15 @@ goes to the back.
 
 The pool is charged by what it holds in memory, not by page images: a
 decoded page costs its encoded bytes plus about 75 bytes per entry (the
-key and value objects and their list slots) plus about 440 bytes for the
-node (measured with tracemalloc: a 4 KiB leaf of 26 entries with
+key and value objects' headers and their list slots) plus about 440 bytes
+for the node (measured with tracemalloc: a 4 KiB leaf of 26 entries with
 100-byte values takes 5.7 KB, one of 94 entries with 10-byte values
-10.7 KB). The pool keeps a running estimate of a page's cost from the
-pages it decodes, a sample of the leaves searched in their page image and
+10.7 KB), plus what the allocator adds to each key and value object
+(``allocator_slack``: tracemalloc counts the bytes asked for, but Python's
+allocator hands out blocks in multiples of 16 bytes; a 16-byte key and a
+100-byte value take 26 bytes more than their objects' sizes, 10% of such a
+leaf, which the process's resident memory showed). The pool keeps a
+running estimate of a page's cost from the pages it decodes, a sample of the leaves searched in their page image and
 the dirty pages each checkpoint writes, and holds
 ``capacity = room // page_bytes`` pages, where ``room`` is ``cache_size``
 less what the tree's adaptive hash index takes (up to 140 bytes per
@@ -43,10 +47,12 @@ last checkpoint are kept as raw (data, next page) pairs in ``raw_dirty``.
 
 from __future__ import annotations
 
+import struct
+import sys
 from collections import OrderedDict
 from itertools import islice
 
-from .node import HEADER, HEADER_SIZE, SLOT_SIZE, Node, decode_node
+from .node import HEADER, HEADER_SIZE, KIND_INLINE, LEAF_CELL, SLOT_SIZE, Node, decode_node
 from .pager import Pager
 
 #: Memory of a decoded page beyond its encoded bytes: per node and per entry
@@ -84,9 +90,38 @@ ADMIT_LOW_HITS = 4
 ADMIT_HIGH_HITS = 16
 
 
+#: A page's first slot (the offset of its first cell).
+_FIRST_SLOT = struct.Struct("<H")
+#: Bytes of a bytes object beyond its data (CPython 3.11: 33).
+BYTES_OBJECT_HEADER = sys.getsizeof(b"")
+#: The largest object Python's small-object allocator serves (from blocks of
+#: 16-byte multiples); larger ones come from malloc (an 8-byte header, 16-byte
+#: aligned).
+SMALL_OBJECT_LIMIT = 512
+
+
+def allocator_slack(length: int) -> int:
+    """Bytes the allocator adds to a bytes object of ``length`` bytes of data."""
+    size = BYTES_OBJECT_HEADER + length
+    if size <= SMALL_OBJECT_LIMIT:
+        return -size & 15
+    return 8 + (-(size + 8) & 15)
+
+
 def page_cost(node: Node) -> int:
-    """Estimated bytes of memory a decoded page takes."""
-    return NODE_BYTES + node.used + ENTRY_BYTES * len(node.keys)
+    """Estimated bytes of memory a decoded page takes: its encoded bytes,
+    the node, and per entry the objects' headers, list slots and the
+    allocator's slack (that of the page's first key and value, for all of
+    them: a page of fixed-size records is counted exactly)."""
+    keys = node.keys
+    n = len(keys)
+    if not n:
+        return NODE_BYTES + node.used
+    slack = allocator_slack(len(keys[0]))
+    if node.leaf:
+        value = node.vals[0]
+        slack += allocator_slack(len(value)) if type(value) is bytes else 8
+    return NODE_BYTES + node.used + (ENTRY_BYTES + slack) * n
 
 
 class BufferPool:
@@ -159,7 +194,11 @@ class BufferPool:
             return
         count, cell_start = HEADER.unpack_from(buf, 0)[4:6]
         cells = len(buf) - cell_start if cell_start else 0
-        cost = NODE_BYTES + HEADER_SIZE + (SLOT_SIZE + ENTRY_BYTES) * count + cells
+        slack = 0
+        if count:  # (the page was verified: its first slot points at a cell)
+            klen, kind, vlen = LEAF_CELL.unpack_from(buf, _FIRST_SLOT.unpack_from(buf, HEADER_SIZE)[0])
+            slack = allocator_slack(klen) + (allocator_slack(vlen) if kind == KIND_INLINE else 8)
+        cost = NODE_BYTES + HEADER_SIZE + (SLOT_SIZE + ENTRY_BYTES + slack) * count + cells
         self.page_bytes += (cost - self.page_bytes) * ESTIMATE_WEIGHT
         self.resize()
 

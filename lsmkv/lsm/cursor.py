@@ -5,7 +5,7 @@ A view is the read state (memtables and Version) and sequence number
 pinned when the cursor or scan is made, so writes made later are never
 seen and the tables it reads are not deleted under it. Each source of that
 view -- a memtable, a level-0 table, a deeper level's tables concatenated
--- moves a chunk at a time: the keys of one skiplist node or the keys one
+-- moves a chunk at a time: a run of a memtable's keys or the keys one
 table block owns, each already resolved to its newest version visible at
 the sequence (a tombstone included, since it hides older sources). Values
 with a ttl are resolved per source as chunks arrive (``expiring``), and
@@ -44,13 +44,13 @@ _MAX_CHUNK = 4096
 
 
 def memtable_source(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None) -> SourceCursor:
-    """A memtable's keys a skiplist node at a time (see memtable_finders)."""
+    """A memtable's keys a run at a time (see memtable_finders)."""
     return SourceCursor(*memtable_finders(mem, read_seq, now_ms, merged))
 
 
 def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None,
                      first_chunk: int = _FIRST_CHUNK) -> tuple[Finder, Finder]:
-    """A memtable's after/before finders: its keys a skiplist node at a time, each resolved at read_seq.
+    """A memtable's after/before finders: its keys a run at a time, each resolved at read_seq.
     Keys inserted after the cursor was made carry newer sequences only, so
     they resolve to nothing and are left out. With ``now_ms``, values with
     a ttl are resolved at it (:func:`_expire`). ``first_chunk``: the keys
