@@ -46,7 +46,8 @@ from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.check import check_db, verify_table
 from lsmkv.lsm.cursor import table_source
-from lsmkv.lsm.table.block import CODEC_LENGTHS, CONTINUE, check_block, decode_block, entries_after, search_block
+from lsmkv.lsm.table.block import (CODEC_LENGTHS, CONTINUE, check_block, decode_block, entries_after, fixed_widths,
+                                   search_block)
 from lsmkv.lsm.table.bloom import BloomFilter
 from lsmkv.lsm.table.columns import Columns
 from lsmkv.lsm.table.format import FOOTER_SIZE, TRAILER, TRAILER_SIZE, Footer, decode_stored_block
@@ -510,12 +511,15 @@ def test_table_block_search_in_place(fuzz_counter, samples, data):
             # A range read in place (a cursor's): the entries the decoded block
             # holds from the same binary search on, up to a limit.
             kinds = [sk & 0xFF for sk in block.seq_kinds]
+            widths = fixed_widths(d)  # (a block of fixed-size records is also split at its widths)
             for inclusive in (True, False):
                 j = (bisect.bisect_left if inclusive else bisect.bisect_right)(keys, key)
-                got_keys, got_kinds, got_values = entries_after(d, key, inclusive, 3)
+                got = entries_after(d, key, inclusive, 3)
                 end = min(len(keys), j + 3)
-                assert (got_keys, list(got_kinds), got_values) == (
+                assert (got[0], list(got[1]), got[2]) == (
                     keys[j:end], kinds[j:end], [block.value(k) for k in range(j, end)])
+                if widths is not None:
+                    assert entries_after(d, key, inclusive, 3, widths) == got
 
     run_case(fuzz_counter, "lsmkv table block searched in place", search, raw)
 

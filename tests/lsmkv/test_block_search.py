@@ -15,7 +15,8 @@ from lsmkv.base.cursor import visible_entries
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
-from lsmkv.lsm.table.block import CONTINUE, check_block, decode_block, encode_block, entries_after, search_block
+from lsmkv.lsm.table.block import (CONTINUE, Block, check_block, decode_block, encode_block, entries_after,
+                                   fixed_widths, search_block)
 from lsmkv.lsm.table.builder import TableBuilder
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
 
@@ -154,14 +155,38 @@ def distinct_blocks(draw):
             for i, key in enumerate(keys)]
 
 
+@st.composite
+def fixed_width_blocks(draw):
+    """Entries of a block of fixed-size records: keys of one width, values of
+    one width (either may be 0), one version per key."""
+    width = draw(st.integers(0, 4))
+    keys = sorted(set(draw(st.lists(st.binary(min_size=width, max_size=width), max_size=40))))
+    value_width = draw(st.integers(0, 12))
+    return [(key, (i + 1) << 8 | draw(st.sampled_from([0, 1, 2])),
+             draw(st.binary(min_size=value_width, max_size=value_width))) for i, key in enumerate(keys)]
+
+
+def _one_width(items) -> int | None:
+    widths = set(map(len, items))
+    return widths.pop() if len(widths) == 1 else None
+
+
 @settings(max_examples=300, deadline=None)
-@given(distinct_blocks(), st.lists(keys_strategy, max_size=6), st.sampled_from([None, 1, 3, 16]))
+@given(distinct_blocks() | fixed_width_blocks(), st.lists(keys_strategy, max_size=6),
+       st.sampled_from([None, 1, 3, 16]))
 def test_in_place_range_read_agrees_with_the_decoded_block(entries, probes, limit):
+    """Read in place with the key offsets, and (a block of fixed-size
+    records) split at its widths: the decoded block's entries either way."""
     keys = [k for k, _, _ in entries]
     sks = [s for _, s, _ in entries]
     values = [v for _, _, v in entries]
     raw = encode_block(keys, sks, values)
     check_block(raw)
+    widths = fixed_widths(raw)
+    if not keys or _one_width(keys) is None or _one_width(values) is None:
+        assert widths is None
+    else:
+        assert widths == (len(keys[0]), len(values[0]))
     kinds = [sk & 0xFF for sk in sks]
     for key in [None, *candidate_keys(keys, probes)]:
         for inclusive in (True, False):
@@ -170,9 +195,12 @@ def test_in_place_range_read_agrees_with_the_decoded_block(entries, probes, limi
             else:
                 j = bisect.bisect_left(keys, key) if inclusive else bisect.bisect_right(keys, key)
             end = len(keys) if limit is None else min(len(keys), j + limit)
+            want = (keys[j:end], kinds[j:end], values[j:end])
             got_keys, got_kinds, got_values = entries_after(raw, key, inclusive, limit)
-            assert (got_keys, list(got_kinds), got_values) == (keys[j:end], kinds[j:end], values[j:end]), \
-                (key, inclusive)
+            assert (got_keys, list(got_kinds), got_values) == want, (key, inclusive)
+            if widths is not None:
+                got_keys, got_kinds, got_values = entries_after(raw, key, inclusive, limit, widths)
+                assert (got_keys, list(got_kinds), got_values) == want, (key, inclusive, widths)
 
 
 def _table(path, entries, block_size):
@@ -254,10 +282,14 @@ def test_a_block_whose_offsets_go_backwards_is_refused_before_it_is_searched(key
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(keys_strategy, min_size=1, max_size=80, unique=True), st.lists(keys_strategy, max_size=8),
-       st.sampled_from(["none", "raw", "promoted"]), st.sampled_from([64, 2048]), st.data())
+@given(st.lists(keys_strategy, min_size=1, max_size=80, unique=True)
+       | st.lists(st.binary(min_size=3, max_size=3), min_size=1, max_size=80, unique=True),
+       st.lists(keys_strategy, max_size=8), st.sampled_from(["none", "raw", "promoted"]), st.sampled_from([64, 2048]),
+       st.data())
 def test_a_table_cursor_reading_in_place_agrees_with_the_entries(tmp_path_factory, keys, probes, held, block_size,
                                                                  data):
+    """Keys of any lengths, or all of 3 bytes (fixed-size records: the
+    blocks read in place are split at their widths, block.fixed_widths)."""
     keys = sorted(keys)
     entries = [(k, (i + 1) << 8 | data.draw(st.sampled_from([0, 1])), k * 3) for i, k in enumerate(keys)]
     path = tmp_path_factory.mktemp("cursor") / "000007.sst"
@@ -285,5 +317,10 @@ def test_a_table_cursor_reading_in_place_agrees_with_the_entries(tmp_path_factor
                 walked.append((source.cur, source.kinds[source.pos], source.values[source.pos]))
                 source.next()
             assert walked == expect, start
+        if len(set(map(len, keys))) == 1:
+            # Every block not held decoded was read in place, and knows its records' widths.
+            raw = [i for i, block in enumerate(reader.blocks) if type(block) is not Block]
+            assert held != "none" or len(raw) == len(reader.blocks)
+            assert {reader.block_widths[i] for i in raw} <= {(len(keys[0]), 3 * len(keys[0]))}
     finally:
         reader.close()

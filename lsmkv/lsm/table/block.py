@@ -31,6 +31,15 @@ from itertools import accumulate, pairwise
 from lsmkv.base.errors import CorruptionError
 
 _COUNT = struct.Struct("<I")
+_ENTRY = struct.Struct("<Q")
+_PAIR = struct.Struct("<II")
+# The unpacks and the substring search of a lookup, bound once: a method
+# looked up on its object per call makes a bound method each time, which
+# costs as much as the unpack itself in the compiled build.
+_unpack_count = _COUNT.unpack_from
+_unpack_pair = _PAIR.unpack_from
+_unpack_entry = _ENTRY.unpack_from
+_find = bytes.find
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a
 #: decoded entry (the key's bytes object and list slot, 12 bytes of array
@@ -279,18 +288,110 @@ def _first_at_or_above(data: bytes, key_ends, n: int, key: bytes, inclusive: boo
     return lo
 
 
-def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | None
-                  ) -> tuple[list[bytes], bytes, list[bytes]]:
+#: Structs that split a run of fields of one width, by (width, fields), for
+#: up to FIXED_RUN_MAX fields: a longer run is split FIXED_RUN_MAX at a
+#: time. A width needs at most FIXED_RUN_MAX of them (about 21 KiB in all);
+#: at most FIXED_RUNS_KEPT are kept, then all are dropped at once.
+_fixed_structs: dict[tuple[int, int], struct.Struct] = {}
+FIXED_RUN_MAX = 32
+FIXED_RUNS_KEPT = 96
+
+
+def _fixed_run(data: bytes, at: int, width: int, count: int) -> list[bytes]:
+    """The ``count`` fields of ``width`` bytes laid end to end from ``at``,
+    split by one C call per FIXED_RUN_MAX of them (a Struct of
+    ``width``-byte strings) instead of a slice each."""
+    out: list[bytes] = []
+    while count > 0:
+        part = count if count <= FIXED_RUN_MAX else FIXED_RUN_MAX
+        layout = _fixed_structs.get((width, part))
+        if layout is None:
+            if len(_fixed_structs) >= FIXED_RUNS_KEPT:
+                _fixed_structs.clear()
+            layout = _fixed_structs[(width, part)] = struct.Struct("<" + f"{width}s" * part)
+        if part == count and not out:
+            return list(layout.unpack_from(data, at))  # (one part: a seek's chunk, most blocks)
+        out += layout.unpack_from(data, at)
+        at += width * part
+        count -= part
+    return out
+
+
+def _stride(ends: list[int], start: int) -> int:
+    """``w`` if ``ends`` are ``start + w``, ``start + 2w``, ... (fields of one
+    width laid end to end from ``start``), else -1."""
+    width = ends[0] - start
+    n = len(ends)
+    if width > 0:
+        return width if ends == list(range(start + width, start + width * n + 1, width)) else -1
+    return 0 if width == 0 and ends == [start] * n else -1
+
+
+def fixed_widths(data: bytes) -> tuple[int, int] | None:
+    """(key width, value width) of a raw format-2 block checked by
+    :func:`check_block` whose keys all take one number of bytes and whose
+    values all take one (fixed-size records, the common case): what lets
+    :func:`entries_after` split them without their offsets. None otherwise."""
+    size = len(data)
+    (n,) = _unpack_count(data, size - 4)
+    if not n:
+        return None
+    base = size - 4 - 16 * n
+    ends = memoryview(data)[base: base + 8 * n].cast("I").tolist()
+    key_width = _stride(ends[:n], 0)
+    if key_width < 0:
+        return None
+    value_width = _stride(ends[n:], ends[n - 1])
+    if value_width < 0:
+        return None
+    return key_width, value_width
+
+
+def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | None,
+                  widths: tuple[int, int] | None = None) -> tuple[list[bytes], bytes, list[bytes]]:
     """(keys, kinds, values) of up to ``limit`` entries (None: all) from the
     first key >= ``key`` (> if not inclusive; None: from the first) of a raw
     format-2 block checked by :func:`check_block`, decoding only those: a
     binary search over the key offsets, then slices. Every entry is taken
     as it is (one version per key, all visible: the caller's condition).
     ``kinds`` is bytes, the low byte of each entry's seq_kind. A short range
-    read then pays for the entries it reads, not for the whole block."""
+    read then pays for the entries it reads, not for the whole block.
+
+    ``widths``: the block's :func:`fixed_widths`, if the caller knows them:
+    the search then compares keys at a stride and the keys and values are
+    split by Structs (:func:`_fixed_run`), without their offsets, about
+    2.5 times as fast for 16 entries."""
     size = len(data)
-    (n,) = _COUNT.unpack_from(data, size - 4)
+    (n,) = _unpack_count(data, size - 4)
     base = size - 4 - 16 * n
+    sk_at = base + 8 * n
+    if widths is not None:
+        key_width, value_width = widths
+        lo, hi = 0, n
+        if key is None:
+            pass
+        elif inclusive:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                at = mid * key_width
+                if data[at: at + key_width] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        else:
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                at = mid * key_width
+                if data[at: at + key_width] <= key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        end = n if limit is None else min(n, lo + limit)
+        if lo >= end:
+            return [], b"", []
+        return (_fixed_run(data, lo * key_width, key_width, end - lo),
+                data[sk_at + 8 * lo: sk_at + 8 * end: 8],
+                _fixed_run(data, n * key_width + lo * value_width, value_width, end - lo))
     # The key ends (entries 0..n-1), then the value ends (n..2n-1): one cast.
     ends_at = memoryview(data)[base: base + 8 * n].cast("I")
     lo = 0 if key is None else _first_at_or_above(data, ends_at, n, key, inclusive)
@@ -303,21 +404,11 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
     # Values follow the keys: value 0 starts where the last key ends.
     ends = ends_at[n + lo - 1: n + end].tolist() if lo else [ends_at[n - 1], *ends_at[n: n + end]]
     values = [data[a:b] for a, b in pairwise(ends)]
-    sk_at = base + 8 * n
     return keys, data[sk_at + 8 * lo: sk_at + 8 * end: 8], values
 
 
 #: search_block's answer when the key's versions may continue in the next block.
 CONTINUE = object()
-_ENTRY = struct.Struct("<Q")
-_PAIR = struct.Struct("<II")
-# The unpacks and the substring search of a lookup, bound once: a method
-# looked up on its object per call makes a bound method each time, which
-# costs as much as the unpack itself in the compiled build.
-_unpack_count = _COUNT.unpack_from
-_unpack_pair = _PAIR.unpack_from
-_unpack_entry = _ENTRY.unpack_from
-_find = bytes.find
 
 
 def search_block(data: bytes, key: bytes, read_seq: int):

@@ -30,6 +30,7 @@ cdef class TableReader:
     cdef public bytearray refs
     cdef public bytearray uses
     cdef public list charges
+    cdef public object block_widths
     cdef public bytearray indexed
     cdef public dict key_slots
     cdef public object global_seq

@@ -53,7 +53,7 @@ from lsmkv.base.fs import FileSystem
 
 from ..cache import BlockCache
 from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block,
-                    decode_block, entries_after, search_block, with_sequence)
+                    decode_block, entries_after, fixed_widths, search_block, with_sequence)
 from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
@@ -72,6 +72,8 @@ PROMOTE_AFTER = 8
 PROMOTION_SPACING = 16
 #: Bytes a scan reads ahead in one read when it needs an uncached block.
 SCAN_READAHEAD = 256 * 1024
+#: A block whose fixed widths are not known yet (block_widths).
+_UNKNOWN = object()
 
 
 class IOStats:
@@ -94,8 +96,8 @@ class IOStats:
 class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
-                 "indexed", "key_slots", "global_seq", "admit_on_read", "range_dels", "_cache", "_io", "_bloom_bits", "_bloom_m", "_bloom_probes",
-                 "__weakref__")
+                 "block_widths", "indexed", "key_slots", "global_seq", "admit_on_read", "range_dels", "_cache", "_io",
+                 "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
                  io: IOStats | None = None, global_seq: int = 0) -> None:
@@ -152,6 +154,11 @@ class TableReader:
             self.refs = bytearray(n)
             self.uses = bytearray(n)
             self.charges = [0] * n
+            #: Each data block's block.fixed_widths (its keys' and values'
+            #: widths if each is one, else None), found the first time a
+            #: cursor reads the block in place (_UNKNOWN until then); None
+            #: until a cursor reads one.
+            self.block_widths: list | None = None
             #: Which cached blocks have their keys in key_slots.
             self.indexed = bytearray(n)
             self.key_slots: dict[bytes, int] = {}
@@ -356,7 +363,7 @@ class TableReader:
         the key index of promoted blocks is charged to the cache instead."""
         index = sum(map(sys.getsizeof, self.index_keys))
         for column in (self.index_keys, self.index_seq_kinds, self.index_offsets, self.index_sizes,
-                       self.blocks, self.refs, self.uses, self.charges, self.indexed):
+                       self.blocks, self.refs, self.uses, self.charges, self.indexed, self.block_widths):
             index += sys.getsizeof(column)
         return index, sys.getsizeof(self._bloom_bits) if self._bloom_bits is not None else 0
 
@@ -629,7 +636,13 @@ class TableReader:
             return held.entries(j, len(keys) if limit is None else min(len(keys), j + limit))
         else:
             self.refs[i] = 1
-        return entries_after(held, key, inclusive, limit)
+        known = self.block_widths
+        if known is None:
+            known = self.block_widths = [_UNKNOWN] * len(self.blocks)
+        widths = known[i]
+        if widths is _UNKNOWN:
+            widths = known[i] = fixed_widths(held)
+        return entries_after(held, key, inclusive, limit, widths)
 
     def owned_entries(self, i: int, read_seq: int) -> tuple[list[bytes], bytes | list[int], list[bytes]]:
         """(keys, kinds, values) of the keys block ``i`` *owns* (those whose
