@@ -195,9 +195,11 @@ class BufferPool:
         count, cell_start = HEADER.unpack_from(buf, 0)[4:6]
         cells = len(buf) - cell_start if cell_start else 0
         slack = 0
-        if count:  # (the page was verified: its first slot points at a cell)
-            klen, kind, vlen = LEAF_CELL.unpack_from(buf, _FIRST_SLOT.unpack_from(buf, HEADER_SIZE)[0])
-            slack = allocator_slack(klen) + (allocator_slack(vlen) if kind == KIND_INLINE else 8)
+        if count:  # (its checksum verified; a first slot past the page is left to the search to report)
+            first = _FIRST_SLOT.unpack_from(buf, HEADER_SIZE)[0]
+            if first + LEAF_CELL.size <= len(buf):
+                klen, kind, vlen = LEAF_CELL.unpack_from(buf, first)
+                slack = allocator_slack(klen) + (allocator_slack(vlen) if kind == KIND_INLINE else 8)
         cost = NODE_BYTES + HEADER_SIZE + (SLOT_SIZE + ENTRY_BYTES + slack) * count + cells
         self.page_bytes += (cost - self.page_bytes) * ESTIMATE_WEIGHT
         self.resize()

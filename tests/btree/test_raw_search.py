@@ -371,6 +371,33 @@ def test_memory_stays_bounded_by_the_pool_on_data_many_times_its_size(tmp_path):
     assert peak - warm < 512 << 10, peak - warm
 
 
+def test_a_leaf_image_whose_first_slot_points_past_the_page_only_moves_the_estimate_less(tmp_path):
+    """The pool's estimate samples leaves searched in their image, reading
+    the first cell's sizes for the allocator's slack: a page whose checksum
+    holds but whose first slot points past it (a search of it reports the
+    damage) adds no slack and raises nothing there."""
+    from btree.bufferpool import ESTIMATE_WEIGHT
+    path = str(tmp_path / "db")
+    table = _fill(path, 2_000)
+    with btree.open(path) as db:
+        pool, pager = db._pool, db._pager
+        pg = _leaf_of(db._tree, next(iter(table)))
+        img = pager.read_page(pg)
+        broken = bytearray(img)
+        struct.pack_into("<H", broken, HEADER.size, len(img) - 2)
+        broken = _resealed(broken)
+        estimates = []
+        for image in (img, broken):
+            pool.page_bytes = 0.0
+            for _ in range(8):  # one in 8 images searched is sampled
+                pool.observe_image(image)
+            estimates.append(pool.page_bytes)
+        assert estimates[1] > 0
+        count = HEADER.unpack_from(img, 0)[4]
+        # 16-byte keys and 100-byte values: 15 + 11 bytes of slack per entry, weighted in once.
+        assert estimates[0] - estimates[1] == pytest.approx(26 * count * ESTIMATE_WEIGHT, rel=1e-6)
+
+
 # Run in a fresh process (no memory freed by earlier work to reuse): decode
 # one leaf of fixed-size records again and again, holding every node, and
 # report the resident memory each took beside what page_cost charges for it.
