@@ -98,6 +98,9 @@ BYTES_OBJECT_HEADER = sys.getsizeof(b"")
 #: 16-byte multiples); larger ones come from malloc (an 8-byte header, 16-byte
 #: aligned).
 SMALL_OBJECT_LIMIT = 512
+#: The slack counted for a value that is not plain bytes (an Overflow or an
+#: Expiring object): half a 16-byte block.
+OTHER_VALUE_SLACK = 8
 
 
 def allocator_slack(length: int) -> int:
@@ -120,7 +123,7 @@ def page_cost(node: Node) -> int:
     slack = allocator_slack(len(keys[0]))
     if node.leaf:
         value = node.vals[0]
-        slack += allocator_slack(len(value)) if type(value) is bytes else 8
+        slack += allocator_slack(len(value)) if type(value) is bytes else OTHER_VALUE_SLACK
     return NODE_BYTES + node.used + (ENTRY_BYTES + slack) * n
 
 
@@ -199,7 +202,7 @@ class BufferPool:
             first = _FIRST_SLOT.unpack_from(buf, HEADER_SIZE)[0]
             if first + LEAF_CELL.size <= len(buf):
                 klen, kind, vlen = LEAF_CELL.unpack_from(buf, first)
-                slack = allocator_slack(klen) + (allocator_slack(vlen) if kind == KIND_INLINE else 8)
+                slack = allocator_slack(klen) + (allocator_slack(vlen) if kind == KIND_INLINE else OTHER_VALUE_SLACK)
         cost = NODE_BYTES + HEADER_SIZE + (SLOT_SIZE + ENTRY_BYTES + slack) * count + cells
         self.page_bytes += (cost - self.page_bytes) * ESTIMATE_WEIGHT
         self.resize()
