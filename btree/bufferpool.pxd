@@ -6,6 +6,8 @@ cdef class BufferPool:
     cdef public object pager
     cdef public object cache_size
     cdef public object page_bytes
+    cdef public object inner_bytes
+    cdef public Py_ssize_t inner_pages
     cdef public Py_ssize_t hash_index_limit
     cdef public object hash_index_peak
     cdef public object pages

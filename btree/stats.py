@@ -109,6 +109,8 @@ def collect_stats(db: DB) -> dict:
         "cache_size": pool.cache_size,
         "cache_bytes": pool.memory_bytes(),
         "cache_page_bytes": round(pool.page_bytes),
+        "cache_inner_page_bytes": round(pool.inner_bytes),
+        "cache_inner_pages": pool.inner_pages,
         "cache_capacity_pages": pool.capacity,
         "cache_pages": len(pool.pages),
         "dirty_pages": pool.dirty_count(),

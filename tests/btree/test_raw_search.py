@@ -625,6 +625,56 @@ def test_the_estimate_of_a_page_follows_leaves_read_in_place(tmp_path):
         assert abs(pool.page_bytes - mean) < 0.1 * mean, (pool.page_bytes, mean)
 
 
+def test_internal_pages_are_estimated_apart_from_leaves(tmp_path):
+    """A reopened tree loads its internal pages first, each costing about
+    three leaves here (512-byte pages of 100-byte values). Estimated apart,
+    they leave the leaf estimate at the leaves' cost (mixed in, they
+    raised it half as much again and shrank the pool's capacity), and the
+    pool counts the internal pages it holds through splits, evictions,
+    frees and checkpoints."""
+    from btree.bufferpool import HASH_INDEX_ENTRY_BYTES, page_cost
+    from btree.node import PAGE_INTERNAL, PAGE_LEAF
+    path = str(tmp_path / "db")
+    table = _fill(path, 30_000, page_size=512)
+    keys = sorted(table)
+    with btree.open(path, page_size=512, cache_size=4_000_000) as db:
+        pool, pager = db._pool, db._pager
+        costs: dict[int, list[int]] = {PAGE_LEAF: [], PAGE_INTERNAL: []}
+        for pg in range(2, pager.page_count):
+            img = pager.read_page(pg)
+            ptype = HEADER.unpack_from(img, 0)[2]
+            if ptype in costs:
+                costs[ptype].append(page_cost(decode_node(img, pg, pager.page_size, pager.path)))
+        leaf_mean = sum(costs[PAGE_LEAF]) / len(costs[PAGE_LEAF])
+        inner_mean = sum(costs[PAGE_INTERNAL]) / len(costs[PAGE_INTERNAL])
+        assert inner_mean > 2 * leaf_mean and len(costs[PAGE_INTERNAL]) > 300
+        pool.admit_after = 10**9  # (no leaf decoded: only images sampled)
+        for k in keys[::10]:  # every internal page, in key order
+            assert db[k] == table[k]
+        inner = [node for node in pool.pages.values() if not node.leaf]
+        assert len(inner) == len(costs[PAGE_INTERNAL]) == pool.inner_pages
+        assert abs(pool.page_bytes - leaf_mean) < 0.15 * leaf_mean, (pool.page_bytes, leaf_mean)
+        assert abs(pool.inner_bytes - inner_mean) < 0.15 * inner_mean, (pool.inner_bytes, inner_mean)
+        room = pool.cache_size - pool.hash_index_peak * HASH_INDEX_ENTRY_BYTES - pool.inner_pages * pool.inner_bytes
+        assert pool.capacity == pool.inner_pages + int(room // pool.page_bytes)
+    # Writes that split, merge and free pages through a pool too small for
+    # the tree (evictions, checkpoints): the count stays the pool's.
+    rng = random.Random(5)
+    with btree.open(path, page_size=512, cache_size=300_000) as db:
+        pool = db._pool
+        for step in range(20_000):
+            k = rng.choice(keys)
+            if rng.random() < 0.4:
+                db.delete(k)
+            else:
+                db.put(k, rng.randbytes(rng.choice([10, 100, 300])))
+            if step % 5_000 == 0:
+                db.flush()
+        db.delete_range(keys[1000], keys[9000])
+        assert pool.evictions and pool.inner_pages == sum(not node.leaf for node in pool.pages.values())
+        assert pool.memory_bytes() <= 300_000 * 1.1
+
+
 def _cell_by_cell(node: Node, page_size: int, epoch: int) -> bytes:
     """A leaf's page image as the format describes it, made one cell at a
     time (the reference encode_node's fast paths must agree with)."""

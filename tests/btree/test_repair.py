@@ -391,12 +391,12 @@ def random_history_and_damage(tmp_path, seed: int) -> None:
     assert_repaired(path, model, report, ever - set(model))
 
 
-def random_history(path: str, rng, cache_pages: int = 64) -> tuple[dict[bytes, bytes], set[bytes]]:
+def random_history(path: str, rng) -> tuple[dict[bytes, bytes], set[bytes]]:
     """Random writes, deletes (some of whole ranges) and checkpoints, many
     of them (a small cache): (the model, every key ever written)."""
     model: dict[bytes, bytes] = {}
     ever: set[bytes] = set()
-    with btree.open(path, page_size=PS, cache_size=cache_pages * PS) as d:
+    with btree.open(path, page_size=PS, cache_size=64 * PS) as d:
         for step in range(rng.randint(3, 6)):
             for _ in range(rng.randint(200, 1500)):
                 key = b"k%05d" % rng.randrange(4000)
@@ -418,24 +418,61 @@ def random_history(path: str, rng, cache_pages: int = 64) -> tuple[dict[bytes, b
     return model, ever
 
 
-@pytest.mark.slow
+def lonely_freed_leaves(path: str) -> list[int]:
+    """Freed leaves with a verifying stale image none of whose sibling
+    links names a page that any slot holds an image of."""
+    live = page_slots(path)
+    images = helpers.verifying_images(path)
+    has_image = {pg for _, pg, ptype, _ in images if ptype not in (PAGE_MAP, PAGE_MAPDIR)}
+    return [pg for slot, pg, ptype, _ in images
+            if ptype == PAGE_LEAF and not (pg < len(live) and live[pg])
+            and not any(link in has_image for link in helpers.leaf_links(path, slot, pg, PS))]
+
+
+def freed_leaf_outliving_its_neighbours(path: str) -> tuple[dict[bytes, bytes], set[bytes]]:
+    """A history leaving a freed leaf whose neighbours left no image, made
+    step by step (a pool large enough that nothing is evicted, so pages are
+    written only at the checkpoints here): one leaf rewritten, so its newest
+    image lies in a slot above its neighbours'; a range around it deleted,
+    freeing it and them; then new pages, checkpoint by checkpoint, until
+    the lowest-first reuse of slots has overwritten every image of the
+    neighbours but not that one. Slots go faster than page numbers (each
+    checkpoint also writes map pages), so the neighbours' numbers are not
+    yet reused. Returns (the model, every key ever written)."""
+    model: dict[bytes, bytes] = {}
+    with btree.open(path, page_size=PS, cache_size=64 << 20) as d:
+        def put(key: bytes, value: bytes) -> None:
+            d.put(key, value)
+            model[key] = value
+        for i in range(400):
+            put(b"k%05d" % i, b"v" * 60)
+        d.flush()
+        for i in range(290, 294):
+            put(b"k%05d" % i, b"w" * 60)
+        d.flush()
+        for i in range(100, 300):
+            d.delete(b"k%05d" % i)
+            del model[b"k%05d" % i]
+        d.flush()
+        for batch in range(80):
+            for i in range(6):
+                put(b"m%03d%02d" % (batch, i), b"x" * 60)
+            d.flush()
+            if lonely_freed_leaves(path):
+                break
+        ever = set(model) | {b"k%05d" % i for i in range(100, 300)}
+        d._simulate_crash()
+    return model, ever
+
+
 def test_scan_mode_keeps_out_freed_leaves_whose_neighbours_left_no_image(tmp_path):
     """Format 4: a freed leaf's stale image can outlive every image of the
     pages it links to (their slots were reused). A link to a page no slot
     holds any image of (not even a damaged one) names a freed page, not a
     damaged one: the stale leaf is dropped, and no deleted key returns."""
-    import random
     path = str(tmp_path / "db")
-    # (This seed and pool size make such a history: which pages it leaves depends
-    # on what the small pool evicts and so on what it charges per page.)
-    model, ever = random_history(path, random.Random(21), cache_pages=72)
-    live = page_slots(path)
-    images = helpers.verifying_images(path)
-    has_image = {pg for _, pg, ptype, _ in images if ptype not in (PAGE_MAP, PAGE_MAPDIR)}
-    lonely = [pg for slot, pg, ptype, _ in images
-              if ptype == PAGE_LEAF and not (pg < len(live) and live[pg])
-              and not any(link in has_image for link in helpers.leaf_links(path, slot, pg, PS))]
-    assert lonely, "the scenario needs a freed leaf whose neighbours left no image"
+    model, ever = freed_leaf_outliving_its_neighbours(path)
+    assert lonely_freed_leaves(path), "the scenario needs a freed leaf whose neighbours left no image"
     damage_slot(path, 0, offset=40)
     damage_slot(path, 1, offset=40)
     report = repair_db(path)
