@@ -25,7 +25,7 @@ from collections import deque
 
 
 class BlockCache:
-    __slots__ = ("capacity", "usage", "admitted", "evicted", "promoted", "_queue", "_lock")
+    __slots__ = ("capacity", "usage", "admitted", "evicted", "promoted", "_owners", "_indexes", "_lock")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -34,7 +34,12 @@ class BlockCache:
         self.evicted = 0
         #: Raw blocks decoded and indexed because they kept being used.
         self.promoted = 0
-        self._queue: deque = deque()
+        #: The CLOCK queue, as two deques side by side (a block's reader and
+        #: its index in it) rather than one of (reader, index) pairs: a pair
+        #: holding a reader is an object the garbage collector tracks, one
+        #: per cached block, which every full collection would walk.
+        self._owners: deque = deque()
+        self._indexes: deque = deque()
         self._lock = threading.Lock()
 
     def admit(self, reader, index: int, held, charge: int) -> None:
@@ -50,7 +55,8 @@ class BlockCache:
             reader.charges[index] = charge
             reader.refs[index] = 0
             reader.uses[index] = 0
-            self._queue.append((reader, index))
+            self._owners.append(reader)
+            self._indexes.append(index)
             self.usage += charge
             self.admitted += 1
 
@@ -74,15 +80,17 @@ class BlockCache:
 
     def _make_room(self, charge: int) -> None:
         """Evict until ``charge`` more bytes fit (called with the lock held)."""
-        queue = self._queue
-        while self.usage + charge > self.capacity and queue:
-            entry = queue.popleft()
-            owner, i = entry
+        owners = self._owners
+        indexes = self._indexes
+        while self.usage + charge > self.capacity and owners:
+            owner = owners.popleft()
+            i = indexes.popleft()
             if owner.blocks[i] is None:
                 continue  # already dropped with its table
             if owner.refs[i]:
                 owner.refs[i] = 0
-                queue.append(entry)
+                owners.append(owner)
+                indexes.append(i)
                 continue
             self.usage -= owner.charges[i]
             owner.release(i)
@@ -97,4 +105,4 @@ class BlockCache:
                     reader.release(i)
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._owners)

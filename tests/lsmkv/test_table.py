@@ -268,6 +268,24 @@ def test_block_cache_evicts_by_charge_with_second_chance():
     assert cache.usage == 10
 
 
+def test_a_cached_raw_block_adds_no_object_the_garbage_collector_walks():
+    """The cache's queue holds a block's reader and index side by side: a
+    (reader, index) pair per block would be one more tracked object, walked
+    by every full collection, for each of the tens of thousands a store's
+    cache holds."""
+    import gc
+    cache = BlockCache(1 << 30)
+    r = FakeReader(20_000)
+    blocks = [b"raw block %d" % i for i in range(20_000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for i, raw in enumerate(blocks):
+        cache.admit(r, i, raw, 100)
+    gc.collect()
+    assert len(cache) == 20_000
+    assert len(gc.get_objects()) - before < 100
+
+
 def test_reader_serves_blocks_from_the_cache(tmp_path):
     path = tmp_path / "000005.sst"
     build(path, [(b"k%04d" % i, 10_000 - i, VALUE, b"v" * 50) for i in range(2000)])
