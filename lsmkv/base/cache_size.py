@@ -4,6 +4,8 @@ The LSM's block cache (lsmkv/lsm/cache.py, ``block_cache_size``) and the
 B+tree's buffer pool (btree/bufferpool.py, ``cache_size``) are sized by it
 when no size is given: a fraction of the machine's physical memory, within
 a floor and a ceiling (``DEFAULT_RULE`` says it in words, for ``stats()``).
+``memory_share`` is that rule for any fraction and bounds (a local Spark
+session's heap follows it too: lsmkv/spark/sessions.py).
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ def physical_memory() -> int | None:
         return None
 
 
-def default_capacity(memory: int | None = None) -> int:
-    """The cache size used when none is given (``DEFAULT_RULE``)."""
+def memory_share(fraction: int, least: int, most: int, memory: int | None = None) -> int:
+    """``1/fraction`` of ``memory`` bytes (default: this machine's physical
+    memory), at least ``least`` (also when the memory is not known) and at
+    most ``most``."""
     if memory is None:
         memory = physical_memory()
-    if not memory:
-        return DEFAULT_MIN
-    return max(DEFAULT_MIN, min(DEFAULT_MAX, memory // DEFAULT_FRACTION))
+    return max(least, min(most, (memory or 0) // fraction))
+
+
+def default_capacity(memory: int | None = None) -> int:
+    """The cache size used when none is given (``DEFAULT_RULE``)."""
+    return memory_share(DEFAULT_FRACTION, DEFAULT_MIN, DEFAULT_MAX, memory)

@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+from lsmkv.base.cache_size import memory_share
+
 log = logging.getLogger(__name__)
 
 #: Shuffle partitions of a local session (Spark's default, 200, is for clusters).
@@ -133,10 +135,7 @@ def local_driver_memory(memory: int | None = None) -> str:
     physical memory (``memory`` bytes, default this machine's), at least
     1 GiB and at most 8 GiB. It takes effect when the session starts the
     JVM (not on a session already running)."""
-    from lsmkv.base.cache_size import physical_memory
-    if memory is None:
-        memory = physical_memory() or 0
-    size = max(LOCAL_DRIVER_MEMORY_MIN, min(LOCAL_DRIVER_MEMORY_MAX, memory // LOCAL_DRIVER_MEMORY_FRACTION))
+    size = memory_share(LOCAL_DRIVER_MEMORY_FRACTION, LOCAL_DRIVER_MEMORY_MIN, LOCAL_DRIVER_MEMORY_MAX, memory)
     return f"{size >> 20}m"
 
 
