@@ -50,23 +50,45 @@ def memtable_source(mem, read_seq: int, now_ms: int | None = None, merged: Merge
 
 def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None,
                      first_chunk: int = _FIRST_CHUNK) -> tuple[Finder, Finder]:
-    """A memtable's after/before finders: its keys a run at a time, each resolved at read_seq.
-    Keys inserted after the cursor was made carry newer sequences only, so
-    they resolve to nothing and are left out. With ``now_ms``, values with
-    a ttl are resolved at it (:func:`_expire`). ``first_chunk``: the keys
-    resolved for the first chunk after a seek (a view sizes it by how
-    dense the memtable is beside its densest source, as it does a table's:
-    :func:`seek_chunk`)."""
-    index = mem._index
-    latest = mem._latest
+    """A memtable's after/before finders (:class:`MemTableSource`)."""
+    source = MemTableSource(mem, read_seq, now_ms, merged, first_chunk)
+    return source.after, source.before
 
-    def resolve(keys: list[bytes]) -> Chunk:
+
+class MemTableSource:
+    """A memtable as a cursor source: its keys a run at a time, each
+    resolved at ``read_seq``. Keys inserted after the cursor was made carry
+    newer sequences only, so they resolve to nothing and are left out. With
+    ``now_ms``, values with a ttl are resolved at it (:func:`_expire`).
+    ``first_chunk``: the keys resolved for the first chunk after a seek (a
+    view sizes it by how dense the memtable is beside its densest source,
+    as it does a table's: :func:`seek_chunk`)."""
+
+    __slots__ = ("index", "latest", "read_seq", "now_ms", "merged", "first_chunk", "size", "walked_to",
+                 "walked_way")
+
+    def __init__(self, mem, read_seq: int, now_ms: int | None, merged: Merged, first_chunk: int) -> None:
+        self.index = mem._index
+        self.latest = mem._latest
+        self.read_seq = read_seq
+        self.now_ms = now_ms
+        self.merged = merged
+        self.first_chunk = first_chunk
+        # How many keys to resolve per chunk: few right after a seek (a
+        # short range read needs a handful, and a skiplist node holds
+        # hundreds), 4x more each time the cursor goes on from where the
+        # last chunk ended (``walked_to``, in direction ``walked_way``).
+        self.size = first_chunk
+        self.walked_to = None
+        self.walked_way = 0
+
+    def _resolve(self, keys: list[bytes]) -> Chunk:
+        latest, read_seq = self.latest, self.read_seq
         versions = list(map(latest.get, keys))
         if None not in versions and max(map(_first, versions)) <= read_seq:
             # Every key's newest version is visible (a cursor made after the
             # last write to this memtable): C-level maps, no walk.
-            kinds = list(map(_second, versions))
-            chunk = keys, kinds, list(map(_third, versions))
+            chunk = keys, list(map(_second, versions)), list(map(_third, versions))
         else:
             out_keys, kinds, values = [], [], []
             for key in keys:
@@ -78,48 +100,47 @@ def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merg
                     kinds.append(version[1])
                     values.append(version[2])
             chunk = out_keys, kinds, values
-        if now_ms is not None and VALUE_TTL in kinds:
-            chunk = _expire(chunk, now_ms)
-        if merged is not None and MERGE in kinds:
-            chunk = _fold(chunk, merged)
-        return chunk
+        return _settled(chunk, self.now_ms, self.merged)
 
-    # How many keys to resolve per chunk: few right after a seek (a short
-    # range read needs a handful, and a skiplist node holds hundreds), 4x
-    # more each time the cursor goes on from where the last chunk ended.
-    # [size, the key the last chunk ended at, its direction]
-    walk: list = [first_chunk, None, 0]
-
-    def chunk_size(key: bytes | None, direction: int) -> int:
-        if key is not None and key == walk[1] and direction == walk[2]:
-            walk[0] = min(walk[0] * 4, _MAX_CHUNK)
+    def _chunk_size(self, key: bytes | None, direction: int) -> int:
+        if key is not None and key == self.walked_to and direction == self.walked_way:
+            self.size = min(self.size * 4, _MAX_CHUNK)
         else:
-            walk[0] = first_chunk
-        return walk[0]
+            self.size = self.first_chunk
+        return self.size
 
-    def after(key: bytes | None, inclusive: bool) -> Chunk:
-        size = chunk_size(key, 1)
-        keys = index.keys_after(key, inclusive, size)
+    def after(self, key: bytes | None, inclusive: bool) -> Chunk:
+        size = self._chunk_size(key, 1)
+        keys = self.index.keys_after(key, inclusive, size)
         while keys:
-            chunk = resolve(keys)
+            chunk = self._resolve(keys)
             if chunk[0]:
-                walk[1], walk[2] = keys[-1], 1
+                self.walked_to, self.walked_way = keys[-1], 1
                 return chunk
-            keys = index.keys_after(keys[-1], False, size)
+            keys = self.index.keys_after(keys[-1], False, size)
         return EMPTY
 
-    def before(key: bytes | None, inclusive: bool) -> Chunk:
-        size = chunk_size(key, -1)
-        keys = index.keys_before(key, inclusive, size)
+    def before(self, key: bytes | None, inclusive: bool) -> Chunk:
+        size = self._chunk_size(key, -1)
+        keys = self.index.keys_before(key, inclusive, size)
         while keys:
-            chunk = resolve(keys)
+            chunk = self._resolve(keys)
             if chunk[0]:
-                walk[1], walk[2] = keys[0], -1
+                self.walked_to, self.walked_way = keys[0], -1
                 return chunk
-            keys = index.keys_before(keys[0], False, size)
+            keys = self.index.keys_before(keys[0], False, size)
         return EMPTY
 
-    return after, before
+
+def _settled(chunk: Chunk, now_ms: int | None, merged: Merged) -> Chunk:
+    """``chunk`` with its values that have a ttl resolved at ``now_ms``
+    (None: left as they are) and its merge operands folded by ``merged``
+    (None: the view meets none): what a source hands the merge."""
+    if now_ms is not None and VALUE_TTL in chunk[1]:
+        chunk = _expire(chunk, now_ms)
+    if merged is not None and MERGE in chunk[1]:
+        chunk = _fold(chunk, merged)
+    return chunk
 
 
 def _expire(chunk: Chunk, now_ms: int) -> Chunk:
@@ -178,30 +199,54 @@ def seek_chunk(entries: int, densest: int) -> int:
 
 def table_finders(reader, read_seq: int, now_ms: int | None = None,
                    seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
-    """A table's after/before finders. Forward, when the table allows it
-    (reader.reads_in_place), a block is read in place: ``seek_chunk``
-    entries after a seek -- a short range read decodes what it reads, not
-    the block -- and the rest of the block when the cursor goes on from
-    there. Otherwise, and backward, a block's owned entries are decoded whole.
-    The finders hold ``keep`` as long as they live (a view's read state,
-    whose Version keeps the table's file)."""
-    index_keys = reader.index_keys
-    n = len(index_keys)
-    in_place = reader.reads_in_place(read_seq)
-    entries_after = reader.entries_after
-    #: The last block's entries: stepping off a chunk's end asks for the
-    #: block it came from once more before the one beside it.
-    memo: list = [-1, None]
-    #: The key the last chunk read in place ended at.
-    ended: list = [None]
+    """A table's after/before finders (:class:`TableSource`)."""
+    source = TableSource(reader, read_seq, now_ms, seek_chunk, merged, keep)
+    return source.after, source.before
 
-    def owned(i: int) -> Chunk:
-        if memo[0] != i:
-            memo[1] = reader.owned_entries(i, read_seq)
-            memo[0] = i
-        return memo[1]
 
-    def after(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
+class TableSource:
+    """One table as a cursor source: its after/before finders. Forward,
+    when the table allows it (reader.reads_in_place), a block is read in
+    place: ``seek_chunk`` entries after a seek -- a short range read
+    decodes what it reads, not the block -- and the rest of the block when
+    the cursor goes on from there. Otherwise, and backward, a block's
+    owned entries are decoded whole. The source holds ``keep`` as long as
+    it lives (a view's read state, whose Version keeps the table's file).
+
+    A view makes one per level-0 table it reads, and a level's source one
+    per table a seek lands in: an object with fields rather than closures,
+    so that making one costs one allocation."""
+
+    __slots__ = ("reader", "index_keys", "count", "read_seq", "now_ms", "seek_chunk", "merged", "keep",
+                 "in_place", "memo_block", "memo_chunk", "ended")
+
+    def __init__(self, reader, read_seq: int, now_ms: int | None, seek_chunk: int, merged: Merged,
+                 keep: object) -> None:
+        self.reader = reader
+        self.index_keys = reader.index_keys
+        self.count = len(self.index_keys)
+        self.read_seq = read_seq
+        self.now_ms = now_ms
+        self.seek_chunk = seek_chunk
+        self.merged = merged
+        self.keep = keep
+        self.in_place = reader.reads_in_place(read_seq)
+        #: The last block's owned entries: stepping off a chunk's end asks
+        #: for the block it came from once more before the one beside it.
+        self.memo_block = -1
+        self.memo_chunk = None
+        #: The key the last chunk read in place ended at.
+        self.ended = None
+
+    def _owned(self, i: int) -> Chunk:
+        if self.memo_block != i:
+            self.memo_chunk = self.reader.owned_entries(i, self.read_seq)
+            self.memo_block = i
+        return self.memo_chunk
+
+    def after(self, key: bytes | None, inclusive: bool) -> Chunk:
+        index_keys = self.index_keys
+        n = self.count
         if key is None:
             i = 0
         else:
@@ -209,83 +254,97 @@ def table_finders(reader, read_seq: int, now_ms: int | None = None,
             if not inclusive and i < n and index_keys[i] == key:
                 i += 1  # block i ends at key: nothing above it there
         while i < n:
-            if in_place:
-                going_on = key is not None and key == ended[0] and not inclusive
-                chunk = entries_after(i, key, inclusive, None if going_on else seek_chunk)
+            if self.in_place:
+                going_on = key is not None and key == self.ended and not inclusive
+                chunk = self.reader.entries_after(i, key, inclusive, None if going_on else self.seek_chunk)
                 if chunk[0]:
-                    ended[0] = chunk[0][-1]
+                    self.ended = chunk[0][-1]
             else:
-                chunk = filtered(owned(i), key, inclusive, True)
+                chunk = filtered(self._owned(i), key, inclusive, True)
             if chunk[0]:
-                if now_ms is not None and VALUE_TTL in chunk[1]:
-                    chunk = _expire(chunk, now_ms)
-                if merged is not None and MERGE in chunk[1]:
-                    chunk = _fold(chunk, merged)
-                return chunk
+                return _settled(chunk, self.now_ms, self.merged)
             i += 1
         return EMPTY
 
-    def before(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
-        i = n - 1 if key is None else min(bisect_left(index_keys, key), n - 1)
+    def before(self, key: bytes | None, inclusive: bool) -> Chunk:
+        i = self.count - 1 if key is None else min(bisect_left(self.index_keys, key), self.count - 1)
         while i >= 0:
-            chunk = filtered(owned(i), key, inclusive, False)
+            chunk = filtered(self._owned(i), key, inclusive, False)
             if chunk[0]:
-                if now_ms is not None and VALUE_TTL in chunk[1]:
-                    chunk = _expire(chunk, now_ms)
-                if merged is not None and MERGE in chunk[1]:
-                    chunk = _fold(chunk, merged)
-                return chunk
+                return _settled(chunk, self.now_ms, self.merged)
             i -= 1
         return EMPTY
-
-    return after, before
 
 
 def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
                    largest: list[bytes], lo: bytes | None = None, hi: bytes | None = None,
                    seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
-    """A level's after/before finders: its tables (sorted, disjoint) one after the other.
-    ``largest`` is each table's largest key (the Version keeps that list,
-    so a view need not build it). A table is opened, and its finders made,
-    only when a seek lands in it; with bounds [lo, hi) the source never
-    steps into a table wholly outside them, so a view can hand over a
-    whole level instead of a copy of the tables that meet its range.
-    The finders hold ``keep`` as long as they live (a view's read state,
-    whose Version keeps the level's files: a table a seek lands in later
-    must still be there)."""
-    count = len(files)
-    finders: dict[int, tuple[Finder, Finder]] = {}
+    """A level's after/before finders (:class:`LevelSource`)."""
+    source = LevelSource(files, open_table, read_seq, now_ms, largest, lo, hi, seek_chunk, merged, keep)
+    return source.after, source.before
 
-    def table(f: int) -> tuple[Finder, Finder]:
-        found = finders.get(f)
+
+class LevelSource:
+    """A level as one cursor source: its tables (sorted, disjoint) one after
+    the other. ``largest`` is each table's largest key (the Version keeps
+    that list, so a view need not build it). A table is opened, and its
+    :class:`TableSource` made, only when a seek lands in it; with bounds
+    [lo, hi) the source never steps into a table wholly outside them, so a
+    view can hand over a whole level instead of a copy of the tables that
+    meet its range. The source holds ``keep`` as long as it lives (a view's
+    read state, whose Version keeps the level's files: a table a seek
+    lands in later must still be there)."""
+
+    __slots__ = ("files", "open_table", "read_seq", "now_ms", "largest", "lo", "hi", "seek_chunk", "merged",
+                 "keep", "count", "tables")
+
+    def __init__(self, files: list, open_table, read_seq: int, now_ms: int | None, largest: list[bytes],
+                 lo: bytes | None, hi: bytes | None, seek_chunk: int, merged: Merged, keep: object) -> None:
+        self.files = files
+        self.open_table = open_table
+        self.read_seq = read_seq
+        self.now_ms = now_ms
+        self.largest = largest
+        self.lo = lo
+        self.hi = hi
+        self.seek_chunk = seek_chunk
+        self.merged = merged
+        self.keep = keep
+        self.count = len(files)
+        #: The TableSource of each table a seek has landed in, by its place in the level.
+        self.tables: dict[int, TableSource] = {}
+
+    def _table(self, f: int) -> TableSource:
+        found = self.tables.get(f)
         if found is None:
-            found = finders[f] = table_finders(open_table(files[f]), read_seq, now_ms, seek_chunk, merged)
+            found = self.tables[f] = TableSource(self.open_table(self.files[f]), self.read_seq, self.now_ms,
+                                                 self.seek_chunk, self.merged, None)
         return found
 
-    def after(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
+    def after(self, key: bytes | None, inclusive: bool) -> Chunk:
+        files, hi = self.files, self.hi
         if key is None:
-            f = 0 if lo is None else bisect_left(largest, lo)
+            f = 0 if self.lo is None else bisect_left(self.largest, self.lo)
         else:
-            f = bisect_left(largest, key)
-        while f < count and (hi is None or files[f].smallest < hi):
-            chunk = table(f)[0](key, inclusive)
+            f = bisect_left(self.largest, key)
+        while f < self.count and (hi is None or files[f].smallest < hi):
+            chunk = self._table(f).after(key, inclusive)
             if chunk[0]:
                 return chunk
             f += 1
             key = None
         return EMPTY
 
-    def before(key: bytes | None, inclusive: bool, _keep: object = keep) -> Chunk:
-        if key is None and hi is not None:
-            key, inclusive = hi, False
-        f = count - 1 if key is None else min(bisect_left(largest, key), count - 1)
+    def before(self, key: bytes | None, inclusive: bool) -> Chunk:
+        files, lo, largest = self.files, self.lo, self.largest
+        if key is None and self.hi is not None:
+            key, inclusive = self.hi, False
+        f = self.count - 1 if key is None else min(bisect_left(largest, key), self.count - 1)
         while f >= 0 and (lo is None or largest[f] >= lo):
             if key is None or files[f].smallest <= key:
-                chunk = table(f)[1](key, inclusive)
+                chunk = self._table(f).before(key, inclusive)
                 if chunk[0]:
                     return chunk
             f -= 1
             key = None
         return EMPTY
-
-    return after, before

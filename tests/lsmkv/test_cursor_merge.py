@@ -150,6 +150,20 @@ def test_cursor_moves_in_a_layered_view_agree_with_the_model(layered, lower, upp
                 at -= 1
 
 
+def test_each_source_of_a_view_is_one_object_whose_methods_are_its_finders(layered):
+    """A view makes one object per source (memtable, level-0 tables, the
+    level), newest first, whose after and before methods are the source's
+    two finders: a scan's making costs an allocation per source, and the
+    two directions share what the source remembers."""
+    db, _ = layered
+    st = db._state
+    assert not st.range_dels and st.mem.range_dels is None  # (no wrapper around the sources)
+    pairs = db._views.finders(st, db._last_seq, None, None)
+    assert [type(after.__self__).__name__ for after, _ in pairs] == \
+        ["MemTableSource", "TableSource", "TableSource", "LevelSource"]
+    assert all(after.__self__ is before.__self__ for after, before in pairs)
+
+
 def test_a_views_memtable_source_reads_a_first_chunk_sized_by_its_density(layered):
     """The memtable holds a few dozen keys beside a level of 300: its first
     chunk after a seek is the minimum (seek_chunk), not a skiplist node's

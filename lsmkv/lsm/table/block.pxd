@@ -12,3 +12,9 @@ cpdef search_block(data, key, read_seq)
 # entries_after's): a C call with C integers.
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
 cpdef Py_ssize_t _first_at_or_above(data, key_ends, Py_ssize_t n, key, bint inclusive) except -1
+
+# A short range read's slice of a raw block: the binary search at the keys'
+# stride and the offsets as C integers.
+@cython.locals(size=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, sk_at=Py_ssize_t, key_width=Py_ssize_t,
+               value_width=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t, end=Py_ssize_t)
+cpdef entries_after(bytes data, bytes key, bint inclusive, limit, widths=*)

@@ -1,0 +1,42 @@
+# Cython declarations augmenting lsmkv/lsm/cursor.py in the compiled build
+# (the .py stays the source): the sources are extension types, so a
+# view makes each with one allocation and reads their fields as C struct members.
+
+cdef class TableSource:
+    cdef public object reader
+    cdef public list index_keys
+    cdef public Py_ssize_t count
+    cdef public object read_seq
+    cdef public object now_ms
+    cdef public object seek_chunk
+    cdef public object merged
+    cdef public object keep
+    cdef public bint in_place
+    cdef public Py_ssize_t memo_block
+    cdef public object memo_chunk
+    cdef public object ended
+
+cdef class LevelSource:
+    cdef public list files
+    cdef public object open_table
+    cdef public object read_seq
+    cdef public object now_ms
+    cdef public list largest
+    cdef public object lo
+    cdef public object hi
+    cdef public object seek_chunk
+    cdef public object merged
+    cdef public object keep
+    cdef public Py_ssize_t count
+    cdef public dict tables
+
+cdef class MemTableSource:
+    cdef public object index
+    cdef public dict latest
+    cdef public object read_seq
+    cdef public object now_ms
+    cdef public object merged
+    cdef public object first_chunk
+    cdef public object size
+    cdef public object walked_to
+    cdef public object walked_way
