@@ -4,7 +4,7 @@
 
 cdef class TableSource:
     cdef public object reader
-    cdef public list index_keys
+    cdef public object index_keys
     cdef public Py_ssize_t count
     cdef public object read_seq
     cdef public object now_ms
@@ -17,11 +17,11 @@ cdef class TableSource:
     cdef public object ended
 
 cdef class LevelSource:
-    cdef public list files
+    cdef public object files
     cdef public object open_table
     cdef public object read_seq
     cdef public object now_ms
-    cdef public list largest
+    cdef public object largest
     cdef public object lo
     cdef public object hi
     cdef public object seek_chunk
