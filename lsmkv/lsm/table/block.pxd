@@ -17,4 +17,4 @@ cpdef Py_ssize_t _first_at_or_above(data, key_ends, Py_ssize_t n, key, bint incl
 # stride and the offsets as C integers.
 @cython.locals(size=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, sk_at=Py_ssize_t, key_width=Py_ssize_t,
                value_width=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t, end=Py_ssize_t)
-cpdef entries_after(bytes data, bytes key, bint inclusive, limit, widths=*)
+cpdef entries_after(data, key, bint inclusive, limit, widths=*)
