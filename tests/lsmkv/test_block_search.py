@@ -15,8 +15,10 @@ from lsmkv.base.cursor import visible_entries
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
-from lsmkv.lsm.table.block import (CONTINUE, Block, check_block, decode_block, encode_block, entries_after,
-                                   fixed_widths, search_block)
+import struct
+
+from lsmkv.lsm.table.block import (CONTINUE, Block, _unpack_count, _unpack_entry, _unpack_pair, check_block,
+                                   decode_block, encode_block, entries_after, fixed_widths, search_block)
 from lsmkv.lsm.table.builder import TableBuilder
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
 
@@ -324,3 +326,21 @@ def test_a_table_cursor_reading_in_place_agrees_with_the_entries(tmp_path_factor
             assert {reader.block_widths[i] for i in raw} <= {(len(keys[0]), 3 * len(keys[0]))}
     finally:
         reader.close()
+
+
+def test_a_lookups_unpacks_read_what_struct_reads_and_refuse_what_it_refuses():
+    """The unpacks of a lookup (in the compiled build, C reads of a bytes
+    block in place) give struct's answer for every offset of bytes whose
+    integers have their high bits set, and for the other buffer types; an
+    offset past either end is struct's error, not a read outside the block."""
+    data = bytes(range(255, 215, -1)) + bytes(range(40))
+    for unpack, layout in ((_unpack_count, "<I"), (_unpack_pair, "<II"), (_unpack_entry, "<Q")):
+        size = struct.calcsize(layout)
+        for at in range(len(data) - size + 1):
+            expected = struct.unpack_from(layout, data, at)
+            assert tuple(unpack(data, at)) == expected, (layout, at)
+            assert tuple(unpack(bytearray(data), at)) == expected
+            assert tuple(unpack(memoryview(data), at)) == expected
+        for at in (len(data) - size + 1, len(data), -1, -len(data) - 1):
+            with pytest.raises(struct.error):
+                unpack(data, at)

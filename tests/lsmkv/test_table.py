@@ -180,6 +180,29 @@ def test_get_many_answers_as_get_in_every_block_state(tmp_path, bloom_bits_per_k
             assert reader.key_slots  # the keys of promoted blocks answered too
 
 
+@pytest.mark.parametrize("bits_per_key", [1, 4, 10])
+def test_a_table_lookup_past_its_filter_happens_exactly_when_the_filter_may_contain_the_key(tmp_path, bits_per_key):
+    """TableReader.get's inlined filter probes (C integers and the filter's
+    bytes in the compiled build, the bitarray in the pure one) answer what
+    BloomFilter.may_contain answers: a get of an absent key searches the
+    table (io.searches) exactly when the filter lets it through, and never
+    when it does not; with 1, 3 and 7 probes."""
+    rng = random.Random(bits_per_key)
+    entries = [(b"key%06d" % i, 1000 + i, VALUE, b"v") for i in range(0, 6000, 3)]
+    path = tmp_path / "000009.sst"
+    build(path, entries, block_size=1024, bloom_bits_per_key=bits_per_key)
+    reader = TableReader(DEFAULT_FS, str(path), 9, None)
+    absent = [b"key%06d" % i for i in range(1, 6000, 3)] + [rng.randbytes(rng.randint(0, 30)) for _ in range(3000)]
+    passed = [k for k in absent if reader.filter.may_contain(bloom_hash(k))]
+    assert 0 < len(passed) < len(absent)
+    for k in absent:
+        searches = reader._io.searches
+        assert reader.get(k, None, 2**56) is None
+        assert reader._io.searches - searches == (k in passed), k
+    for key, _, _, _ in entries[::50]:  # present keys always get through
+        assert reader.get(key, None, 2**56) == (VALUE, b"v")
+
+
 def test_empty_filter_admits_everything():
     assert BloomFilter(b"").may_contain(bloom_hash(b"anything"))
     assert build_filter([1, 2, 3], 0) == b""

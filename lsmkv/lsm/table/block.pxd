@@ -4,8 +4,16 @@
 
 import cython
 
+# The unpacks of a lookup (block.py): C reads of a bytes block in place.
+cpdef (unsigned long long,) _unpack_count(data, Py_ssize_t at) except *
+cpdef (unsigned long long, unsigned long long) _unpack_pair(data, Py_ssize_t at) except *
+cpdef (unsigned long long,) _unpack_entry(data, Py_ssize_t at) except *
+@cython.locals(p="const unsigned char*", v="unsigned long long")
+cdef unsigned long long _le32(bytes data, Py_ssize_t at)
+
 @cython.locals(tail=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, klen=Py_ssize_t, p=Py_ssize_t, j=Py_ssize_t,
-               at=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, sk_at=Py_ssize_t)
+               at=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, sk_at=Py_ssize_t,
+               sk="unsigned long long")
 cpdef search_block(data, key, read_seq)
 
 # The binary search of a raw block's keys (search_block's slow path and

@@ -28,17 +28,60 @@ import sys
 from array import array
 from itertools import accumulate, pairwise
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from lsmkv.base.errors import CorruptionError
 
 _COUNT = struct.Struct("<I")
 _ENTRY = struct.Struct("<Q")
 _PAIR = struct.Struct("<II")
-# The unpacks and the substring search of a lookup, bound once: a method
-# looked up on its object per call makes a bound method each time, which
-# costs as much as the unpack itself in the compiled build.
-_unpack_count = _COUNT.unpack_from
-_unpack_pair = _PAIR.unpack_from
-_unpack_entry = _ENTRY.unpack_from
+
+
+# The unpacks of a lookup. In the compiled build each is a C function that
+# reads the integers of a bytes block in place (no call into struct, no
+# tuple or int objects); anything else -- another buffer type, an offset
+# outside the block -- goes to struct, for the same answer or error. The
+# pure build binds the Struct methods themselves (below): a Python function
+# around them would only add a call.
+def _unpack_count(data, at):
+    """``_COUNT.unpack_from(data, at)``: the u32 at ``at``."""
+    if type(data) is bytes and 0 <= at and at + 4 <= len(data):
+        return (_le32(data, at),)
+    return _COUNT.unpack_from(data, at)
+
+
+def _unpack_pair(data, at):
+    """``_PAIR.unpack_from(data, at)``: the two u32s at ``at``."""
+    if type(data) is bytes and 0 <= at and at + 8 <= len(data):
+        return _le32(data, at), _le32(data, at + 4)
+    return _PAIR.unpack_from(data, at)
+
+
+def _unpack_entry(data, at):
+    """``_ENTRY.unpack_from(data, at)``: the u64 at ``at``."""
+    if type(data) is bytes and 0 <= at and at + 8 <= len(data):
+        return (_le32(data, at) | _le32(data, at + 4) << 32,)
+    return _ENTRY.unpack_from(data, at)
+
+
+def _le32(data, at):
+    """The little-endian u32 at ``data[at:at + 4]`` (the caller checked the bounds)."""
+    p = data
+    v = p[at + 3]
+    v = v << 8 | p[at + 2]
+    v = v << 8 | p[at + 1]
+    return v << 8 | p[at]
+
+
+if not cython.compiled:
+    _unpack_count = _COUNT.unpack_from
+    _unpack_pair = _PAIR.unpack_from
+    _unpack_entry = _ENTRY.unpack_from
+# The substring search of a lookup, bound once: a method looked up on its
+# object per call makes a bound method each time.
 _find = bytes.find
 _LITTLE = sys.byteorder == "little"
 #: Bytes charged to the block cache per entry, for the Python objects of a

@@ -3,6 +3,8 @@
 # (list, bytearray, dict), so a lookup indexes them without a method call,
 # and IOStats' counters are C integers.
 
+import cython
+
 from lsmkv.lsm.table.block cimport search_block
 
 cdef class IOStats:
@@ -39,8 +41,16 @@ cdef class TableReader:
     cdef public object _cache
     cdef public IOStats _io
     cdef public object _bloom_bits
-    cdef public object _bloom_m
+    cdef public unsigned long long _bloom_m
     cdef public object _bloom_probes
+    cdef public const unsigned char[:] _bloom_view
+    cdef public Py_ssize_t _bloom_k
     cdef object __weakref__
 
+    # get's offsets and counters as C integers; its bloom probes (the
+    # compiled branch) in C integers over the filter's bytes.
+    @cython.locals(b=Py_ssize_t, j=Py_ssize_t, i=Py_ssize_t, n=Py_ssize_t, m=Py_ssize_t, uses=Py_ssize_t,
+                   blocks=list, io=IOStats, hc="unsigned long long",
+                   bit_count="unsigned long long", at="unsigned long long", step="unsigned long long",
+                   bit="unsigned long long", probe=Py_ssize_t, view="const unsigned char[:]")
     cpdef get(self, key, h, read_seq)

@@ -97,7 +97,8 @@ class TableReader:
     __slots__ = ("path", "number", "file", "file_size", "format_version", "codec", "filter", "properties",
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
                  "block_widths", "indexed", "key_slots", "global_seq", "admit_on_read", "range_dels", "_cache", "_io",
-                 "_bloom_bits", "_bloom_m", "_bloom_probes", "__weakref__")
+                 "_bloom_bits", "_bloom_m", "_bloom_probes", "_bloom_view", "_bloom_k",
+                 "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
                  io: IOStats | None = None, global_seq: int = 0) -> None:
@@ -165,6 +166,10 @@ class TableReader:
             self._bloom_bits = self.filter.bits
             self._bloom_m = self.filter.num_bits
             self._bloom_probes = range(self.filter.k)
+            #: The filter's bits as bytes for the compiled build's probes
+            #: (get); the pure build probes the bitarray.
+            self._bloom_view = memoryview(self._bloom_bits) if self._bloom_bits is not None else None
+            self._bloom_k = self.filter.k
             #: The table's range tombstones, fragmented (range_tombstones.py);
             #: None for a table without any (reads then skip every check).
             self.range_dels = self._read_range_dels(footer)
@@ -378,9 +383,6 @@ class TableReader:
 
     # -- point lookup ---------------------------------------------------------
 
-    @cython.locals(b=cython.Py_ssize_t, j=cython.Py_ssize_t, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
-                   m=cython.Py_ssize_t, h1=cython.Py_ssize_t, h2=cython.Py_ssize_t, uses=cython.Py_ssize_t,
-                   blocks=list, io=IOStats)
     def get(self, key: bytes, h: int | None, read_seq: int) -> tuple[int, bytes] | None:
         """(kind, value) of the newest version of ``key`` with seq <= read_seq,
         or None if this table has none. ``h`` is the key's bloom_hash, or None
@@ -411,13 +413,28 @@ class TableReader:
                 if h is None:
                     h = _hash64(key, 0)[0]  # bloom.bloom_hash, inlined
                 # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
-                m = self._bloom_m
-                h1 = h & 0xFFFFFFFF
-                h2 = h >> 32
-                for _ in self._bloom_probes:
-                    if not bits[h1 % m]:
-                        return None
-                    h1 += h2
+                if cython.compiled:
+                    # The same probes in C integers, each bit read from the
+                    # filter's bytes (little-endian bit order, bloom.py):
+                    # no Python call or integer object per probe.
+                    view = self._bloom_view
+                    hc = h
+                    bit_count = self._bloom_m
+                    at = hc & 0xFFFFFFFF
+                    step = hc >> 32
+                    for probe in range(self._bloom_k):
+                        bit = at % bit_count
+                        if not (view[bit >> 3] >> (bit & 7)) & 1:
+                            return None
+                        at += step
+                else:
+                    m = self._bloom_m
+                    h1 = h & 0xFFFFFFFF
+                    h2 = h >> 32
+                    for _ in self._bloom_probes:
+                        if not bits[h1 % m]:
+                            return None
+                        h1 += h2
         io = self._io
         io.searches += 1
         index_keys = self.index_keys
