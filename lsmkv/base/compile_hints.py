@@ -19,7 +19,8 @@ Where a step is fast in C one way and in Python another -- reading a
 block's integers in place, byte by byte, against one ``struct`` call --
 the source says both, side by side, under ``cython.compiled`` (False here
 and in Python; the compiler keeps only the compiled side): an ``if
-cython.compiled:`` branch (the bloom probes of ``TableReader.get``), or a
+cython.compiled:`` branch (the bloom probes of ``TableReader.get``, the
+offsets test of ``block.check_block``), or a
 function the pure build rebinds to its Python form (``block._unpack_pair``
 and its kin). Both sides are tested, on both builds, against each other's
 answers.

@@ -7,18 +7,19 @@ that reads its blocks in place."""
 from __future__ import annotations
 
 import bisect
+import struct
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.cursor import visible_entries
+from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
-import struct
-
-from lsmkv.lsm.table.block import (CONTINUE, Block, _unpack_count, _unpack_entry, _unpack_pair, check_block,
-                                   decode_block, encode_block, entries_after, fixed_widths, search_block)
+from lsmkv.lsm.table.block import (CONTINUE, Block, _ends_ascending_in_place, _unpack_count, _unpack_entry,
+                                   _unpack_pair, check_block, decode_block, encode_block, entries_after,
+                                   fixed_widths, search_block)
 from lsmkv.lsm.table.builder import TableBuilder
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, TableReader
 
@@ -344,3 +345,29 @@ def test_a_lookups_unpacks_read_what_struct_reads_and_refuse_what_it_refuses():
         for at in (len(data) - size + 1, len(data), -1, -len(data) - 1):
             with pytest.raises(struct.error):
                 unpack(data, at)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 300), st.sampled_from([2**31, 2**32 - 1])), min_size=1, max_size=12),
+       st.data())
+def test_check_blocks_offsets_test_read_in_place_answers_as_the_listed_one(ends, data):
+    """check_block's test of a block's offsets read in place (its compiled
+    form) answers what the pure form's listed offsets answer: ascending
+    offsets ending at the columns' start pass, anything else does not --
+    a decrease anywhere, a last offset short of or past ``base``, offsets
+    with the high bit set."""
+    if data.draw(st.booleans()):
+        ends = sorted(ends)
+    if len(ends) % 2:
+        ends.append(ends[-1])
+    n = len(ends) // 2
+    last = ends[-1] if ends[-1] <= 300 else 100  # (the block is built: its columns start at base)
+    base = data.draw(st.sampled_from([last, last + 1, max(last - 1, 0)]))
+    block = bytes(base) + struct.pack(f"<{2 * n}I", *ends) + bytes(8 * n) + struct.pack("<I", n)
+    expected = ends[-1] == base and ends == sorted(ends)
+    assert _ends_ascending_in_place(block, base, n) == expected
+    if expected:
+        check_block(block)
+    else:
+        with pytest.raises(CorruptionError, match="out of order"):
+            check_block(block)

@@ -10,6 +10,8 @@ cpdef (unsigned long long, unsigned long long) _unpack_pair(data, Py_ssize_t at)
 cpdef (unsigned long long,) _unpack_entry(data, Py_ssize_t at) except *
 @cython.locals(p="const unsigned char*", v="unsigned long long")
 cdef unsigned long long _le32(bytes data, Py_ssize_t at)
+@cython.locals(at=Py_ssize_t, stop=Py_ssize_t, last="unsigned long long", end="unsigned long long")
+cpdef bint _ends_ascending_in_place(bytes data, Py_ssize_t base, Py_ssize_t n) except -1
 
 @cython.locals(tail=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, klen=Py_ssize_t, p=Py_ssize_t, j=Py_ssize_t,
                at=Py_ssize_t, start=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, sk_at=Py_ssize_t,

@@ -214,7 +214,7 @@ def _layout(data: bytes, path: str, offset: int) -> tuple[int, int]:
     size = len(data)
     if size < 4:
         raise CorruptionError("block too short", path=path, offset=offset)
-    (n,) = _COUNT.unpack_from(data, size - 4)
+    (n,) = _unpack_count(data, size - 4)
     base = size - 4 - 16 * n
     if base < 0:
         raise CorruptionError(f"block claims {n} entries in {size} bytes", path=path, offset=offset)
@@ -286,6 +286,24 @@ def _ascending(ends: list[int]) -> bool:
     return ends == sorted(ends)
 
 
+def _ends_ascending_in_place(data: bytes, base: int, n: int) -> bool:
+    """check_block's test read in place, the compiled build's form: whether
+    the ``2 * n`` u32 offsets from ``base`` (key ends, then value ends)
+    never decrease and the last is ``base``. (The pure build lists them
+    and compares the list with its sorted copy: a loop of reads is slower
+    in Python, and a C loop with no int objects in the compiled build.)"""
+    at = base
+    stop = base + 8 * n
+    last = 0
+    while at < stop:
+        end = _le32(data, at)
+        if end < last:
+            return False
+        last = end
+        at += 4
+    return last == base
+
+
 def check_block(data: bytes, path: str = "", offset: int = 0) -> None:
     """Verify the structure of a raw format-2 block before it is searched
     in place (:func:`search_block`): entry count within the block, offsets
@@ -297,11 +315,15 @@ def check_block(data: bytes, path: str = "", offset: int = 0) -> None:
             raise CorruptionError("empty block has data", path=path, offset=offset)
         return
     # key ends, then value ends: one ascending run up to base (from 0: they are unsigned).
-    if _LITTLE:
-        ends = memoryview(data)[base: base + 8 * n].cast("I").tolist()
-    else:  # pragma: no cover - big-endian hosts
-        ends = _u32(data[base: base + 8 * n]).tolist()
-    if ends[-1] != base or not _ascending(ends):
+    if cython.compiled and type(data) is bytes:
+        ordered = _ends_ascending_in_place(data, base, n)
+    else:
+        if _LITTLE:
+            ends = memoryview(data)[base: base + 8 * n].cast("I").tolist()
+        else:  # pragma: no cover - big-endian hosts
+            ends = _u32(data[base: base + 8 * n]).tolist()
+        ordered = ends[-1] == base and _ascending(ends)
+    if not ordered:
         raise CorruptionError("block offsets are out of order or do not end at its columns", path=path,
                               offset=offset)
 
