@@ -156,8 +156,9 @@ class Tree:
         self.expiry: ExpiredCount | None = None
         #: The adaptive hash index (InnoDB's idea): ``ahi`` maps key -> inline
         #: value and ``ahi_page`` key -> its leaf's page number, for keys that
-        #: gets have looked up and whose leaf is in the buffer pool; a get that
-        #: hits it skips the descent.
+        #: gets have looked up in a hot leaf of the buffer pool (one that has
+        #: served more gets than it holds keys); a get that hits it skips the
+        #: descent.
         #: Kept exact by put/delete/split/merge and by eviction. (Two dicts of
         #: bytes and ints, which the garbage collector never tracks.)
         self.ahi: dict[bytes, bytes] | None = {} if hash_index else None
@@ -263,8 +264,11 @@ class Tree:
         if i < len(keys) and keys[i] == key:
             v = node.vals[i]
             if type(v) is bytes:
+                # Into the hash index once the leaf has served more gets
+                # than it holds keys: before that most gets of it are first
+                # reads, which an entry would not serve again.
                 ahi = self.ahi
-                if ahi is not None and len(ahi) < pool.hash_index_limit:
+                if ahi is not None and node.hits > len(keys) and len(ahi) < pool.hash_index_limit:
                     ahi[key] = v
                     self.ahi_page[key] = pg
                     if not len(ahi) & 255:
@@ -333,6 +337,7 @@ class Tree:
             lkeys = leaf.keys
             vals = leaf.vals
             nk = len(lkeys)
+            indexing = ahi is not None and leaf.hits > nk  # (the rule get follows)
             at = 0
             for key in keys[i:end]:
                 at = bisect_left(lkeys, key, at)
@@ -342,7 +347,7 @@ class Tree:
                         if now is None:
                             now = self.now_ms()
                         v = self._value_at(v, now)
-                    elif ahi is not None and len(ahi) < pool.hash_index_limit:
+                    elif indexing and len(ahi) < pool.hash_index_limit:
                         ahi[key] = v
                         self.ahi_page[key] = pg
                         if not len(ahi) & 255:

@@ -259,8 +259,10 @@ def test_overflow_chains_and_ttls_inside_the_range_are_freed_and_counted_out(dbp
 
 def test_the_hash_index_forgets_the_deleted_keys(db):
     model = fill(db, 1000)
-    for k in model:
-        assert db.get(k) == model[k]  # every key in the hash index
+    for _ in range(2):  # (the second read of a leaf's keys indexes them)
+        for k in model:
+            assert db.get(k) == model[k]
+    assert db.stats()["hash_index_entries"] == 1000
     db.delete_range(key(100), key(900))
     remove_range(model, key(100), key(900))
     assert db.check_invariants() == []  # (checks the hash index too)
