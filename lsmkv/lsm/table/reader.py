@@ -166,8 +166,9 @@ class TableReader:
             self._bloom_bits = self.filter.bits
             self._bloom_m = self.filter.num_bits
             self._bloom_probes = range(self.filter.k)
-            #: The filter's bits as bytes for the compiled build's probes
-            #: (get); the pure build probes the bitarray.
+            #: What the compiled build's probes read (get): a byte view of
+            #: the same bits, and the probe count as a C integer; the pure
+            #: build probes the bitarray over ``_bloom_probes``.
             self._bloom_view = memoryview(self._bloom_bits) if self._bloom_bits is not None else None
             self._bloom_k = self.filter.k
             #: The table's range tombstones, fragmented (range_tombstones.py);
