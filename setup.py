@@ -40,7 +40,9 @@ from setuptools.command.build_ext import build_ext
 COMPILED_MODULES = [
     "lsmkv/base/checksum.py",
     "lsmkv/base/cursor.py",
+    "lsmkv/base/fs.py",
     "lsmkv/base/keys.py",
+    "lsmkv/base/write_queue.py",
     "lsmkv/lsm/cache.py",
     "lsmkv/lsm/cursor.py",
     "lsmkv/lsm/db.py",
@@ -58,6 +60,7 @@ COMPILED_MODULES = [
     "lsmkv/lsm/table_cache.py",
     "lsmkv/lsm/view_sources.py",
     "lsmkv/lsm/wal.py",
+    "lsmkv/lsm/write_batch.py",
     "btree/bufferpool.py",
     "btree/cursor.py",
     "btree/db.py",

@@ -70,7 +70,7 @@ class Build:
         return self.kind == "compiled"
 
     def describe(self) -> str:
-        """One line: "compiled (Cython 3.3.1, 30 modules)" or "pure Python (reason)"."""
+        """One line: "compiled (Cython 3.3.1, 33 modules)" or "pure Python (reason)"."""
         if self.compiled:
             return f"compiled ({self.compiler}, {len(self.modules)} modules)"
         return f"pure Python ({self.reason})" if self.reason else "pure Python"

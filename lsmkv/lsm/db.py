@@ -93,7 +93,7 @@ from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer
 from lsmkv.base.transaction import Transaction, TransactionLimits
 from lsmkv.base.ttl import check_ttl, deadline_ms
-from lsmkv.base.write_queue import Writer
+from lsmkv.base.write_queue import WriteQueue, Writer
 
 from .approximate_size import approximate_size
 from .background import FlushThread, TtlWakeup
@@ -393,7 +393,7 @@ class DB(KeyValueMapping):
         self._merge_record.prepare(((MERGE, k, v),))
         self._write_one(MERGE, k, v, sync)
 
-    @cython.locals(mem=MemTable, log=LogWriter)
+    @cython.locals(mem=MemTable, log=LogWriter, writes=WriteQueue)
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")
