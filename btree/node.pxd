@@ -3,6 +3,8 @@
 # Node becomes an extension type: its fields are C struct members, so the
 # engine's descents read and write them without an attribute lookup.
 
+import cython
+
 cdef class Node:
     cdef public object pgno
     cdef public bint leaf
@@ -17,3 +19,9 @@ cdef class Node:
     cdef public object saved
     cdef public bint ovf
     cdef public Py_ssize_t hits
+
+# A range read's cells (LeafImage.cells), read in place: C integers, no
+# struct call.
+@cython.locals(size=Py_ssize_t, header=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
+               vlen=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, p="const unsigned char*")
+cpdef bint _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -1

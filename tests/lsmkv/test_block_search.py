@@ -17,7 +17,8 @@ from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
-from lsmkv.lsm.table.block import (CONTINUE, Block, _ends_ascending_in_place, _unpack_count, _unpack_entry,
+from lsmkv.lsm.table.block import (CONTINUE, Block, _ends_ascending_in_place, _fixed_run, _unpack_count,
+                                   _unpack_entry,
                                    _unpack_pair, check_block, decode_block, encode_block, entries_after,
                                    fixed_widths, search_block)
 from lsmkv.lsm.table.builder import TableBuilder
@@ -371,3 +372,40 @@ def test_check_blocks_offsets_test_read_in_place_answers_as_the_listed_one(ends,
     else:
         with pytest.raises(CorruptionError, match="out of order"):
             check_block(block)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 20), st.integers(0, 6), st.binary(max_size=5))
+def test_a_short_range_read_ignores_widths_that_are_not_its_blocks(count, other, width, key):
+    """entries_after trusts the widths it is handed (a reader's cache of
+    fixed_widths, by block number) only if they span the block's keys and
+    values: widths that do not (another block's, or the same block's
+    before it changed) read what the block's offsets say, never past the
+    block (the compiled build's search slices the block in place, without
+    bounds checks)."""
+    keys = [b"%0*d" % (width, i) if width else b"" for i in range(count)][: 1 if not width else count]
+    values = [b"v" * (i % 3) for i in range(len(keys))]
+    raw = encode_block(keys, [1 << 8 | 1] * len(keys), values)
+    check_block(raw)
+    stored = sum(map(len, keys)) + sum(map(len, values))
+    for widths in ((width + 1, 1), (width, 7), (64, 64), (1, other)):
+        if len(keys) * sum(widths) == stored:
+            continue  # (widths that span the block are taken as its own)
+        for inclusive in (True, False):
+            assert entries_after(raw, key, inclusive, 4, widths) == entries_after(raw, key, inclusive, 4), widths
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80), st.integers(-2, 90), st.integers(0, 9), st.integers(0, 40))
+def test_a_run_of_fixed_width_fields_reads_what_struct_reads(data, at, width, count):
+    """_fixed_run (in the compiled build, a loop of slices of the bytes in
+    place) splits what a struct of ``width``-byte strings splits, and a run
+    that ends past the bytes is struct's error, not a read outside them."""
+    layout = struct.Struct("<" + f"{width}s" * count)
+    try:
+        want = list(layout.unpack_from(data, at)) if count else []
+    except struct.error:
+        with pytest.raises(struct.error):
+            _fixed_run(data, at, width, count)
+    else:
+        assert _fixed_run(data, at, width, count) == want

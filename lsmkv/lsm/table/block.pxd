@@ -26,5 +26,11 @@ cpdef Py_ssize_t _first_at_or_above(data, key_ends, Py_ssize_t n, key, bint incl
 # A short range read's slice of a raw block: the binary search at the keys'
 # stride and the offsets as C integers.
 @cython.locals(size=Py_ssize_t, n=Py_ssize_t, base=Py_ssize_t, sk_at=Py_ssize_t, key_width=Py_ssize_t,
-               value_width=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t, end=Py_ssize_t)
+               value_width=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t, end=Py_ssize_t,
+               p="const unsigned char*")
 cpdef entries_after(data, key, bint inclusive, limit, widths=*)
+
+# A run of fixed-width fields (keys or values of one size): a C loop of
+# slices of the block in place.
+@cython.locals(p="const unsigned char*", out=list, part=Py_ssize_t)
+cpdef list _fixed_run(data, Py_ssize_t at, Py_ssize_t width, Py_ssize_t count)

@@ -362,8 +362,17 @@ FIXED_RUNS_KEPT = 96
 def _fixed_run(data: bytes, at: int, width: int, count: int) -> list[bytes]:
     """The ``count`` fields of ``width`` bytes laid end to end from ``at``,
     split by one C call per FIXED_RUN_MAX of them (a Struct of
-    ``width``-byte strings) instead of a slice each."""
-    out: list[bytes] = []
+    ``width``-byte strings) instead of a slice each; compiled, by a C loop
+    of slices of the bytes in place (no struct, no tuple to copy)."""
+    if cython.compiled and type(data) is bytes and 0 <= at and 0 <= width and at + width * count <= len(data):
+        # (Anything else goes to struct below, which says what is wrong.)
+        p = data
+        out = []
+        for _ in range(count):
+            out.append(p[at: at + width])
+            at += width
+        return out
+    out = []
     while count > 0:
         part = count if count <= FIXED_RUN_MAX else FIXED_RUN_MAX
         layout = _fixed_structs.get((width, part))
@@ -427,10 +436,13 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
     (n,) = _unpack_count(data, size - 4)
     base = size - 4 - 16 * n
     sk_at = base + 8 * n
-    if widths is not None:
+    if widths is not None and n * (widths[0] + widths[1]) == base:  # (the widths are this block's)
         key_width, value_width = widths
         # _first_at_or_above's search at the keys' stride: handing it
         # range(key_width, ...) as the key ends costs a fifth of this call.
+        # (Compiled, ``p`` is the block's bytes as a C pointer: a slice of
+        # it makes the key's bytes directly, with no slice object.)
+        p = data
         lo, hi = 0, n
         if key is None:
             pass
@@ -438,7 +450,7 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
             while lo < hi:
                 mid = (lo + hi) >> 1
                 at = mid * key_width
-                if data[at: at + key_width] < key:
+                if p[at: at + key_width] < key:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -446,7 +458,7 @@ def entries_after(data: bytes, key: bytes | None, inclusive: bool, limit: int | 
             while lo < hi:
                 mid = (lo + hi) >> 1
                 at = mid * key_width
-                if data[at: at + key_width] <= key:
+                if p[at: at + key_width] <= key:
                     lo = mid + 1
                 else:
                     hi = mid
