@@ -25,3 +25,14 @@ cdef class Node:
 @cython.locals(size=Py_ssize_t, header=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
                vlen=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, p="const unsigned char*")
 cpdef bint _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -1
+
+# A leaf image a range read holds (LeafImage): an extension type, made
+# once per leaf read outside the pool, its fields read by Tree.chunk_forward.
+cdef class LeafImage:
+    cdef public object pgno
+    cdef public bytes buf
+    cdef public tuple slots
+    cdef public Py_ssize_t count
+    cdef public object prev
+    cdef public object next
+    cdef public object path
