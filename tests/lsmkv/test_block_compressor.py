@@ -3,13 +3,18 @@ blocks that do not compress make the next ones skip the attempt, for
 longer while the failures go on; a block that compresses ends it; what is
 stored reads back the same either way."""
 
+import os
 import random
 
+import pytest
 import zstandard
+from hypothesis import given, settings, strategies as st
 
 import lsmkv
+from lsmkv.base.errors import CorruptionError
 from lsmkv.lsm.table.block_compressor import MAX_SKIPPED, BlockCompressor
-from lsmkv.lsm.table.format import NO_COMPRESSION, TRAILER_SIZE, ZSTD_COMPRESSION, decode_stored_block
+from lsmkv.lsm.table.format import (NO_COMPRESSION, TRAILER_SIZE, ZSTD_COMPRESSION, compress_block,
+                                    decode_stored_block)
 
 RNG = random.Random(5)
 NOISE = [RNG.randbytes(4096) for _ in range(8)]
@@ -73,3 +78,35 @@ def test_tables_of_random_values_try_few_blocks_and_read_back(tmp_path):
         else:
             assert blocks.skipped == 0
         assert dict(lsmkv.read_table(path)) == values
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3000)), min_size=0, max_size=12), st.integers(-1, 11),
+       st.integers(0, 4))
+def test_blocks_decoded_together_are_the_blocks_decoded_one_by_one(blocks, damaged, byte):
+    """decode_stored_blocks (a scan's read-ahead and a compaction's input:
+    the zstd frames decompressed in one call) returns what
+    decode_stored_block returns for each block, compressed or stored raw;
+    a damaged block among them is the CorruptionError decode_stored_block
+    raises for it, naming its offset."""
+    from lsmkv.lsm.table.format import decode_stored_block, decode_stored_blocks
+
+    compressor = zstandard.ZstdCompressor(level=3)
+    stored, offsets, at = [], [], 0
+    for compressible, size in blocks:
+        raw = (b"abcd" * size)[:size] if compressible else os.urandom(size)
+        stored.append(compress_block(raw, compressor))
+        offsets.append(at)
+        at += len(stored[-1])
+    if 0 <= damaged < len(stored) and len(stored[damaged]) > byte:
+        bad = bytearray(stored[damaged])
+        bad[byte] ^= 0x40
+        stored[damaged] = bytes(bad)
+        with pytest.raises(CorruptionError) as expected:
+            decode_stored_block(stored[damaged], "t.sst", offsets[damaged])
+        with pytest.raises(CorruptionError) as got:
+            decode_stored_blocks(stored, "t.sst", offsets)
+        assert str(got.value) == str(expected.value)
+        return
+    want = [decode_stored_block(block, "t.sst", offset) for block, offset in zip(stored, offsets)]
+    assert decode_stored_blocks([memoryview(b) for b in stored], "t.sst", offsets) == want

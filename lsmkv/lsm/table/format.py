@@ -88,6 +88,63 @@ def compress_block(raw: bytes, compressor: zstandard.ZstdCompressor | None) -> b
 
 def decode_stored_block(stored: bytes | memoryview, path: str, offset: int) -> bytes:
     """Verify a block's trailer and return its raw (uncompressed) bytes."""
+    kind, payload, declared = _checked_payload(stored, path, offset)
+    if kind == NO_COMPRESSION:
+        return bytes(payload)
+    try:
+        raw = _decompressor().decompress(payload, max_output_size=declared)
+    except zstandard.ZstdError as exc:
+        raise CorruptionError(f"block does not decompress: {exc}", path=path, offset=offset) from None
+    if len(raw) != declared:
+        raise CorruptionError(f"block decompresses to {len(raw)} bytes, its frame says {declared}", path=path,
+                              offset=offset)
+    return raw
+
+
+def decode_stored_blocks(stored: list, path: str, offsets: list[int]) -> list[bytes]:
+    """:func:`decode_stored_block` of each of ``stored`` (the blocks at
+    ``offsets``), every trailer checked first, then the compressed ones
+    decompressed by one zstd call (``multi_decompress_to_buffer``). Each
+    zstd call lets go of the GIL, and a thread taking it back waits up to a
+    switch interval (5 ms) for a busy one: block by block, a compaction
+    reading 600 blocks beside a busy user thread took 1.7 s to decompress
+    them, in calls of 60 blocks 0.06 s. A batch that fails is decoded
+    block by block, so the error names the block."""
+    out: list = []
+    frames = []
+    sizes = []
+    at = []
+    for i, block in enumerate(stored):
+        kind, payload, declared = _checked_payload(block, path, offsets[i])
+        if kind == NO_COMPRESSION:
+            out.append(bytes(payload))
+        else:
+            out.append(None)
+            frames.append(payload)
+            sizes.append(declared)
+            at.append(i)
+    if len(frames) < 2:
+        for i in at:
+            out[i] = decode_stored_block(stored[i], path, offsets[i])
+        return out
+    try:
+        decoded = _decompressor().multi_decompress_to_buffer(frames, struct.pack(f"<{len(sizes)}Q", *sizes))
+        raws = [decoded[j].tobytes() for j in range(len(frames))]
+    except zstandard.ZstdError:
+        raws = None
+    if raws is None or list(map(len, raws)) != sizes:
+        for i in at:
+            out[i] = decode_stored_block(stored[i], path, offsets[i])  # (raises for the bad one)
+        return out
+    for i, raw in zip(at, raws):
+        out[i] = raw
+    return out
+
+
+def _checked_payload(stored: bytes | memoryview, path: str, offset: int) -> tuple[int, bytes | memoryview, int]:
+    """(compression kind, payload, size the zstd frame declares (-1 when
+    not compressed)) of a stored block whose trailer (kind, checksum) and
+    declared size pass; CorruptionError otherwise."""
     if len(stored) < TRAILER_SIZE:
         raise CorruptionError("block shorter than its trailer (truncated table)", path=path, offset=offset)
     n = len(stored) - TRAILER_SIZE
@@ -98,20 +155,16 @@ def decode_stored_block(stored: bytes | memoryview, path: str, offset: int) -> b
     if crc32(payload, _TYPE_SEED[kind]) != crc:
         raise CorruptionError("block checksum mismatch", path=path, offset=offset)
     if kind == NO_COMPRESSION:
-        return bytes(payload)
+        return kind, payload, -1
     try:
         # The size the frame claims is checked before anything is allocated for it.
         declared = zstandard.frame_content_size(payload)
-        if declared < 0 or declared > min(_MAX_BLOCK, (len(payload) // 4 + 1) * _ZSTD_BYTES_PER_4):
-            raise CorruptionError(f"compressed block claims an impossible size ({declared} bytes from "
-                                  f"{len(payload)})", path=path, offset=offset)
-        raw = _decompressor().decompress(payload, max_output_size=declared)
     except zstandard.ZstdError as exc:
         raise CorruptionError(f"block does not decompress: {exc}", path=path, offset=offset) from None
-    if len(raw) != declared:
-        raise CorruptionError(f"block decompresses to {len(raw)} bytes, its frame says {declared}", path=path,
-                              offset=offset)
-    return raw
+    if declared < 0 or declared > min(_MAX_BLOCK, (len(payload) // 4 + 1) * _ZSTD_BYTES_PER_4):
+        raise CorruptionError(f"compressed block claims an impossible size ({declared} bytes from "
+                              f"{len(payload)})", path=path, offset=offset)
+    return kind, payload, declared
 
 
 class Footer:

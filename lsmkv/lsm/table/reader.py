@@ -56,7 +56,7 @@ from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_O
                     decode_block, entries_after, fixed_widths, search_block, with_sequence)
 from .bloom import BloomFilter, _hash64
 from .builder import HANDLE_VALUE
-from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block
+from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block, decode_stored_blocks
 from .properties import TableProperties
 from .range_del_block import decode_range_dels
 
@@ -285,13 +285,14 @@ class TableReader:
             raise CorruptionError("blocks run past the end of the file (truncated table)",
                                   path=self.path, offset=start)
         view = memoryview(data)
-        out = []
+        offsets = self.index_offsets[first:last]
+        sizes = self.index_sizes
+        stored = [view[offset - start: offset - start + sizes[i] + TRAILER_SIZE]
+                  for i, offset in enumerate(offsets, first)]
+        out = decode_stored_blocks(stored, self.path, offsets)
         global_seq = self.global_seq
-        for i in range(first, last):
-            offset = self.index_offsets[i]
-            stored = view[offset - start: offset - start + self.index_sizes[i] + TRAILER_SIZE]
-            raw = decode_stored_block(stored, self.path, offset)
-            out.append(with_sequence(raw, global_seq, self.path, offset) if global_seq else raw)
+        if global_seq:
+            out = [with_sequence(raw, global_seq, self.path, offset) for raw, offset in zip(out, offsets)]
         return out
 
     def _scan_blocks(self, first: int, step: int) -> Iterator[Block]:
