@@ -110,3 +110,23 @@ def test_blocks_decoded_together_are_the_blocks_decoded_one_by_one(blocks, damag
         return
     want = [decode_stored_block(block, "t.sst", offset) for block, offset in zip(stored, offsets)]
     assert decode_stored_blocks([memoryview(b) for b in stored], "t.sst", offsets) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["text", "noise", "empty", "tiny"]), max_size=90), st.integers(0, 3))
+def test_blocks_stored_many_at_a_time_are_the_blocks_stored_one_by_one(kinds, warmup):
+    """store_many (a flush's and a compaction's blocks, compressed BATCH at a
+    time by one zstd call) stores the bytes store stores, block by block,
+    and leaves the back-off and its counters where store leaves them:
+    through runs of blocks that compress, that do not, and the turns
+    between them, from any back-off state."""
+    pick = {"text": lambda i: (b"lsmkv block %d " % i) * 300, "noise": lambda i: NOISE[i % len(NOISE)],
+            "empty": lambda i: b"", "tiny": lambda i: b"x"}
+    raws = [pick[kind](i) for i, kind in enumerate(kinds)]
+    one, many = (BlockCompressor(zstandard.ZstdCompressor(level=3)) for _ in range(2))
+    for compressor in (one, many):
+        for i in range(warmup):  # (a back-off in progress)
+            compressor.store(NOISE[i])
+    want = [one.store(raw) for raw in raws]
+    assert many.store_many(raws) == want
+    assert (many.skip, many.backoff, many.attempts, many.skipped) == (one.skip, one.backoff, one.attempts, one.skipped)

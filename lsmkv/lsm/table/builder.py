@@ -36,6 +36,8 @@ from ..ttl_value import DEADLINE_SIZE, deadline_of
 
 HANDLE_VALUE = struct.Struct("<QQ")
 _WRITE_BUFFER = 64 * 1024
+#: Data blocks add_sorted fills before it stores them together (BlockCompressor.store_many).
+BATCH_BLOCKS = 64
 
 
 class TableBuilder:
@@ -178,6 +180,7 @@ class TableBuilder:
         limit = self.block_size
         start = 0
         raw_keys = raw_values = 0
+        full = []  # the blocks filled, stored BATCH_BLOCKS at a time (one zstd call per BATCH)
         for i in range(n):
             entry = len(keys[i])
             raw_keys += entry
@@ -190,9 +193,15 @@ class TableBuilder:
                 block.values.extend(values[start:i + 1])
                 block.seq_kinds.extend(seq_kinds[start:i + 1])
                 block.size = size
-                self._finish_data_block()
+                full.append((block.finish(), block.keys[-1], block.seq_kinds[-1]))
+                block.reset()
+                if len(full) >= BATCH_BLOCKS:
+                    self._store_data_blocks(full)
+                    full = []
                 size = block.size
                 start = i + 1
+        if full:
+            self._store_data_blocks(full)
         if start < n:
             block.keys.extend(keys[start:])
             block.values.extend(values[start:])
@@ -270,13 +279,11 @@ class TableBuilder:
         last = np.array(cuts[1:], dtype=np.int64) - 1
         self._index_keys.extend(cols.keys_at(last))
         self._index_seq_kinds.extend(cols.seq_kinds[last].tolist())
-        store = self._data_blocks.store
         append = self._append
         pack = HANDLE_VALUE.pack
         stored_bytes = 0
         handles = []
-        for raw in raws:
-            stored = store(raw)
+        for stored in self._data_blocks.store_many(raws):
             stored_bytes += len(stored)
             handles.append(pack(*append(stored)))
         self._index_values.extend(handles)
@@ -322,14 +329,22 @@ class TableBuilder:
         block = self._block
         if not len(block):
             return
-        stored = self._data_blocks.store(block.finish())
-        handle = self._append(stored)
-        self._index_keys.append(block.keys[-1])
-        self._index_seq_kinds.append(block.seq_kinds[-1])
-        self._index_values.append(HANDLE_VALUE.pack(*handle))
-        self.props.data_blocks += 1
-        self.props.data_bytes += len(stored)
+        self._store_data_blocks([(block.finish(), block.keys[-1], block.seq_kinds[-1])])
         block.reset()
+
+    def _store_data_blocks(self, blocks: list[tuple[bytes, bytes, int]]) -> None:
+        """Store (BlockCompressor.store_many), queue for the file and index
+        the data blocks ``blocks``: (raw block, last key, its seq_kind) each."""
+        pack = HANDLE_VALUE.pack
+        append = self._append
+        stored_bytes = 0
+        for (_raw, key, seq_kind), stored in zip(blocks, self._data_blocks.store_many([b[0] for b in blocks])):
+            self._index_keys.append(key)
+            self._index_seq_kinds.append(seq_kind)
+            self._index_values.append(pack(*append(stored)))
+            stored_bytes += len(stored)
+        self.props.data_blocks += len(blocks)
+        self.props.data_bytes += stored_bytes
 
     def _append(self, stored: bytes) -> tuple[int, int]:
         """Queue a stored block (payload + trailer); returns its handle."""

@@ -78,10 +78,15 @@ def compress_block(raw: bytes, compressor: zstandard.ZstdCompressor | None) -> b
     and a point lookup searches it where it lies (block.search_block). The
     offset and sequence columns of a block of incompressible values
     compress well but are only a tenth of it, so such blocks stay raw."""
-    if compressor is not None:
-        packed = compressor.compress(raw)
-        if len(packed) <= len(raw) - (len(raw) >> 3):
-            return packed + TRAILER.pack(ZSTD_COMPRESSION, crc32(packed, _TYPE_SEED[ZSTD_COMPRESSION]))
+    return stored_block(raw, None if compressor is None else compressor.compress(raw))
+
+
+def stored_block(raw: bytes, packed: bytes | None) -> bytes:
+    """``payload | type | crc`` for ``raw`` whose zstd frame is ``packed``
+    (None: not compressed): the frame if it saves at least 1/8 of the bytes,
+    else ``raw`` (:func:`compress_block`'s rule)."""
+    if packed is not None and len(packed) <= len(raw) - (len(raw) >> 3):
+        return packed + TRAILER.pack(ZSTD_COMPRESSION, crc32(packed, _TYPE_SEED[ZSTD_COMPRESSION]))
     return raw + TRAILER.pack(NO_COMPRESSION, crc32(raw, _TYPE_SEED[NO_COMPRESSION]))
 
 
