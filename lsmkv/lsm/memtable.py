@@ -90,9 +90,10 @@ def _keys_insort(keys: list[bytes], key: bytes) -> None:
     keys.insert(_keys_bisect_right(keys, key), key)
 
 
-#: The compiled forms above, tested against these on both builds.
-_python_keys_bisect_right = _keys_bisect_right
-_python_keys_insort = _keys_insort
+#: The byte-loop forms above under names no build rebinds (tests run them
+#: against bisect: compiled in the compiled build, as Python in the pure one).
+_byte_loop_bisect_right = _keys_bisect_right
+_byte_loop_insort = _keys_insort
 if not cython.compiled:
     _keys_bisect_right = bisect_right
     _keys_insort = insort

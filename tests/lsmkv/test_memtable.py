@@ -120,12 +120,12 @@ def test_the_memtables_key_search_answers_what_bisect_answers(keys, key):
     _keys_bisect_right and inserts with _keys_insort: in the compiled
     build a byte loop in C, in the pure build bisect's own functions. Both
     place every key where bisect places it: prefixes, empty keys, bytes at
-    either end of the range. (The Python form of the loop is checked too.)"""
+    either end of the range. (The byte loop is checked under its own name too.)"""
     keys.sort()
     want = bisect.bisect_right(keys, key)
-    for search in (memtable._keys_bisect_right, memtable._python_keys_bisect_right):
+    for search in (memtable._keys_bisect_right, memtable._byte_loop_bisect_right):
         assert search(keys, key) == want
-    for insort in (memtable._keys_insort, memtable._python_keys_insort):
+    for insort in (memtable._keys_insort, memtable._byte_loop_insort):
         got = list(keys)
         insort(got, key)
         assert got == sorted([*keys, key])
@@ -134,6 +134,6 @@ def test_the_memtables_key_search_answers_what_bisect_answers(keys, key):
 def test_the_memtables_key_search_refuses_a_key_that_is_not_bytes():
     """The compiled search reads the keys' bytes in place: anything else is
     refused (TypeError), as bisect refuses to compare bytes with str."""
-    for search in (memtable._keys_bisect_right, memtable._python_keys_bisect_right):
+    for search in (memtable._keys_bisect_right, memtable._byte_loop_bisect_right):
         with pytest.raises(TypeError):
             search([b"a", b"b"], "b")

@@ -180,7 +180,7 @@ class TableBuilder:
         limit = self.block_size
         start = 0
         raw_keys = raw_values = 0
-        full = []  # the blocks filled, stored BATCH_BLOCKS at a time (one zstd call per BATCH)
+        raws, ends = [], []  # the blocks filled and their last entries, stored BATCH_BLOCKS at a time
         for i in range(n):
             entry = len(keys[i])
             raw_keys += entry
@@ -193,15 +193,16 @@ class TableBuilder:
                 block.values.extend(values[start:i + 1])
                 block.seq_kinds.extend(seq_kinds[start:i + 1])
                 block.size = size
-                full.append((block.finish(), block.keys[-1], block.seq_kinds[-1]))
+                raws.append(block.finish())
+                ends.append(i)
                 block.reset()
-                if len(full) >= BATCH_BLOCKS:
-                    self._store_data_blocks(full)
-                    full = []
+                if len(raws) >= BATCH_BLOCKS:
+                    self._store_data_blocks(raws, [keys[e] for e in ends], [seq_kinds[e] for e in ends])
+                    raws, ends = [], []
                 size = block.size
                 start = i + 1
-        if full:
-            self._store_data_blocks(full)
+        if raws:
+            self._store_data_blocks(raws, [keys[e] for e in ends], [seq_kinds[e] for e in ends])
         if start < n:
             block.keys.extend(keys[start:])
             block.values.extend(values[start:])
@@ -275,20 +276,8 @@ class TableBuilder:
         if cuts[0]:
             cols = cols.slice(cuts[0], len(cols))
             cuts = [c - cuts[0] for c in cuts]
-        raws = cols.encode_blocks(cuts)
         last = np.array(cuts[1:], dtype=np.int64) - 1
-        self._index_keys.extend(cols.keys_at(last))
-        self._index_seq_kinds.extend(cols.seq_kinds[last].tolist())
-        append = self._append
-        pack = HANDLE_VALUE.pack
-        stored_bytes = 0
-        handles = []
-        for stored in self._data_blocks.store_many(raws):
-            stored_bytes += len(stored)
-            handles.append(pack(*append(stored)))
-        self._index_values.extend(handles)
-        self.props.data_blocks += len(raws)
-        self.props.data_bytes += stored_bytes
+        self._store_data_blocks(cols.encode_blocks(cuts), cols.keys_at(last), cols.seq_kinds[last].tolist())
 
     def _count_columns(self, cols: "Columns") -> None:
         """Properties and bloom hashes of entries added as columns."""
@@ -329,21 +318,23 @@ class TableBuilder:
         block = self._block
         if not len(block):
             return
-        self._store_data_blocks([(block.finish(), block.keys[-1], block.seq_kinds[-1])])
+        self._store_data_blocks([block.finish()], [block.keys[-1]], [block.seq_kinds[-1]])
         block.reset()
 
-    def _store_data_blocks(self, blocks: list[tuple[bytes, bytes, int]]) -> None:
-        """Store (BlockCompressor.store_many), queue for the file and index
-        the data blocks ``blocks``: (raw block, last key, its seq_kind) each."""
-        pack = HANDLE_VALUE.pack
+    def _store_data_blocks(self, raws: list[bytes], last_keys: list[bytes], last_seq_kinds: list[int]) -> None:
+        """Store the data blocks ``raws`` (BlockCompressor.store_many), queue
+        them for the file and index them by their last keys and seq_kinds."""
+        self._index_keys.extend(last_keys)
+        self._index_seq_kinds.extend(last_seq_kinds)
         append = self._append
+        pack = HANDLE_VALUE.pack
         stored_bytes = 0
-        for (_raw, key, seq_kind), stored in zip(blocks, self._data_blocks.store_many([b[0] for b in blocks])):
-            self._index_keys.append(key)
-            self._index_seq_kinds.append(seq_kind)
-            self._index_values.append(pack(*append(stored)))
+        handles = []
+        for stored in self._data_blocks.store_many(raws):
             stored_bytes += len(stored)
-        self.props.data_blocks += len(blocks)
+            handles.append(pack(*append(stored)))
+        self._index_values.extend(handles)
+        self.props.data_blocks += len(raws)
         self.props.data_bytes += stored_bytes
 
     def _append(self, stored: bytes) -> tuple[int, int]:

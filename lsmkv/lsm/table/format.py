@@ -94,8 +94,12 @@ def stored_block(raw: bytes, packed: bytes | None) -> bytes:
 def decode_stored_block(stored: bytes | memoryview, path: str, offset: int) -> bytes:
     """Verify a block's trailer and return its raw (uncompressed) bytes."""
     kind, payload, declared = _checked_payload(stored, path, offset)
-    if kind == NO_COMPRESSION:
-        return bytes(payload)
+    return bytes(payload) if kind == NO_COMPRESSION else _decompressed(payload, declared, path, offset)
+
+
+def _decompressed(payload: bytes | memoryview, declared: int, path: str, offset: int) -> bytes:
+    """The zstd frame ``payload`` (checked by _checked_payload) decompressed
+    to the ``declared`` bytes it claims; CorruptionError otherwise."""
     try:
         raw = _decompressor().decompress(payload, max_output_size=declared)
     except zstandard.ZstdError as exc:
@@ -128,21 +132,18 @@ def decode_stored_blocks(stored: list, path: str, offsets: list[int]) -> list[by
             frames.append(payload)
             sizes.append(declared)
             at.append(i)
-    if len(frames) < 2:
-        for i in at:
-            out[i] = decode_stored_block(stored[i], path, offsets[i])
-        return out
-    try:
-        decoded = _decompressor().multi_decompress_to_buffer(frames, struct.pack(f"<{len(sizes)}Q", *sizes))
-        raws = [decoded[j].tobytes() for j in range(len(frames))]
-    except zstandard.ZstdError:
-        raws = None
-    if raws is None or list(map(len, raws)) != sizes:
-        for i in at:
-            out[i] = decode_stored_block(stored[i], path, offsets[i])  # (raises for the bad one)
-        return out
-    for i, raw in zip(at, raws):
-        out[i] = raw
+    if len(frames) > 1:
+        try:
+            decoded = _decompressor().multi_decompress_to_buffer(frames, struct.pack(f"<{len(sizes)}Q", *sizes))
+            raws = [decoded[j].tobytes() for j in range(len(frames))]
+        except zstandard.ZstdError:
+            raws = None
+        if raws is not None and list(map(len, raws)) == sizes:
+            for i, raw in zip(at, raws):
+                out[i] = raw
+            return out
+    for j, i in enumerate(at):  # (one frame, or a batch that failed: this raises for the bad one)
+        out[i] = _decompressed(frames[j], sizes[j], path, offsets[i])
     return out
 
 
