@@ -393,7 +393,7 @@ def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> bool:
         vlen = p[off + 3] | p[off + 4] << 8 | p[off + 5] << 16 | p[off + 6] << 24
         ke = off + header + klen
         ve = ke + vlen
-        if ve > size:
+        if ve > size or ve < ke:  # (compiled, a length with its top bit set comes out negative)
             raise IndexError(off)
         keys.append(p[off + header:ke])  # (a slice of the C pointer: bytes made directly)
         vals.append(p[ke:ve])

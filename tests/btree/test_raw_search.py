@@ -739,3 +739,7 @@ def test_a_range_reads_cells_read_in_place_are_the_decoded_cells(entries, i, j):
             _plain_cells_in_place(bytes(long_value), slots, [], [])
         with pytest.raises(IndexError):
             _plain_cells_in_place(img, (PAGE - 3,), [], [])  # a header past the page
+        huge = bytearray(img)
+        struct.pack_into("<I", huge, slots[-1] + 3, 0x80000001)  # a value length with its top bit set
+        with pytest.raises(IndexError):
+            _plain_cells_in_place(bytes(huge), slots, [], [])
