@@ -20,11 +20,13 @@ cdef class Node:
     cdef public bint ovf
     cdef public Py_ssize_t hits
 
-# A range read's cells (LeafImage.cells), read in place: C integers, no
-# struct call.
+# A decoded leaf's cells (decode_node) and a range read's (LeafImage.cells),
+# read in place: C integers, no struct call, keys compared byte by byte.
 @cython.locals(size=Py_ssize_t, header=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
-               vlen=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, p="const unsigned char*")
-cpdef bint _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -1
+               vlen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, used=Py_ssize_t,
+               prev_ks=Py_ssize_t, prev_klen=Py_ssize_t, stop=Py_ssize_t, j=Py_ssize_t,
+               p="const unsigned char*")
+cpdef Py_ssize_t _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -3
 
 # A leaf image a range read holds (LeafImage): an extension type, made
 # once per leaf read outside the pool, its fields read by Tree.chunk_forward.

@@ -371,33 +371,58 @@ def _uniform_cells(buf: bytes, offsets) -> tuple[tuple, tuple, int] | None:
     return fields[3::5], fields[4::5], size
 
 
-def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> bool:
+#: What :func:`_plain_cells_in_place` returns for a run it does not read
+#: whole: a cell that is not plain (an Overflow or Expiring value), and a key
+#: not above the one before it.
+CELLS_NOT_PLAIN = -1
+CELLS_OUT_OF_ORDER = -2
+
+
+def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> int:
     """Append the keys and values of the leaf cells at ``offsets`` to
     ``keys`` and ``vals``, reading each cell's header (``LEAF_CELL``) byte
-    by byte in place: True if every cell is a plain inline one; False at the
-    first that is not (the caller then decodes them all with
-    :func:`_decode_leaf_cells`). A cell past the end of the page raises
-    IndexError. The compiled build's form of a range read's cells (a C loop
-    with no struct call and no int object per field); as Python this loop
-    is slower than :func:`_uniform_cells`, which the pure build uses."""
+    by byte in place and checking that each key is above the one before it
+    (compared in place). Returns the bytes the cells take with their slots
+    if every cell is a plain inline one in ascending key order;
+    CELLS_NOT_PLAIN at the first cell that is not plain (the caller then
+    decodes them all with :func:`_decode_leaf_cells`); CELLS_OUT_OF_ORDER
+    at the first key not above the one before it. A cell past the end of
+    the page raises IndexError. The compiled build's form of a decoded
+    leaf's and a range read's cells (a C loop with no struct call, no int
+    object per field and no rich comparison); as Python this loop is slower
+    than :func:`_uniform_cells`, which the pure build uses."""
     size = len(buf)
     header = LEAF_CELL_SIZE
     inline = KIND_INLINE
     p = buf
+    used = 0
+    prev_ks = 0
+    prev_klen = -1  # (no key before the first)
     for off in offsets:
         if off < 0 or off + header > size:
             raise IndexError(off)
         if p[off + 2] != inline:
-            return False
+            return CELLS_NOT_PLAIN
         klen = p[off] | p[off + 1] << 8
         vlen = p[off + 3] | p[off + 4] << 8 | p[off + 5] << 16 | p[off + 6] << 24
-        ke = off + header + klen
+        ks = off + header
+        ke = ks + klen
         ve = ke + vlen
         if ve > size or ve < ke:  # (compiled, a length with its top bit set comes out negative)
             raise IndexError(off)
-        keys.append(p[off + header:ke])  # (a slice of the C pointer: bytes made directly)
+        if prev_klen >= 0:
+            stop = klen if klen < prev_klen else prev_klen
+            j = 0
+            while j < stop and p[prev_ks + j] == p[ks + j]:
+                j += 1
+            if (p[prev_ks + j] > p[ks + j]) if j < stop else prev_klen >= klen:
+                return CELLS_OUT_OF_ORDER
+        prev_ks = ks
+        prev_klen = klen
+        keys.append(p[ks:ke])  # (a slice of the C pointer: bytes made directly)
         vals.append(p[ke:ve])
-    return True
+        used += SLOT_SIZE + header + klen + vlen
+    return used
 
 
 def _decode_leaf_cells(buf: bytes, offsets, keys: list, vals: list, page_size: int, path: str,
@@ -466,16 +491,29 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
         raise CorruptionError("a cell overlaps the slot array", path=path, page=pgno)
     keys = node.keys
     used = HEADER_SIZE
+    ordered = False  # (whether the cells' loop already checked the key order)
     try:
         if leaf:
-            uniform = _uniform_cells(buf, offsets) if count >= UNIFORM_MIN else None
-            if uniform is not None:
-                keys.extend(uniform[0])
-                node.vals.extend(uniform[1])
-                used += count * (SLOT_SIZE + uniform[2])
-            else:
+            cells = CELLS_NOT_PLAIN
+            if cython.compiled:
+                # A C loop over the cells read in place, key order included.
+                cells = _plain_cells_in_place(buf, offsets, keys, node.vals)
+                if cells == CELLS_OUT_OF_ORDER:
+                    raise CorruptionError("keys out of order in the page", path=path, page=pgno)
+                if cells >= 0:
+                    ordered = True
+                else:  # (decoded below, from the first cell)
+                    del keys[:]
+                    del node.vals[:]
+            elif count >= UNIFORM_MIN:
+                uniform = _uniform_cells(buf, offsets)
+                if uniform is not None:
+                    keys.extend(uniform[0])
+                    node.vals.extend(uniform[1])
+                    cells = count * (SLOT_SIZE + uniform[2])
+            if cells < 0:
                 cells, node.ovf = _decode_leaf_cells(buf, offsets, keys, node.vals, page_size, path, pgno)
-                used += cells
+            used += cells
             node.prev = a
             node.next = b
         else:
@@ -495,7 +533,7 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
         raise CorruptionError("cell runs past the end of the page", path=path, page=pgno) from None
     if used > page_size:
         raise CorruptionError(f"cells of {used} bytes overlap in the page", path=path, page=pgno)
-    if count > 1 and not all(map(lt, keys, keys[1:])):
+    if count > 1 and not ordered and not all(map(lt, keys, keys[1:])):
         raise CorruptionError("keys out of order in the page", path=path, page=pgno)
     node.used = used
     node.dirty = False
@@ -575,9 +613,13 @@ class LeafImage:
                 # A C loop over the cells' headers, read in place (the pure
                 # build's struct calls cost more than the bytes they make).
                 keys, vals, ovf = [], [], False
-                if not _plain_cells_in_place(buf, offsets, keys, vals):
-                    keys, vals = [], []
-                    ovf = _decode_leaf_cells(buf, offsets, keys, vals, len(buf), self.path, self.pgno)[1]
+                cells = _plain_cells_in_place(buf, offsets, keys, vals)
+                if cells >= 0:
+                    return keys, vals, ovf  # (in order: the loop compared each key with the one before)
+                if cells == CELLS_OUT_OF_ORDER:
+                    raise CorruptionError("keys out of order in the page", path=self.path, page=self.pgno)
+                keys, vals = [], []
+                ovf = _decode_leaf_cells(buf, offsets, keys, vals, len(buf), self.path, self.pgno)[1]
             else:
                 run = _uniform_cells(buf, offsets) if j - i >= UNIFORM_MIN else None
                 if run is not None:

@@ -715,24 +715,34 @@ def test_a_leaf_of_fixed_size_records_encodes_as_cell_by_cell(klen, vlen, count,
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=40), st.integers(0, 40), st.integers(0, 40))
 def test_a_range_reads_cells_read_in_place_are_the_decoded_cells(entries, i, j):
-    """LeafImage.cells in the compiled build reads plain cells' headers
-    byte by byte in place (_plain_cells_in_place): the keys and values the
-    loop of decode_node makes, True while every cell is plain; False at an
-    Overflow or Expiring cell (the caller then decodes them all); a cell
-    that runs past the page is IndexError, which cells reports as
-    CorruptionError. Each build runs its own form here."""
-    from btree.node import _decode_leaf_cells, _plain_cells_in_place
+    """The compiled build decodes a leaf (decode_node) and a range read's
+    cells (LeafImage.cells) by reading plain cells' headers byte by byte in
+    place (_plain_cells_in_place): the keys and values the loop of
+    decode_node makes, and the bytes they take with their slots, while
+    every cell is plain and each key is above the one before it;
+    CELLS_NOT_PLAIN at an Overflow or Expiring cell (the caller then
+    decodes them all); CELLS_OUT_OF_ORDER at a key not above the one
+    before; a cell that runs past the page is IndexError, which the callers
+    report as CorruptionError. Each build runs its own form here."""
+    from btree.node import CELLS_NOT_PLAIN, CELLS_OUT_OF_ORDER, _decode_leaf_cells, _plain_cells_in_place
 
     img = _leaf(entries)
     slots = read_leaf_image(img, 5, PAGE, "f").slots[min(i, j):max(i, j)]
     keys, vals = [], []
-    plain = _plain_cells_in_place(img, slots, keys, vals)
+    cells = _plain_cells_in_place(img, slots, keys, vals)
     want_keys, want_vals = [], []
-    ovf = _decode_leaf_cells(img, slots, want_keys, want_vals, PAGE, "f", 5)[1]
-    assert plain == (not ovf)
-    if plain:
-        assert (keys, vals) == (want_keys, want_vals)
-    if slots and plain:
+    used, ovf = _decode_leaf_cells(img, slots, want_keys, want_vals, PAGE, "f", 5)
+    assert (cells == CELLS_NOT_PLAIN) == ovf
+    if not ovf:
+        assert (keys, vals, cells) == (want_keys, want_vals, used)
+    if len(slots) > 1 and not ovf:
+        # The same cells with two neighbours swapped, and with one repeated:
+        # every key must be above the one before it.
+        swapped = slots[:-2] + (slots[-1], slots[-2])
+        assert _plain_cells_in_place(img, swapped, [], []) == CELLS_OUT_OF_ORDER
+        repeated = slots[:-1] + (slots[-2],)
+        assert _plain_cells_in_place(img, repeated, [], []) == CELLS_OUT_OF_ORDER
+    if slots and not ovf:
         long_value = bytearray(img)
         struct.pack_into("<I", long_value, slots[-1] + 3, PAGE)  # the last cell's value runs past the page
         with pytest.raises(IndexError):
