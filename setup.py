@@ -41,6 +41,7 @@ COMPILED_MODULES = [
     "lsmkv/base/checksum.py",
     "lsmkv/base/cursor.py",
     "lsmkv/base/fs.py",
+    "lsmkv/base/key_search.py",
     "lsmkv/base/keys.py",
     "lsmkv/base/write_queue.py",
     "lsmkv/lsm/cache.py",

@@ -31,6 +31,7 @@ from bisect import bisect_left, bisect_right
 from itertools import count
 
 from lsmkv.base.errors import CorruptionError
+from lsmkv.base.key_search import keys_bisect_left, keys_bisect_right
 
 try:
     import cython
@@ -249,7 +250,7 @@ class Tree:
         for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
-            pg = node.kids[bisect_right(node.keys, key)]
+            pg = node.kids[keys_bisect_right(node.keys, key)]
         node = pages.get(pg)
         if node is None:
             if not pool.admit(pg):  # searched in its page image, not kept
@@ -260,7 +261,7 @@ class Tree:
         node.ref = True
         node.hits += 1
         keys = node.keys
-        i = bisect_left(keys, key)
+        i = keys_bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
             v = node.vals[i]
             if type(v) is bytes:
@@ -309,7 +310,7 @@ class Tree:
                 else:
                     nd = node(pg, False)
                 seps = nd.keys
-                j = bisect_right(seps, key)
+                j = keys_bisect_right(seps, key)
                 if j < len(seps):
                     bound = seps[j]
                 pg = nd.kids[j]
@@ -386,7 +387,7 @@ class Tree:
         pg = self.root
         for _ in self.inner:
             node = self.node(pg, False)
-            i = bisect_right(node.keys, key)
+            i = keys_bisect_right(node.keys, key)
             path.append((node, i))
             pg = node.kids[i]
         return path
@@ -400,7 +401,7 @@ class Tree:
         for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
-            pg = node.kids[bisect_right(node.keys, key)]
+            pg = node.kids[keys_bisect_right(node.keys, key)]
         leaf = pages.get(pg) or self._load(pg, True)
         leaf.ref = True
         if type(value) is bytes:
@@ -426,7 +427,7 @@ class Tree:
         if leaf.saved < self.snap_seq:
             self.preserve(leaf)
         keys = leaf.keys
-        i = bisect_left(keys, key)
+        i = keys_bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
             old = leaf.vals[i]
             leaf.vals[i] = v
@@ -462,11 +463,11 @@ class Tree:
         for _ in self.inner:
             node = pages.get(pg) or self._load(pg, False)
             node.ref = True
-            pg = node.kids[bisect_right(node.keys, key)]
+            pg = node.kids[keys_bisect_right(node.keys, key)]
         leaf = pages.get(pg) or self._load(pg, True)
         leaf.ref = True
         keys = leaf.keys
-        i = bisect_left(keys, key)
+        i = keys_bisect_left(keys, key)
         if i >= len(keys) or keys[i] != key:
             return False
         if leaf.saved < self.snap_seq:

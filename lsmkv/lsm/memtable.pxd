@@ -5,11 +5,8 @@
 import cython
 
 # A put's index insert (memtable.py): the binary searches compare the keys'
-# bytes in C.
-@cython.locals(n=Py_ssize_t, m=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t,
-               stop=Py_ssize_t, other=bytes, kp="const unsigned char*", op="const unsigned char*")
-cpdef Py_ssize_t _keys_bisect_right(list keys, bytes key) except -1
-cpdef _keys_insort(list keys, bytes key)
+# bytes in C (lsmkv/base/key_search.py).
+from lsmkv.base.key_search cimport keys_bisect_right, keys_insort
 
 cdef class MemTable:
     cdef public dict _latest

@@ -29,14 +29,10 @@ is half applied is invisible to it.
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
 from operator import itemgetter
 from typing import Iterator
 
-try:
-    import cython
-except ImportError:  # pragma: no cover - Cython is not installed: the pure build
-    from lsmkv.base.compile_hints import cython
+from lsmkv.base.key_search import keys_bisect_right, keys_insort
 
 from .retention import retained
 from .skiplist import NODE_LOAD, UnrolledSkipList
@@ -56,47 +52,6 @@ ENTRY_OVERHEAD = 16
 #: new one (RocksDB's memtable_max_range_deletions): each one copies the
 #: fragment list (with_tombstone), so the count is kept bounded.
 MAX_RANGE_DELETES = 4096
-
-
-def _keys_bisect_right(keys: list[bytes], key: bytes) -> int:
-    """``bisect_right(keys, key)`` over a sorted list of bytes, the compiled
-    build's form: each comparison is a C loop over the two keys' bytes, with
-    no Python call and no rich comparison (at 16-byte keys, about a quarter
-    of a put's index insert). The pure build rebinds the name to
-    ``bisect.bisect_right`` below: this loop is slower as Python."""
-    n = len(key)
-    kp = key
-    lo = 0
-    hi = len(keys)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        other = keys[mid]
-        m = len(other)
-        op = other
-        stop = n if n < m else m
-        j = 0
-        while j < stop and kp[j] == op[j]:
-            j += 1
-        if (kp[j] < op[j]) if j < stop else n < m:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _keys_insort(keys: list[bytes], key: bytes) -> None:
-    """``insort(keys, key)`` by :func:`_keys_bisect_right`, the compiled
-    build's form (the pure build rebinds it to ``bisect.insort``)."""
-    keys.insert(_keys_bisect_right(keys, key), key)
-
-
-#: The byte-loop forms above under names no build rebinds (tests run them
-#: against bisect: compiled in the compiled build, as Python in the pure one).
-_byte_loop_bisect_right = _keys_bisect_right
-_byte_loop_insort = _keys_insort
-if not cython.compiled:
-    _keys_bisect_right = bisect_right
-    _keys_insort = insort
 
 
 class MemTable:
@@ -147,7 +102,7 @@ class MemTable:
             # measurable at these rates); keep the two in step.
             maxes = self._maxes
             if maxes:
-                i = _keys_bisect_right(maxes, key)
+                i = keys_bisect_right(maxes, key)
                 if i == len(maxes):
                     i -= 1
                     node = self._nodes[i]
@@ -155,7 +110,7 @@ class MemTable:
                     maxes[i] = key
                 else:
                     node = self._nodes[i]
-                    _keys_insort(node, key)
+                    keys_insort(node, key)
                 if len(node) > _SPLIT_AT:
                     self._index._split(i)
             else:

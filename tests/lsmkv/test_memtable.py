@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import bisect
 import threading
-
-import pytest
 
 from hypothesis import given, settings, strategies as st
 
 from lsmkv.base.cursor import visible_entries
-from lsmkv.lsm import memtable, skiplist
+from lsmkv.lsm import skiplist
 from lsmkv.lsm.cursor import memtable_source
 from lsmkv.lsm.memtable import MemTable
 from lsmkv.lsm.skiplist import UnrolledSkipList
@@ -110,30 +107,3 @@ def test_add_batch_assigns_consecutive_sequences():
                                           [b"", b"1", b"2"])]
 
 
-_binary_keys = st.binary(max_size=5).map(lambda b: bytes(c % 4 * 85 for c in b))  # (shared prefixes, 0x00 and 0xff)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_binary_keys, max_size=40), _binary_keys)
-def test_the_memtables_key_search_answers_what_bisect_answers(keys, key):
-    """A put's index insert (MemTable.add) searches with
-    _keys_bisect_right and inserts with _keys_insort: in the compiled
-    build a byte loop in C, in the pure build bisect's own functions. Both
-    place every key where bisect places it: prefixes, empty keys, bytes at
-    either end of the range. (The byte loop is checked under its own name too.)"""
-    keys.sort()
-    want = bisect.bisect_right(keys, key)
-    for search in (memtable._keys_bisect_right, memtable._byte_loop_bisect_right):
-        assert search(keys, key) == want
-    for insort in (memtable._keys_insort, memtable._byte_loop_insort):
-        got = list(keys)
-        insort(got, key)
-        assert got == sorted([*keys, key])
-
-
-def test_the_memtables_key_search_refuses_a_key_that_is_not_bytes():
-    """The compiled search reads the keys' bytes in place: anything else is
-    refused (TypeError), as bisect refuses to compare bytes with str."""
-    for search in (memtable._keys_bisect_right, memtable._byte_loop_bisect_right):
-        with pytest.raises(TypeError):
-            search([b"a", b"b"], "b")
