@@ -2,6 +2,8 @@
 # (the .py stays the source): the sources are extension types, so a
 # view makes each with one allocation and reads their fields as C struct members.
 
+from lsmkv.base.key_search cimport keys_bisect_left
+
 cdef class TableSource:
     cdef public object reader
     cdef public object index_keys

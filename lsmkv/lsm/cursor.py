@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Callable
 
 from lsmkv.base.cursor import EMPTY, Chunk, Finder, SourceCursor, filtered
+from lsmkv.base.key_search import keys_bisect_left
 
 from .ttl_value import live_value
 from .write_batch import MERGE, TOMBSTONE, VALUE, VALUE_TTL
@@ -250,7 +251,7 @@ class TableSource:
         if key is None:
             i = 0
         else:
-            i = bisect_left(index_keys, key)
+            i = keys_bisect_left(index_keys, key)
             if not inclusive and i < n and index_keys[i] == key:
                 i += 1  # block i ends at key: nothing above it there
         while i < n:

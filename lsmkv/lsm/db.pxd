@@ -9,3 +9,4 @@ from lsmkv.lsm.read_state cimport ReadState
 from lsmkv.lsm.table.reader cimport TableReader
 from lsmkv.lsm.wal cimport LogWriter
 from lsmkv.base.write_queue cimport WriteQueue
+from lsmkv.base.key_search cimport keys_bisect_left

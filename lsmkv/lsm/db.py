@@ -70,7 +70,6 @@ import logging
 import os
 import threading
 import time
-from bisect import bisect_left
 from functools import partial
 from typing import Iterable, Iterator as TypingIterator
 
@@ -88,6 +87,7 @@ from lsmkv.base.dbdir import prepare_directory
 from lsmkv.base.errors import BackgroundError, ClosedError, InvalidDatabaseError, ReadOnlyError
 from lsmkv.base.filenames import LOCK, log_name
 from lsmkv.base.group_commit import GroupCommit
+from lsmkv.base.key_search import keys_bisect_left
 from lsmkv.base.keys import MAX_KEY_SIZE, MAX_VALUE_SIZE, as_key, as_keys, as_optional_key, as_value, scan_bounds
 from lsmkv.base.mapping import KeyValueMapping
 from lsmkv.base.timer import Timer
@@ -657,7 +657,7 @@ class DB(KeyValueMapping):
             largest_keys = version.largest_keys
             for level in version.deep_levels:  # (the levels >= 1 that hold tables)
                 files = levels[level]
-                i = bisect_left(largest_keys[level], k)
+                i = keys_bisect_left(largest_keys[level], k)
                 if i < len(files):
                     meta = files[i]
                     if meta.smallest <= k:

@@ -6,6 +6,7 @@
 import cython
 
 from lsmkv.lsm.table.block cimport search_block
+from lsmkv.base.key_search cimport keys_bisect_left
 
 cdef class IOStats:
     cdef public Py_ssize_t block_reads

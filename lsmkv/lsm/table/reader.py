@@ -50,6 +50,7 @@ except ImportError:
 
 from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import FileSystem
+from lsmkv.base.key_search import keys_bisect_left
 
 from ..cache import BlockCache
 from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block,
@@ -440,7 +441,7 @@ class TableReader:
         io = self._io
         io.searches += 1
         index_keys = self.index_keys
-        i = bisect_left(index_keys, key)
+        i = keys_bisect_left(index_keys, key)
         n = len(index_keys)
         blocks = self.blocks
         while i < n:
