@@ -4,12 +4,14 @@
 
 import cython
 
-@cython.locals(n=Py_ssize_t, m=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t,
-               stop=Py_ssize_t, other=bytes, kp="const unsigned char*", op="const unsigned char*")
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, stop=Py_ssize_t,
+               ap="const unsigned char*", bp="const unsigned char*")
+cdef inline bint _below(bytes a, bytes b) except -1
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
 cpdef Py_ssize_t keys_bisect_right(list keys, bytes key) except -1
 
-@cython.locals(n=Py_ssize_t, m=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t,
-               stop=Py_ssize_t, other=bytes, kp="const unsigned char*", op="const unsigned char*")
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
 cpdef Py_ssize_t keys_bisect_left(list keys, bytes key) except -1
 
 cpdef keys_insort(list keys, bytes key)

@@ -26,22 +26,26 @@ except ImportError:  # (no Cython: the module runs as Python)
     from lsmkv.base.compile_hints import cython
 
 
+def _below(a: bytes, b: bytes) -> bool:
+    """``a < b``, compared byte by byte (compiled: a C loop over both keys)."""
+    n = len(a)
+    m = len(b)
+    ap = a
+    bp = b
+    stop = n if n < m else m
+    j = 0
+    while j < stop and ap[j] == bp[j]:
+        j += 1
+    return (ap[j] < bp[j]) if j < stop else n < m
+
+
 def keys_bisect_right(keys: list[bytes], key: bytes) -> int:
     """``bisect_right(keys, key)``: the index after the last key <= ``key``."""
-    n = len(key)
-    kp = key
     lo = 0
     hi = len(keys)
     while lo < hi:
         mid = (lo + hi) >> 1
-        other = keys[mid]
-        m = len(other)
-        op = other
-        stop = n if n < m else m
-        j = 0
-        while j < stop and kp[j] == op[j]:
-            j += 1
-        if (kp[j] < op[j]) if j < stop else n < m:  # key < other
+        if _below(key, keys[mid]):
             hi = mid
         else:
             lo = mid + 1
@@ -50,20 +54,11 @@ def keys_bisect_right(keys: list[bytes], key: bytes) -> int:
 
 def keys_bisect_left(keys: list[bytes], key: bytes) -> int:
     """``bisect_left(keys, key)``: the index of the first key >= ``key``."""
-    n = len(key)
-    kp = key
     lo = 0
     hi = len(keys)
     while lo < hi:
         mid = (lo + hi) >> 1
-        other = keys[mid]
-        m = len(other)
-        op = other
-        stop = n if n < m else m
-        j = 0
-        while j < stop and kp[j] == op[j]:
-            j += 1
-        if (op[j] < kp[j]) if j < stop else m < n:  # other < key
+        if _below(keys[mid], key):
             lo = mid + 1
         else:
             hi = mid
