@@ -25,6 +25,7 @@ answered.
 from __future__ import annotations
 
 import heapq
+import http.client
 import itertools
 import json
 import threading
@@ -204,7 +205,10 @@ class StoreClient:
             if exc.code == 421 or exc.code >= 500:
                 raise _Refused(body.get("error", f"HTTP {exc.code}")) from None
             raise QueryError(f"{url}: HTTP {exc.code}: {body.get('error', exc.reason)}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            # HTTPException: the instance went away in the middle of its
+            # answer (IncompleteRead, a bad status line): the next owner
+            # is asked, as for one that does not answer at all.
             raise _Refused(f"unreachable ({getattr(exc, 'reason', exc)})") from None
 
     def lookup(self, key: bytes) -> Lookup:
