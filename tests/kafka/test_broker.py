@@ -76,8 +76,9 @@ def test_the_watermark_lags_the_end_and_the_end_is_observed_past_it(broker, name
 @pytest.mark.slow
 def test_a_seek_during_an_offset_query_is_undone_and_records_before_it_come_again(own_broker, name):
     """Measured quirk (librdkafka, on this broker): a partition assigned at
-    BEGINNING and paused at once gets its offset query answered as
-    outdated, and the client queries again on a timer. A seek made while
+    BEGINNING and paused while its offset query is in flight (the broker
+    frozen between the assignment and the pause) gets the query answered
+    as outdated, and the client queries again on a timer. A seek made while
     that query is in flight (here: the broker frozen meanwhile) is undone
     when the answer comes: the client goes back to BEGINNING and delivers
     the records before the seek (before those from the seek on, or after
@@ -112,8 +113,17 @@ def test_a_seek_during_an_offset_query_is_undone_and_records_before_it_come_agai
     def on_assign(c, parts):
         for tp in parts:
             tp.offset = OFFSET_BEGINNING
-        c.incremental_assign(parts)
-        c.pause(parts)
+        # The broker frozen, the offset query incremental_assign sends
+        # cannot be answered before the pause: pausing "at once" alone
+        # often lands before the query is sent on a busy machine, and then
+        # its answer is not outdated.
+        own_broker.pause()
+        try:
+            c.incremental_assign(parts)
+            time.sleep(0.5)
+            c.pause(parts)
+        finally:
+            own_broker.resume()
 
     try:
         consumer.subscribe([topic], on_assign=on_assign)
