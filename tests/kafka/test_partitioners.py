@@ -222,6 +222,21 @@ def test_a_key_in_several_partitions_is_answered_from_the_one_a_fitting_partitio
     assert nobody.prefer(key, [5, 3]) == 3                    # none fits: the lowest partition
 
 
+def test_a_partition_being_restored_routes_nothing_and_answers_no_key_first():
+    # Its new owner announces it before replaying it: a fresh tally that
+    # fits every family, then, once the records came, the real one.
+    key = next(b"k%d" % i for i in range(100) if partition_of("murmur2", b"k%d" % i, 6) == 5)
+    explicit = {**{p: _summary([]) for p in range(5)}, 5: _summary(FAMILIES, keys=0)}
+    assert choose_route(6, explicit).prefer(key, [2, 5]) == 5         # trusted, it would win
+    restoring = choose_route(6, explicit, restoring={5})
+    assert restoring.partitioner is None and "partition 5 is being restored" in restoring.reason
+    assert restoring.prefer(key, [2, 5]) == 2
+    crc = {**{p: _summary(["consistent"]) for p in range(5)}, 5: _summary(FAMILIES, keys=0)}
+    assert choose_route(6, crc).partitioner == "consistent"
+    assert choose_route(6, crc, restoring={5}).partitioner is None
+    assert choose_route(6, crc, restoring={6}).partitioner == "consistent"   # not a partition of the topic
+
+
 # -- a shard directory read offline ------------------------------------------------------------------
 
 def _shards(tmp_path, topic, placement: dict[int, dict[bytes, bytes]], partitions=4):

@@ -17,7 +17,10 @@ the announcements of all partitions into a :class:`Route`:
   (explicit partitions, a custom partitioner), families that fit some
   partitions but not all (instances disagree), a partition with no
   announced owner or tally yet, a tally for another partition count, a
-  declared ``random``. A key found in several partitions (explicit
+  declared ``random``, a partition its owner announces as still being
+  restored (rebuilt from the topic or a changelog, or a kept shard
+  caught up: its tally covers only what was replayed so far, and a fresh
+  one fits every family until the records come). A key found in several partitions (explicit
   partitions can put one key in two) is answered from the first, in
   partition order, that a family fitting that partition's keys puts it on;
   if there is none, from the lowest-numbered partition.
@@ -97,15 +100,20 @@ class Route:
         return holders[0]
 
 
-def choose_route(partitions: int, summaries: dict[int, dict | None]) -> Route:
+def choose_route(partitions: int, summaries: dict[int, dict | None], restoring=frozenset()) -> Route:
     """The route given each partition's announced tally (``summaries``: a
     partition missing has no announced owner; None: its owner announced no
-    tally)."""
+    tally) and the partitions whose owner announces them as still being
+    restored (``restoring``: their tallies tell nothing yet)."""
     accepts: dict[int, frozenset[str] | None] = {}
     unknown = []
     for p in range(partitions):
         if p not in summaries:
             unknown.append(f"partition {p} has no announced owner")
+            accepts[p] = None
+            continue
+        if p in restoring:
+            unknown.append(f"partition {p} is being restored (its tally covers only the records replayed so far)")
             accepts[p] = None
             continue
         summary = summaries[p]
