@@ -20,9 +20,10 @@ the announcements of all partitions into a :class:`Route`:
   declared ``random``, a partition its owner announces as still being
   restored (rebuilt from the topic or a changelog, or a kept shard
   caught up: its tally covers only what was replayed so far, and a fresh
-  one fits every family until the records come). A key found in several partitions (explicit
-  partitions can put one key in two) is answered from the first, in
-  partition order, that a family fitting that partition's keys puts it on;
+  one fits every family until the records come). A key found in several
+  partitions (explicit partitions can put one key in two) is answered
+  from the first, in partition order, that a family fitting that
+  partition's keys puts it on (a partition being restored: none does);
   if there is none, from the lowest-numbered partition.
 
 Under ``consistent`` the empty key has no one partition
