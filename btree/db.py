@@ -57,6 +57,11 @@ from functools import partial
 from itertools import chain
 from typing import Callable, Iterator
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from lsmkv.base.cache_size import default_capacity
 from lsmkv.base.conflicts import ConflictTracker
 from lsmkv.base.cursor import Cursor
@@ -808,6 +813,7 @@ class DB(KeyValueMapping):
 
     # ---- reads ------------------------------------------------------------------------------------
 
+    @cython.locals(tree=Tree)
     def get(self, key, default=None):
         """The value stored under ``key``, or ``default``."""
         if type(key) is not bytes:
@@ -834,7 +840,8 @@ class DB(KeyValueMapping):
             if self._read_only:
                 value = self._read(Tree.get, key)
             else:
-                value = self._tree.get(key)
+                tree = self._tree
+                value = tree.get(key)
             if pager.page_reads != reads:
                 self._get_page_reads += pager.page_reads - reads
                 pool = self._pool

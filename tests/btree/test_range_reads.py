@@ -23,7 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import btree
+import btree.cursor as btree_cursor
 import btree.db as btree_db
+import btree.scan as btree_scan
 from btree.node import (_U32, DEADLINE, LEAF_CELL, Expiring, Node, Overflow, _slots, decode_node, encode_node,
                         read_leaf_image)
 from btree.tree import Tree, _leaf_used
@@ -195,6 +197,20 @@ def _value(key: bytes, version: int) -> bytes:
     return key * (300 if version == 3 else 1 + version)
 
 
+def _watch_chunks(mp: pytest.MonkeyPatch, chunk_forward, chunk_backward=None) -> None:
+    """Route every chunk a scan or a cursor reads (btree/scan.py and
+    btree/cursor.py call ``Tree.chunk_forward`` / ``chunk_backward``)
+    through the given functions. Tree is an extension type in the compiled
+    build, which cannot be patched: the callers' ``Tree`` becomes a
+    subclass that overrides them."""
+    overrides = {"chunk_forward": chunk_forward}
+    if chunk_backward is not None:
+        overrides["chunk_backward"] = chunk_backward
+    watched = type("WatchedTree", (Tree,), overrides)
+    for module in (btree_scan, btree_cursor):
+        mp.setattr(module, "Tree", watched)
+
+
 class _Recorder:
     """Wraps Tree.chunk_forward/chunk_backward of one handle and checks every
     chunk they return against the model as it is when the chunk is read:
@@ -221,8 +237,7 @@ class _Recorder:
             self._check(list(items), pos, want, resume)
             return items, pos
 
-        mp.setattr(Tree, "chunk_forward", chunk_forward)
-        mp.setattr(Tree, "chunk_backward", chunk_backward)
+        _watch_chunks(mp, chunk_forward, chunk_backward)
 
     def _model(self, view) -> dict:
         return self.models[None if view is None else id(view[2])]
@@ -437,7 +452,7 @@ def test_chunks_grow_fast_in_memory_and_as_a_square_root_outside_the_pool(tmp_pa
         limits.append(limit)
         return forward(tree, lo, inclusive, hi, limit, view, resume)
 
-    monkeypatch.setattr(Tree, "chunk_forward", chunk_forward)
+    _watch_chunks(monkeypatch, chunk_forward)
     with btree.open(path, cache_size=1 << 24, hash_index=False) as db:
         for k in table:  # every leaf in the pool
             db.get(k)
