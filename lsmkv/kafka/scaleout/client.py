@@ -53,8 +53,8 @@ _ROLES = ("active", "restoring", "standby")
 def route_of(members: list[Member], partitions: int) -> Route:
     """How reads of a topic of ``partitions`` partitions go, given the
     instances' announcements ``members``: by each partition's newest
-    claimant's tally, a partition it lists as restoring counting as unknown
-    (routing.py's choose_route)."""
+    claimant's tally, a partition it lists as restoring never preferred for
+    a key several hold (routing.py's choose_route)."""
     newest = {p: ms[0] for p, ms in claims(members).items() if p < partitions}
     return choose_route(partitions, {p: m.placement.get(p) for p, m in newest.items()},
                         {p for p, m in newest.items() if p in m.restoring})
@@ -171,8 +171,8 @@ class StoreClient:
     def route(self, refresh: bool = False) -> Route:
         """How reads go now: by the partitioner every partition's keys fit,
         as each partition's newest claimant announces its shard's placement
-        tally (unless it announces the partition as still restoring), or to
-        every owner (``partitioner`` None); ``reason`` says why."""
+        tally, or to every owner (``partitioner`` None); ``reason`` says
+        why."""
         count = self.partitions(refresh)
         return route_of(self.members(), count)
 

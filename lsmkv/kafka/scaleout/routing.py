@@ -17,14 +17,15 @@ the announcements of all partitions into a :class:`Route`:
   (explicit partitions, a custom partitioner), families that fit some
   partitions but not all (instances disagree), a partition with no
   announced owner or tally yet, a tally for another partition count, a
-  declared ``random``, a partition its owner announces as still being
-  restored (rebuilt from the topic or a changelog, or a kept shard
-  caught up: its tally covers only what was replayed so far, and a fresh
-  one fits every family until the records come). A key found in several
-  partitions (explicit partitions can put one key in two) is answered
-  from the first, in partition order, that a family fitting that
-  partition's keys puts it on (a partition being restored: none does);
-  if there is none, from the lowest-numbered partition.
+  declared ``random``. A key found in several partitions (explicit
+  partitions can put one key in two) is answered from the first, in
+  partition order, that a family fitting that partition's keys puts it
+  on; if there is none, from the lowest-numbered partition. A partition
+  its owner announces as still being restored (rebuilt from the topic or
+  a changelog, a kept shard or a standby copy caught up) is never that
+  first: its tally covers only what was replayed so far, and a fresh one
+  fits every family until the records come. Its tally still counts for
+  the route, as a live partition's does for records not applied yet.
 
 Under ``consistent`` the empty key has no one partition
 (``consistent_random`` places it at random): it is always looked up on
@@ -82,6 +83,8 @@ class Route:
     #: {partition: families its tally accepts (None: unknown)}: picks among
     #: partitions that all hold a key.
     accepts: dict = field(default_factory=dict, repr=False, compare=False)
+    #: Partitions announced as still being restored: never picked.
+    restoring: frozenset = field(default_factory=frozenset, repr=False, compare=False)
 
     def partition_of(self, key: bytes) -> int | None:
         """The one partition to ask for ``key`` (None: ask every owner)."""
@@ -91,10 +94,12 @@ class Route:
 
     def prefer(self, key: bytes, holders) -> int:
         """Of ``holders`` (partitions that all hold ``key``), the one to
-        answer from: the first a family fitting its keys puts ``key`` on,
-        else the lowest."""
+        answer from: the first a family fitting its keys puts ``key`` on
+        (one being restored is not), else the lowest."""
         holders = sorted(holders)
         for p in holders:
+            if p in self.restoring:
+                continue
             for family in self.accepts.get(p) or ():
                 if partition_of(family, key, self.partitions) == p:
                     return p
@@ -104,17 +109,13 @@ class Route:
 def choose_route(partitions: int, summaries: dict[int, dict | None], restoring=frozenset()) -> Route:
     """The route given each partition's announced tally (``summaries``: a
     partition missing has no announced owner; None: its owner announced no
-    tally) and the partitions whose owner announces them as still being
-    restored (``restoring``: their tallies tell nothing yet)."""
+    tally); ``restoring``: the partitions whose owner announces them as
+    still being restored (never preferred for a key several hold)."""
     accepts: dict[int, frozenset[str] | None] = {}
     unknown = []
     for p in range(partitions):
         if p not in summaries:
             unknown.append(f"partition {p} has no announced owner")
-            accepts[p] = None
-            continue
-        if p in restoring:
-            unknown.append(f"partition {p} is being restored (its tally covers only the records replayed so far)")
             accepts[p] = None
             continue
         summary = summaries[p]
@@ -129,8 +130,10 @@ def choose_route(partitions: int, summaries: dict[int, dict | None], restoring=f
             else:
                 unknown.append(f"partition {p}'s shard holds keys no tally covers")
 
+    restoring = frozenset(restoring)
+
     def every(why: str) -> Route:
-        return Route(partitions, None, f"asked every owner: {why}", accepts)
+        return Route(partitions, None, f"asked every owner: {why}", accepts, restoring)
 
     if unknown:
         return every("; ".join(unknown[:3]) + (f" (and {len(unknown) - 3} more)" if len(unknown) > 3 else ""))
@@ -157,4 +160,4 @@ def choose_route(partitions: int, summaries: dict[int, dict | None], restoring=f
     keys = sum((summaries[p] or {}).get("keys", 0) for p in range(partitions))
     also = sorted(common - {family})
     return Route(partitions, family, f"routed by {family}: the keys of every partition fit it ({keys} keys checked"
-                 + (f"; {', '.join(also)} fit too" if also else "") + ")", accepts)
+                 + (f"; {', '.join(also)} fit too" if also else "") + ")", accepts, restoring)
