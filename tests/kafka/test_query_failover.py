@@ -49,8 +49,9 @@ def test_an_owner_killed_mid_answer_is_passed_over_for_the_next_claimant(broker,
     bs = broker.bootstrap_servers
     topic, group = name(), name("g")
     produce_workload(bs, topic, WorkloadSpec(records=300, keys=60, tombstone_ratio=0.0, seed=7), partitions=1)
-    expected = table_of(ground_truth(bs, topic)[0])
-    end = max(offset for offset, _, _ in ground_truth(bs, topic)[0]) + 1
+    records = ground_truth(bs, topic)[0]
+    expected = table_of(records)
+    end = records[-1][0] + 1
     live = Instance(bs, topic, group, str(tmp_path / "live"))
     instances.append(live)
     wait_for(lambda: (lambda h: h if h.get(0, (None, None, True))[1:] == (end, False) else None)(held([live])), 90,

@@ -111,38 +111,18 @@ def _expected(truth) -> tuple[dict[bytes, bytes], dict[bytes, list[int]]]:
     return table, holders
 
 
-def _announcements(bs: str, group: str) -> list[tuple[str, Member | None]]:
-    """Every announcement the group's instances made, in topic order: (url, Member; None: withdrawn)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": f"history-{group}", "enable.partition.eof": True})
-    out = []
-    try:
-        consumer.assign([TopicPartition(members_topic(group), 0, 0)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                continue
-            out.append((msg.key().decode(), None if msg.value() is None else decode(msg.value(), msg.offset())))
-    finally:
-        consumer.close()
-    raise AssertionError(f"reading {members_topic(group)} took more than 30 s")
-
-
-def _check_every_route_in_the_history(bs, group, holders, routed_by) -> int:
+def _check_every_route_in_the_history(announcements, holders, routed_by) -> int:
     """The route a client reading the announcements at any moment would
     have taken never answers a key from the wrong partition: replayed
     announcement by announcement, with every partition claimed (while a
     partition is being restored its fresh tally may fit any family: the
     route is checked once none is). Returns how many announcements listed
-    a partition as restoring."""
+    a partition as restoring. ``announcements``: the members topic's
+    records, (offset, url, announcement; None: withdrawn)."""
     latest: dict[str, Member | None] = {}
     restoring = 0
-    for url, member in _announcements(bs, group):
+    for offset, url, value in announcements:
+        member = None if value is None else decode(value, offset)
         latest[url] = member
         members = sorted((m for m in latest.values() if m is not None), key=lambda m: m.position)
         restoring += bool(member is not None and member.restoring)
@@ -239,7 +219,7 @@ def test_gets_and_scans_are_exact_however_keys_were_placed_across_a_sigkill(brok
     # The new owners announced the partitions they took before rebuilding
     # them (restoring, a fresh tally that fits every family): no route of
     # the whole history trusts such a tally.
-    assert _check_every_route_in_the_history(bs, group, holders, routed_by) > 0
+    assert _check_every_route_in_the_history(ground_truth(bs, members_topic(group))[0], holders, routed_by) > 0
     for inst in survivors:
         assert inst.terminate() == 0, inst.output()
 
