@@ -69,6 +69,7 @@ COMPILED_MODULES = [
     "btree/node.py",
     "btree/pagemap.py",
     "btree/pager.py",
+    "btree/point_get.py",
     "btree/scan.py",
     "btree/tree.py",
     "btree/wal.py",

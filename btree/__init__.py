@@ -33,7 +33,8 @@ reader when ``db.ingest`` reads table files. Modules:
   in the reader table) until their last snapshot closes;
 * :mod:`btree.snapshot_reads`: what a snapshot reads through (get, multi_get, scan, cursor);
 * :mod:`btree.scan`: a scan's chunks, each one consistent read, and how they grow;
-* :mod:`btree.multi_get`: ``multi_get()``, and its hash-index hits' bookkeeping;
+* :mod:`btree.multi_get`: ``multi_get()``;
+* :mod:`btree.point_get`: ``PointGet``, what a get reads and counts, and the hash-index hits' bookkeeping;
 * :mod:`btree.sweep`: the background sweep that deletes keys whose ttl has expired;
 * :mod:`btree.cursor`: the cursor's source over the tree (``db.iterator()``);
 * :mod:`btree.stats`: ``stats()``;

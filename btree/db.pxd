@@ -1,3 +1,3 @@
 # Cython declarations for btree/db.py in the compiled build: DB stays a
-# Python class; its get calls the tree's get as a C method (btree/tree.pxd).
-from btree.tree cimport Tree
+# Python class; its get calls PointGet.get as a C method (btree/point_get.pxd).
+from btree.point_get cimport PointGet

@@ -90,6 +90,7 @@ from .multi_get import multi_get
 from .options import (DEFAULT_CACHE_SIZE, DEFAULT_CHECKPOINT_LOG_BYTES, DEFAULT_TTL_SWEEP_INTERVAL, check_option_names,
                       check_options)
 from .pager import PAGES_FILE, Meta, Pager, StaleView, encode_meta_entries
+from .point_get import NOT_SERVED, PointGet
 from .range_delete import delete_range
 from .readers import ReaderTable
 from .recovery import (concurrent_checkpoint, load_checkpoint, open_log, open_pager, read_log,
@@ -139,12 +140,12 @@ class DB(KeyValueMapping):
         self._cache_size = default_capacity() if cache_size is None else cache_size
         self._ckpt_log_bytes = checkpoint_log_bytes
         self._hash_index = hash_index
-        #: True while the handle may be used (open, not failed); one test on hot paths.
-        self._usable = False
+        self._lock = threading.RLock()
+        #: A get's state and counters (btree/point_get.py); ``_usable`` is its ``usable``.
+        self._point = PointGet(self._lock, read_only)
         self._writable = False
         #: Log bytes appended since the last checkpoint.
         self._log_pending = 0
-        self._lock = threading.RLock()
         #: The write queue and the log syncer (lsmkv/base/group_commit.py):
         #: the log writer takes ``_lock`` to append and apply its group.
         self._commits = GroupCommit(self._append_and_apply, group_commit=group_commit, sync_timeout=sync_timeout,
@@ -170,10 +171,7 @@ class DB(KeyValueMapping):
         self._filelock = None
         self._log: LogWriter | None = None
         self._pager: Pager | None = None
-        # Counters for stats().
-        self._gets = 0
-        self._ahi_hits = 0
-        self._get_page_reads = 0
+        # Counters for stats() (a get's are the PointGet's).
         self._puts = 0
         self._deletes = 0
         self._batches = 0
@@ -259,9 +257,7 @@ class DB(KeyValueMapping):
         loaded = load_checkpoint(fs, pager, self.path, writer=writer, rebuilding=replay_until is not None,
                                  cache_size=self._cache_size, hash_index=self._hash_index, ttl_clock=self._ttl_clock)
         self._pool, self._tree = pool, tree = loaded.pool, loaded.tree
-        self._ahi_get = tree.ahi.get if tree.ahi is not None else None
-        self._ahi_page = tree.ahi_page
-        self._pages = pool.pages
+        self._point.bind(tree, pool)
         self._max_key = tree.max_key
         self._meta_chain, self._meta = loaded.meta_chain, loaded.meta
         self._meta_dirty = False
@@ -813,41 +809,50 @@ class DB(KeyValueMapping):
 
     # ---- reads ------------------------------------------------------------------------------------
 
-    @cython.locals(tree=Tree)
+    @cython.locals(point=PointGet)
     def get(self, key, default=None):
         """The value stored under ``key``, or ``default``."""
         if type(key) is not bytes:
             key = as_key(key, MAX_KEY_SIZE)
+        point = self._point
+        value = point.get(key)
+        if value is None:
+            return default
+        if value is not NOT_SERVED:
+            return value
+        return self._get_in_view(key, default)
+
+    def _get_in_view(self, key: bytes, default):
+        """get() on a read-only handle (its reads retried while a writer
+        elsewhere checkpoints, DB._read), or the error of one not usable."""
+        point = self._point
         with self._lock:
             if not self._usable:
                 self._check_open()
-            self._gets += 1
-            ahi_get = self._ahi_get
+            point.gets += 1
+            ahi_get = point.ahi_get
             if ahi_get is not None:
                 value = ahi_get(key)
                 if value is not None:
-                    # Mark the leaf as recently used on one hit in 16: a hot
-                    # leaf is still marked, and the other hits stay cheap.
-                    hits = self._ahi_hits = self._ahi_hits + 1
-                    if not hits & 15:
-                        node = self._pages.get(self._ahi_page.get(key))
-                        if node is not None:
-                            node.ref = True
-                            node.hits += 16  # (the hits it served, counted one in 16)
+                    point.count_hash_hits((key,), 1)
                     return value
             pager = self._pager
             reads = pager.page_reads
-            if self._read_only:
-                value = self._read(Tree.get, key)
-            else:
-                tree = self._tree
-                value = tree.get(key)
+            value = self._read(Tree.get, key)
             if pager.page_reads != reads:
-                self._get_page_reads += pager.page_reads - reads
-                pool = self._pool
-                if len(pool.pages) > pool.capacity:
-                    pool.trim()
+                point.page_reads += pager.page_reads - reads
+                self._trim_after_read()
         return default if value is None else value
+
+    @property
+    def _usable(self) -> bool:
+        """True while the handle may be used (open, not failed): the one
+        test of hot paths, kept by the PointGet, whose get tests it too."""
+        return self._point.usable
+
+    @_usable.setter
+    def _usable(self, usable: bool) -> None:
+        self._point.usable = usable
 
     #: multi_get(keys): the value of each key, read in one consistent view (btree/multi_get.py).
     multi_get = multi_get

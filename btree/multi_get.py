@@ -3,9 +3,8 @@
 This module owns :func:`multi_get` (the DB's method of that name: every
 key checked, the distinct keys looked up sorted under the DB's lock, the
 adaptive hash index first as ``get`` does, the rest by Tree.get_many, one
-descent per leaf) and :func:`mark_hash_hits`, the bookkeeping its hash
-index hits share with ``get``'s: hits counted, and a leaf marked as
-recently used per 16 of them, so that hot leaves stay in the pool.
+descent per leaf). Its hash index hits are counted as ``get``'s are
+(PointGet.count_hash_hits, btree/point_get.py).
 """
 
 from __future__ import annotations
@@ -28,12 +27,13 @@ def multi_get(db: DB, keys) -> list[bytes | None]:
     per leaf for all the keys that fall in it (Tree.get_many)."""
     checked = as_keys(keys, MAX_KEY_SIZE)
     distinct = sorted(set(checked))
+    point = db._point
     with db._lock:
         if not db._usable:
             db._check_open()
-        db._gets += len(distinct)
+        point.gets += len(distinct)
         found: dict[bytes, bytes | None] = {}
-        ahi_get = db._ahi_get
+        ahi_get = point.ahi_get
         if ahi_get is not None:
             # The adaptive hash index first, as get() does: its hits need no descent.
             misses = []
@@ -44,7 +44,7 @@ def multi_get(db: DB, keys) -> list[bytes | None]:
                 else:
                     found[key] = value
             if len(misses) != len(distinct):
-                mark_hash_hits(db, distinct, len(distinct) - len(misses))
+                point.count_hash_hits(distinct, len(distinct) - len(misses))
             distinct = misses
         if distinct:
             pager = db._pager
@@ -55,26 +55,7 @@ def multi_get(db: DB, keys) -> list[bytes | None]:
                 values = db._tree.get_many(distinct)
             found.update(zip(distinct, values))
             if pager.page_reads != reads:
-                db._get_page_reads += pager.page_reads - reads
+                point.page_reads += pager.page_reads - reads
                 db._trim_after_read()
     return [found[key] for key in checked]
 
-
-def mark_hash_hits(db: DB, keys: list[bytes], hits: int) -> None:
-    """Count ``hits`` hash index hits among ``keys`` and mark one leaf
-    as recently used per 16 of them, as get() does for its hits."""
-    before = db._ahi_hits
-    db._ahi_hits = before + hits
-    marks = (before + hits) // 16 - before // 16
-    if not marks:
-        return
-    ahi_page = db._ahi_page
-    pages = db._pages
-    for key in keys:
-        node = pages.get(ahi_page.get(key))
-        if node is not None:
-            node.ref = True
-            node.hits += 16
-            marks -= 1
-            if not marks:
-                return

@@ -70,7 +70,7 @@ def _level_fill_cached(db: DB) -> tuple[list[int], list[float]]:
 def collect_stats(db: DB) -> dict:
     """The stats dict of ``db`` (see DB.stats); called with its lock held,
     the handle open."""
-    pager, pool, tree = db._pager, db._pool, db._tree
+    pager, pool, tree, point = db._pager, db._pool, db._tree, db._point
     readers = db._readers.readers(pager.file.identity()) if db._readers is not None else []
     counts, fills = db._read(lambda tree: _level_fill_cached(db))
     log_written = db._log_bytes_done + (db._log.bytes_written if db._log else 0)
@@ -94,8 +94,8 @@ def collect_stats(db: DB) -> dict:
         "bytes_written": bytes_written,
         "write_amp": round(bytes_written / db._user_bytes, 3) if db._user_bytes else 0.0,
         "bytes_read": bytes_read,
-        "gets": db._gets,
-        "read_amp": round(db._get_page_reads / db._gets, 4) if db._gets else 0.0,
+        "gets": point.gets,
+        "read_amp": round(point.page_reads / point.gets, 4) if point.gets else 0.0,
         "disk_bytes": disk,
         "puts": db._puts,
         "deletes": db._deletes,
@@ -116,7 +116,7 @@ def collect_stats(db: DB) -> dict:
         "dirty_pages": pool.dirty_count(),
         "cache_hit_rate": round(1 - pool.misses / lookups, 4) if lookups else 0.0,
         "cache_misses": pool.misses,
-        "hash_index_hits": db._ahi_hits,
+        "hash_index_hits": point.ahi_hits,
         "hash_index_entries": len(tree.ahi) if tree.ahi is not None else 0,
         "page_reads": pager.page_reads,
         "log_bytes_written": log_written,

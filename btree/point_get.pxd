@@ -1,0 +1,23 @@
+# Cython declarations for btree/point_get.py in the compiled build: the
+# state a get reads as C struct members, the tree's get a C call.
+from btree.bufferpool cimport BufferPool
+from btree.tree cimport Tree
+
+
+cdef class PointGet:
+    cdef public object acquire
+    cdef public object release
+    cdef public bint read_only
+    cdef public bint usable
+    cdef public Tree tree
+    cdef public BufferPool pool
+    cdef public object pager
+    cdef public object pages
+    cdef public object ahi_get
+    cdef public dict ahi_page
+    cdef public Py_ssize_t gets
+    cdef public Py_ssize_t ahi_hits
+    cdef public Py_ssize_t page_reads
+
+    # A C call from DB.get (btree/db.pxd), a Python method to every other caller.
+    cpdef get(self, bytes key)
