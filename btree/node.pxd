@@ -28,6 +28,28 @@ cdef class Node:
                p="const unsigned char*")
 cpdef Py_ssize_t _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -3
 
+# A get's search of a leaf image outside the pool (_search_cells, its
+# binary search _slot_at_or_above), read in place: C integers, keys
+# compared byte by byte, the value cut from the image directly.
+@cython.locals(lo=Py_ssize_t)
+cpdef _search_cells(bytes buf, Py_ssize_t count, Py_ssize_t page_size, bytes key)
+@cython.locals(p="const unsigned char*", k="const unsigned char*", size=Py_ssize_t, cell=Py_ssize_t,
+               expiring=Py_ssize_t, at=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t, kind=Py_ssize_t,
+               vlen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, j=Py_ssize_t)
+cpdef _cell_value_in_place(bytes buf, Py_ssize_t i, Py_ssize_t count, Py_ssize_t page_size, bytes key)
+@cython.locals(size=Py_ssize_t, nkey=Py_ssize_t, slots=Py_ssize_t, slot=Py_ssize_t, cell=Py_ssize_t, deadline=Py_ssize_t,
+               expiring=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t,
+               off=Py_ssize_t, klen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, stop=Py_ssize_t, j=Py_ssize_t,
+               p="const unsigned char*", k="const unsigned char*")
+cpdef Py_ssize_t _slot_at_or_above(bytes buf, Py_ssize_t count, bytes key) except -2
+
+# A get's check of a leaf image's header (leaf_value): its fields read in place.
+@cython.locals(p="const unsigned char*", header=Py_ssize_t, leaf=Py_ssize_t, slot=Py_ssize_t, count=Py_ssize_t,
+               i=Py_ssize_t, epoch="unsigned long long",
+               number="unsigned long", stored="unsigned long", computed="unsigned long")
+cpdef Py_ssize_t _checked_leaf_count(bytes buf, Py_ssize_t pgno, Py_ssize_t page_size,
+                                     unsigned long long max_epoch) except -2
+
 # A leaf image a range read holds (LeafImage): an extension type, made
 # once per leaf read outside the pool, its fields read by Tree.chunk_forward.
 cdef class LeafImage:

@@ -701,11 +701,50 @@ def leaf_value(buf: bytes, pgno: int, page_size: int, key: bytes, max_epoch: int
     of a leaf outside the pool; on UNCHECKED the caller runs
     search_leaf_page (after Pager._check_epoch), so a damaged page raises
     exactly what it raises."""
-    hdr = _leaf_header(buf, pgno, page_size, max_epoch)
-    if hdr is None:
-        return UNCHECKED
-    found = _search_cells(buf, hdr[4], page_size, key)
+    if cython.compiled:
+        count = _checked_leaf_count(buf, pgno, page_size, max_epoch)  # (the header read in place)
+        if count < 0:
+            return UNCHECKED
+    else:
+        hdr = _leaf_header(buf, pgno, page_size, max_epoch)
+        if hdr is None:
+            return UNCHECKED
+        count = hdr[4]
+    found = _search_cells(buf, count, page_size, key)
     return UNCHECKED if type(found) is _Damage else found
+
+
+def _checked_leaf_count(buf: bytes, pgno: int, page_size: int, max_epoch: int) -> int:
+    """The slot count of the leaf page image ``buf`` if it passes the
+    checks of :func:`_leaf_header` (size, page type, page number, slot
+    count, epoch, checksum), -1 otherwise: the compiled build's form for a
+    get, the header's fields read byte by byte in place (C integers, no
+    tuple of int objects), the checksum last. As Python it answers what
+    _leaf_header answers (the tests compare them), more slowly."""
+    p = buf
+    header = HEADER_SIZE  # (the constants as C integers, compiled)
+    if len(buf) != page_size or page_size < header:
+        return -1
+    number = p[7]  # (its top byte first: compiled, a C unsigned long)
+    number = number << 24 | p[6] << 16 | p[5] << 8 | p[4]
+    leaf = PAGE_LEAF
+    if p[8] != leaf or number != pgno:
+        return -1
+    count = p[10] | p[11] << 8
+    slot = SLOT_SIZE
+    if header + slot * count > page_size:
+        return -1
+    epoch = 0
+    for i in range(23, 15, -1):  # (the u64 at bytes 16-23, little-endian)
+        epoch = epoch << 8 | p[i]
+    if epoch > max_epoch:
+        return -1
+    stored = p[3]
+    stored = stored << 24 | p[2] << 16 | p[1] << 8 | p[0]
+    computed = crc32(memoryview(buf)[4:])
+    if stored != computed:
+        return -1
+    return count
 
 
 class _Damage:
@@ -724,9 +763,18 @@ def _search_cells(buf: bytes, count: int, page_size: int, key: bytes):
     (two byte reads) and its key compared in place; only the cell found is
     checked and turned into a value. Returns the value (bytes,
     :class:`Overflow` or :class:`Expiring`), None if the page does not
-    hold ``key``, or a :class:`_Damage` if the cell found is malformed."""
+    hold ``key``, or a :class:`_Damage` if the cell found is malformed.
+    The compiled build runs the same steps in C (_slot_at_or_above, then
+    _cell_value_in_place)."""
     if not count:
         return None
+    if cython.compiled:
+        lo = _slot_at_or_above(buf, count, key)
+        if lo < 0:
+            return _PAST_END
+        if lo == count:
+            return None
+        return _cell_value_in_place(buf, lo, count, page_size, key)
     unpack = LEAF_CELL.unpack_from
     lo, hi = 0, count
     try:
@@ -770,7 +818,113 @@ def _search_cells(buf: bytes, count: int, page_size: int, key: bytes):
     return val if deadline is None else Expiring(deadline, val)
 
 
+def _cell_value_in_place(buf: bytes, i: int, count: int, page_size: int, key: bytes):
+    """The tail of :func:`_search_cells` as the compiled build runs it:
+    slot ``i``'s cell of the leaf image ``buf`` (of ``count`` slots) read
+    byte by byte in place, its key compared with ``key`` byte by byte;
+    the value if the key is ``key``, None if it is another, _PAST_END or
+    a _Damage for a malformed cell, exactly as the pure build's tail
+    answers (the tests compare them). As Python it is slower than that
+    tail, which the pure build runs instead. Its callers have checked the
+    page's size and slot count; the C reads are bounded by them anyway."""
+    p = buf
+    k = key
+    size = len(buf)
+    if size != page_size:
+        return _PAST_END
+    cell = LEAF_CELL_SIZE  # (the constants as C integers, compiled)
+    expiring = KIND_EXPIRING
+    at = HEADER_SIZE + SLOT_SIZE * i
+    if at + 1 >= size:
+        return _PAST_END
+    off = p[at] | p[at + 1] << 8
+    if off + cell > size:
+        return _PAST_END
+    klen = p[off] | p[off + 1] << 8
+    kind = p[off + 2]
+    vlen = p[off + 6]  # (its top byte first: compiled, a C integer of 64 bits)
+    vlen = vlen << 24 | p[off + 5] << 16 | p[off + 4] << 8 | p[off + 3]
+    ks = off + cell
+    deadline = None
+    if kind & expiring:
+        if ks + DEADLINE_SIZE > size:
+            return _PAST_END
+        deadline = DEADLINE.unpack_from(buf, ks)[0]
+        ks += DEADLINE_SIZE
+    ke = ks + klen
+    if off < HEADER_SIZE + SLOT_SIZE * count or ke > page_size:
+        return _PAST_END
+    if klen != len(key):
+        return None
+    j = 0
+    while j < klen:
+        if p[ks + j] != k[j]:
+            return None
+        j += 1
+    if kind > expiring | KIND_OVERFLOW:
+        return _Damage(f"unknown value kind {kind}")
+    if not kind & ~expiring:  # (KIND_INLINE)
+        if ke + vlen > page_size:
+            return _PAST_END
+        val = p[ke:ke + vlen]  # (a slice of the C pointer: bytes made directly)
+    else:
+        if ke + 4 > size:
+            return _PAST_END
+        val = Overflow(_U32.unpack_from(buf, ke)[0], vlen)
+    return val if deadline is None else Expiring(deadline, val)
+
+
 _PAST_END = _Damage("cell runs past the end of the page")
+
+
+def _slot_at_or_above(buf: bytes, count: int, key: bytes) -> int:
+    """The first of the ``count`` slots of the leaf image ``buf`` whose key
+    is not below ``key`` (``count`` if none), or -1 if a probed slot points
+    at a cell whose header runs past the page: _search_cells's binary
+    search as the compiled build runs it, each probed cell's header read
+    byte by byte in place and its key compared with ``key`` byte by byte,
+    as the slice ``buf[ks:ks + klen]`` compares (cut at the end of the
+    page). As Python it returns what the pure build's loop finds (the
+    tests compare them), more slowly."""
+    p = buf
+    k = key
+    size = len(buf)
+    nkey = len(key)
+    slots = HEADER_SIZE  # (the constants as C integers, compiled)
+    slot = SLOT_SIZE
+    cell = LEAF_CELL_SIZE
+    deadline = DEADLINE_SIZE
+    expiring = KIND_EXPIRING
+    lo = 0
+    hi = count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        at = slots + slot * mid
+        if at + 1 >= size:
+            return -1
+        off = p[at] | p[at + 1] << 8
+        if off + cell > size:
+            return -1
+        klen = p[off] | p[off + 1] << 8
+        ks = off + cell
+        if p[off + 2] & expiring:
+            ks += deadline
+        ke = ks + klen
+        if ke > size:
+            ke = size
+        if ks > ke:
+            ks = ke
+        stop = ke - ks
+        if stop > nkey:
+            stop = nkey
+        j = 0
+        while j < stop and p[ks + j] == k[j]:
+            j += 1
+        if (p[ks + j] < k[j]) if j < stop else ke - ks < nkey:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def read_leaf_image(buf: bytes, pgno: int, page_size: int, path: str) -> LeafImage:

@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import btree
-from btree.node import (_U32, HEADER, UNCHECKED, Expiring, Node, Overflow, decode_node, encode_node, leaf_value,
-                        read_leaf_image, search_leaf_page)
+from btree.node import (_PAST_END, _U32, HEADER, UNCHECKED, Expiring, Node, Overflow, _cell_value_in_place,
+                        _checked_leaf_count, _Damage, _leaf_header, _search_cells, _slot_at_or_above, decode_node,
+                        encode_node, leaf_value, read_leaf_image, search_leaf_page)
 from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.base.checksum import crc32
@@ -152,6 +153,168 @@ def test_malformed_cells_in_a_sound_page_are_left_to_the_checks_one_by_one(entri
     keys = sorted(entries)
     for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys)}:
         _agree(bad, probe)
+
+
+def _first_slot_not_below(img: bytes, count: int, key: bytes) -> int:
+    """The binary search of a leaf image as plain Python slices make it
+    (each probed cell's key ``img[ks:ks + klen]``, cut at the page's end),
+    -1 where a probed cell's header runs past the page."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        off = struct.unpack_from("<H", img, 32 + 2 * mid)[0]
+        if off + 7 > len(img):
+            return -1
+        klen, kind, _vlen = struct.unpack_from("<HBI", img, off)
+        ks = off + 7 + (8 if kind & 2 else 0)
+        if img[ks:ks + klen] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _reference_value(img: bytes, i: int, count: int, key: bytes):
+    """Slot ``i``'s cell as slices and struct read it: its value if its
+    key is ``key``, None if another; "past the end" or "kind" for damage."""
+    off = struct.unpack_from("<H", img, 32 + 2 * i)[0]
+    try:
+        klen, kind, vlen = struct.unpack_from("<HBI", img, off)
+        ks, deadline = off + 7, None
+        if kind & 2:
+            deadline = struct.unpack_from("<Q", img, ks)[0]
+            ks += 8
+        ke = ks + klen
+        if off < 32 + 2 * count or ke > PAGE:
+            return "past the end"
+        if img[ks:ke] != key:
+            return None
+        if kind > 3:
+            return "kind"
+        val = img[ke:ke + vlen] if kind & 1 == 0 else Overflow(struct.unpack_from("<I", img, ke)[0], vlen)
+        if kind & 1 == 0 and ke + vlen > PAGE:
+            return "past the end"
+    except struct.error:
+        return "past the end"
+    return val if deadline is None else Expiring(deadline, val)
+
+
+def _as_reference(found):
+    if found is _PAST_END:
+        return "past the end"
+    return "kind" if type(found) is _Damage else found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, min_size=1, max_size=40), st.lists(_keys, max_size=10), st.data())
+def test_the_search_in_place_finds_what_slices_of_the_image_find(entries, others, data):
+    """_slot_at_or_above and _cell_value_in_place (C loops in the compiled
+    build, Python in the pure one) and _search_cells (either build's) against
+    the search written with slices and struct, on sound pages and on pages
+    with bytes changed in the slots, cell headers, keys and values."""
+    img = bytearray(_leaf(entries))
+    count = len(entries)
+    slots = struct.unpack_from(f"<{count}H", img, 32)
+    for _ in range(data.draw(st.integers(0, 3))):
+        where = data.draw(st.one_of(
+            st.integers(32, 32 + 2 * count - 1),
+            st.sampled_from(slots).flatmap(lambda off: st.integers(off, min(off + 30, PAGE - 1))),
+            st.integers(32, PAGE - 1)))
+        img[where] = data.draw(st.integers(0, 255))
+    img = bytes(img)
+    keys = sorted(entries)
+    for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys), *(k[:-1] for k in keys)}:
+        lo = _first_slot_not_below(img, count, probe)
+        assert _slot_at_or_above(img, count, probe) == lo, probe
+        want = "past the end" if lo < 0 else None if lo == count else _reference_value(img, lo, count, probe)
+        assert _same(_as_reference(_search_cells(img, count, PAGE, probe)), want), probe
+        if 0 <= lo < count:
+            assert _same(_as_reference(_cell_value_in_place(img, lo, count, PAGE, probe)), want), probe
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=40), st.data())
+def test_the_header_check_in_place_passes_what_the_unpacked_header_passes(entries, data):
+    """_checked_leaf_count (the header read in place, compiled) against
+    _leaf_header: sound pages (half of all checksums have their top bit
+    set), bytes changed with or without a new checksum, other page
+    numbers and epochs, an internal page."""
+    img = bytearray(_leaf(entries))
+    if data.draw(st.booleans()):
+        for _ in range(data.draw(st.integers(1, 3))):
+            img[data.draw(st.integers(0, PAGE - 1))] = data.draw(st.integers(0, 255))
+        if data.draw(st.booleans()):
+            img = bytearray(_resealed(img))
+    img = bytes(img)
+    pgno = data.draw(st.sampled_from([5, 4, 5 | 1 << 24, 5 | 1 << 31]))
+    max_epoch = data.draw(st.sampled_from([0, 1, 2, (1 << 63) - 1]))
+    hdr = _leaf_header(img, pgno, PAGE, max_epoch)
+    assert _checked_leaf_count(img, pgno, PAGE, max_epoch) == (-1 if hdr is None else hdr[4])
+
+
+def test_the_header_check_in_place_refuses_what_the_unpacked_header_refuses():
+    node = Node(5, False)
+    node.keys = [b"m"]
+    node.kids = [7, 8]
+    node.used = _internal_used(node)
+    internal = bytes(encode_node(node, PAGE, epoch=1))
+    sound = _leaf({b"k%d" % i: b"v" for i in range(30)})
+    for img, pgno, size, epoch in [(internal, 5, PAGE, 1), (sound, 6, PAGE, 1), (sound, 5, PAGE, 0),
+                                   (sound[:-1], 5, PAGE - 1, 1), (sound, 5, PAGE, 1)]:
+        hdr = _leaf_header(img, pgno, size, epoch)
+        assert _checked_leaf_count(img, pgno, size, epoch) == (-1 if hdr is None else hdr[4])
+    assert _checked_leaf_count(sound, 5, PAGE, 1) == 30
+
+
+def test_every_change_to_the_found_cells_header_is_answered_as_slices_answer():
+    """Each byte of the found cell's header (key length, kind, value
+    length) set to values that make it damaged, expiring, an overflow, or
+    longer than the page: the search in place answers what the search
+    written with slices and struct answers."""
+    for entries in ({b"k%05d" % i: (b"v" * 30 if i % 3 else Overflow(9, 70000)) for i in range(25)},
+                    {b"k%05d" % i: b"" for i in range(25)}):  # (a deadline would run past the page)
+        _every_header_change_agrees(entries)
+
+
+def _every_header_change_agrees(entries: dict) -> None:
+    sound = _leaf(entries)
+    keys = sorted(entries)
+    slots = struct.unpack_from("<25H", sound, 32)
+    nearest_end = max(range(25), key=lambda i: slots[i])
+    for i in (0, 12, 24, nearest_end):
+        for byte in range(7):
+            for value in (0, 1, 2, 3, 4, 9, 0x80, 0xFF):
+                img = bytearray(sound)
+                img[slots[i] + byte] = value
+                img = bytes(img)
+                for probe in (keys[i], keys[i] + b"\x00"):
+                    lo = _first_slot_not_below(img, 25, probe)
+                    want = "past the end" if lo < 0 else None if lo == 25 else _reference_value(img, lo, 25, probe)
+                    got = _search_cells(img, 25, PAGE, probe)
+                    assert _same(_as_reference(got), want), (i, byte, value, probe)
+                    if 0 <= lo < 25:
+                        got = _cell_value_in_place(img, lo, 25, PAGE, probe)
+                        assert _same(_as_reference(got), want), (i, byte, value, probe)
+                    # The tail on the changed cell itself, wherever the search lands.
+                    got = _cell_value_in_place(img, i, 25, PAGE, probe)
+                    assert _same(_as_reference(got), _reference_value(img, i, 25, probe)), (i, byte, value, probe)
+
+
+def test_a_probed_key_cut_by_the_pages_end_compares_as_its_slice_does():
+    """A cell whose key length runs past the page: the search in place
+    compares the key up to the page's end, as the slice does."""
+    node = Node(5, True)
+    node.keys = [b"k%05d" % i for i in range(20)]
+    node.vals = [b"v" * 30 for _ in node.keys]
+    node.used = _leaf_used(node)
+    img = bytearray(encode_node(node, PAGE, epoch=1))
+    slots = struct.unpack_from("<20H", img, 32)
+    last = max(range(20), key=lambda i: slots[i])  # the cell nearest the page's end
+    struct.pack_into("<H", img, slots[last], 0xFFFF)
+    img = bytes(img)
+    cut = img[slots[last] + 7:]  # its key as the slice cuts it
+    for probe in (*node.keys, cut, cut[:-1], cut + b"\x00", cut[:-1] + b"\xff"):
+        assert _slot_at_or_above(img, 20, probe) == _first_slot_not_below(img, 20, probe), probe
 
 
 def test_malformed_cells_the_search_meets_are_reported_by_the_checks_one_by_one():
