@@ -63,6 +63,8 @@ the intent's wall-clock time plus the ttl to the ack's (or, for a write in
 flight, the verification's) plus the ttl. A key whose window lies before
 the verification must be absent, one whose window lies after it must hold
 its value, and one whose window the verification overlaps may be either.
+A write in flight that reads the same either way but differs in its
+deadline keeps both outcomes in the state (:func:`either_entry`).
 """
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ def thread_of(op: str) -> int:
 
 #: Slack on each side of a deadline window, in ms (the engines round to ms).
 DEADLINE_SLACK_MS = 2
+#: The end of a deadline window that may never come: a value that either
+#: expires in a window or keeps no ttl (see :func:`either_entry`).
+NEVER_MS = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -304,7 +309,10 @@ class ExpectedState:
             return f"absent (deleted by {entry[0]})"
         text = describe(content(entry[0], index, entry[1]), index)
         text = f"{text} (last set by {entry[0]})" if text.startswith("counter") else text
-        if entry[2] is not None:
+        if entry[2] is not None and entry[2][1] == NEVER_MS:
+            text += (f", expiring from {entry[2][0]} ms on or never (a write in flight at an earlier kill left it "
+                     "the same content and may have changed its ttl)")
+        elif entry[2] is not None:
             text += f", expiring between {entry[2][0]} and {entry[2][1]} ms"
         return text
 
@@ -444,6 +452,9 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
     #: For those keys, the state had their in-flight write been applied.
     after_of: dict[int, ExpectedState] = {}
     resolutions: list[Intent] = []
+    #: In-flight writes whose two outcomes read the same: (intent, the state
+    #: had it been applied, what each of its keys read).
+    unseen: list[tuple[Intent, ExpectedState, dict[int, bytes | None]]] = []
     for history in histories:
         intent = history.in_flight
         if intent is None:
@@ -464,6 +475,7 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
         is_after = all(found[i] in after.candidates(i, lo, hi) for i in touched)
         if is_before and is_after:
             outcome = "no visible effect"
+            unseen.append((intent, after, found))
         elif is_after:
             outcome = "applied"
             resolutions.append(intent)
@@ -506,18 +518,55 @@ def verify(space: KeySpace, base: ExpectedState, histories: list[ThreadHistory],
         mismatches.append(Mismatch(key, problem, expected.explain(index), describe(got, index)))
     verdict.keys_checked = space.size
 
+    #: In-flight batches with no visible effect that their metadata entry decided.
+    settled: list[Intent] = []
     if meta is not None:
-        _check_meta(histories, verdict, expected, resolutions, meta)
+        _check_meta(histories, verdict, expected, resolutions, settled, meta)
     for intent in resolutions:
         expected.apply(intent, done_by_ms=hi)
+    for intent, after, found in unseen:
+        if intent in settled:
+            continue
+        for i, got in found.items():
+            entry = either_entry(expected.keys.get(i), after.keys.get(i), got)
+            if entry is not None:
+                expected.keys[i] = entry
     expected.forget_expired(lo)
     return verdict
 
 
+def either_entry(before: Entry | None, after: Entry | None, found: bytes | None) -> Entry | None:
+    """The entry of a key that a write in flight at the kill may or may not
+    have changed, when the read found what either outcome gives (``before``
+    and ``after`` are its entries without and with the write; None: never
+    written).
+
+    The two may still differ in what comes later: an empty value put again
+    without a ttl over one with a ttl reads the same until the deadline,
+    and differently after it. So the entry must allow both: a key read as
+    absent stays absent whichever ran (a value read as expired stays
+    expired); a key read with a value holds that value (the same content in
+    both) until the earlier deadline, and from then on may be gone -- until
+    the later one, or for good if either has no ttl (its window then ends
+    at :data:`NEVER_MS`). The next write of the key decides it again."""
+    if before == after:
+        return before
+    if after is None:
+        raise OracleError("an in-flight write's state lost a key it touched")
+    if found is None or after[1] is None or before is None or before[1] is None:
+        # Read as absent: it stays so. (A value in one outcome and an absence in
+        # the other can only both match a read that found the key absent.)
+        return (after[0], None, None)
+    windows = [w if w is not None else (NEVER_MS, NEVER_MS) for w in (before[2], after[2])]
+    start, end = min(w[0] for w in windows), max(w[1] for w in windows)
+    return (after[0], after[1], None if start == NEVER_MS else (start, end))
+
+
 def _check_meta(histories: list[ThreadHistory], verdict: Verdict, expected: ExpectedState,
-                resolutions: list[Intent], meta: dict[str, bytes]) -> None:
+                resolutions: list[Intent], settled: list[Intent], meta: dict[str, bytes]) -> None:
     """Each thread's metadata entry names the last batch whose data is
-    there; an in-flight batch with no visible effect is decided by it."""
+    there; an in-flight batch with no visible effect is decided by it
+    (added to ``settled``, and to ``resolutions`` if it was applied)."""
     outcome = {o.op: o.outcome for o in verdict.in_flight}
     for history in histories:
         t = history.thread
@@ -534,6 +583,8 @@ def _check_meta(histories: list[ThreadHistory], verdict: Verdict, expected: Expe
                 allowed = {before, intent.op}
                 if got == intent.op:
                     resolutions.append(intent)
+                if got in allowed:
+                    settled.append(intent)
         if got not in allowed:
             verdict.mismatches.append(Mismatch(name.encode(), "metadata and data came apart",
                                                " or ".join(str(a) for a in sorted(allowed, key=str)), str(got)))

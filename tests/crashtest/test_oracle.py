@@ -181,6 +181,45 @@ def test_in_flight_write_without_visible_effect_and_maintenance():
     assert [o.outcome for o in verdict.in_flight] == ["no visible effect", "maintenance"]
 
 
+def test_an_in_flight_write_that_only_changes_a_ttl_stays_undecided_until_a_read_decides_it():
+    """An empty value put again without a ttl over one with a ttl reads the
+    same until the old deadline and differently after it: the kill that
+    left the write in flight does not tell which happened, so the next
+    cycles must allow both (both ways round), and a key read as absent
+    stays absent."""
+    key = SPACE.key(0)
+    expiring = ExpectedState({0: ("c1.t0.n1", 0, (1000, 1010))}, 1)
+    plain = ExpectedState({0: ("c1.t0.n1", 0, None)}, 1)
+
+    def cycle(state, scanned, lo, in_flight=None):
+        histories = [ThreadHistory(0, in_flight=in_flight)] if in_flight else []
+        return verify(SPACE, state, histories, scanned, {SPACE.key(i): scanned.get(SPACE.key(i))
+                                                          for i in range(SPACE.size)}, lo, lo + 2)
+
+    # The ttl dropped by the write in flight, or not.
+    drop = replace(Intent("c2.t0.n1", "put", ((0, 0),)), at_ms=1003)
+    first = cycle(expiring, {key: b""}, 1004, drop)
+    assert first.ok and [o.outcome for o in first.in_flight] == ["no visible effect"]
+    assert cycle(first.state, {key: b""}, 5000).ok  # applied: no ttl any more
+    assert cycle(first.state, {}, 5000).ok  # not applied: expired
+    assert "or never" in first.state.explain(0)
+    # A ttl added by the write in flight, or not.
+    add = replace(Intent("c2.t0.n1", "put", ((0, 0, 100),)), at_ms=1000)
+    first = cycle(plain, {key: b""}, 1050, add)
+    assert first.ok and [o.outcome for o in first.in_flight] == ["no visible effect"]
+    assert cycle(first.state, {key: b""}, 5000).ok  # not applied: no ttl
+    assert cycle(first.state, {}, 5000).ok  # applied: expired
+    assert [m.problem for m in cycle(first.state, {}, 1060).mismatches] == ["acknowledged write lost"]
+    # A key read as absent, which a delete in flight or the deadline explains, stays absent.
+    delete = replace(Intent("c2.t0.n1", "delete", ((0, None),)), at_ms=1003)
+    first = cycle(expiring, {}, 1005, delete)
+    assert first.ok and [o.outcome for o in first.in_flight] == ["no visible effect"]
+    assert [m.problem for m in cycle(first.state, {key: b""}, 1006).mismatches] == ["deleted key is back"]
+    # A write in flight whose outcome the read told apart is decided as before.
+    assert [o.outcome for o in cycle(expiring, {key: b""}, 5000, drop).in_flight] == ["applied"]
+    assert cycle(expiring, {key: b""}, 5000, drop).state.keys[0] == ("c2.t0.n1", 0, None)
+
+
 def test_get_must_agree_with_scan():
     state = ExpectedState({0: ("c1.t0.n1", 10)}, 1)
     scanned = contents(state)
