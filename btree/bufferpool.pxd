@@ -1,6 +1,7 @@
 # Cython declarations augmenting btree/bufferpool.py in the compiled build
 # (the .py stays the source): the pool is an extension type, so a descent
-# counts its lookups and reads its limits as C struct members.
+# counts its lookups and reads its limits as C struct members, and a get
+# outside the pool asks admit and counts observe_image as C calls.
 
 cdef class BufferPool:
     cdef public object pager
@@ -18,10 +19,14 @@ cdef class BufferPool:
     cdef public object misses
     cdef public Py_ssize_t lookups
     cdef public object evictions
-    cdef public object seen
-    cdef public object admit_after
-    cdef public object images_searched
+    cdef public dict seen
+    cdef public Py_ssize_t admit_after
+    cdef public Py_ssize_t images_searched
     cdef public object _evicted_leaves
     cdef public object _evicted_hits
-    cdef public object capacity
+    cdef public Py_ssize_t capacity
     cdef public object dirty_limit
+
+    # C calls from Tree.get (btree/tree.pxd), Python methods to every other caller.
+    cpdef bint admit(self, object pgno, bint remember=*)
+    cpdef observe_image(self, bytes buf)

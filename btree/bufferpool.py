@@ -60,6 +60,11 @@ import sys
 from collections import OrderedDict
 from itertools import islice
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from .node import HEADER, HEADER_SIZE, KIND_INLINE, LEAF_CELL, SLOT_SIZE, Node, decode_node
 from .pager import Pager
 
@@ -203,6 +208,7 @@ class BufferPool:
         else:
             self.inner_bytes += (page_cost(node) - self.inner_bytes) * ESTIMATE_WEIGHT
 
+    @cython.locals(sample=cython.Py_ssize_t)
     def observe_image(self, buf: bytes) -> None:
         """Count a leaf searched in its verified page image ``buf``; one in
         :data:`IMAGE_SAMPLE` updates the estimate with what the leaf would
@@ -210,7 +216,8 @@ class BufferPool:
         rarely admit leaves, decoded pages alone would leave the estimate
         where it started."""
         self.images_searched += 1
-        if self.images_searched % IMAGE_SAMPLE:
+        sample = IMAGE_SAMPLE  # (compiled: the count and its test in C integers)
+        if self.images_searched % sample:
             return
         count, cell_start = HEADER.unpack_from(buf, 0)[4:6]
         cells = len(buf) - cell_start if cell_start else 0
@@ -238,6 +245,7 @@ class BufferPool:
         if len(self.pages) > self.capacity:
             self.trim()
 
+    @cython.locals(seen=dict, reads=cython.Py_ssize_t)
     def admit(self, pgno: int, remember: bool = True) -> bool:
         """Whether a read of leaf ``pgno``, which is not in the pool, decodes
         and keeps it (True) or searches its page image (False). Counts the

@@ -4,6 +4,7 @@
 # engine's descents read and write them without an attribute lookup.
 
 import cython
+from lsmkv.base.checksum cimport crc32_past_stored
 
 cdef class Node:
     cdef public object pgno
@@ -52,6 +53,9 @@ cpdef Py_ssize_t _checked_leaf_count(bytes buf, Py_ssize_t pgno, Py_ssize_t page
 
 # A leaf image a range read holds (LeafImage): an extension type, made
 # once per leaf read outside the pool, its fields read by Tree.chunk_forward.
+@cython.locals(count=Py_ssize_t)
+cpdef leaf_value(bytes buf, Py_ssize_t pgno, Py_ssize_t page_size, bytes key, unsigned long long max_epoch)
+
 cdef class LeafImage:
     cdef public object pgno
     cdef public bytes buf

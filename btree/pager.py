@@ -31,6 +31,11 @@ import os
 import struct
 from array import array
 
+try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
 from lsmkv.base.checksum import STORED_CRC, crc32, single_bit_error
 from lsmkv.base.errors import CorruptionError, InvalidDatabaseError
 from lsmkv.base.fs import FileSystem
@@ -494,6 +499,7 @@ class Pager:
             image = read_leaf_image(buf, pgno, ps, self.path)
         return image
 
+    @cython.locals(ps=cython.Py_ssize_t, slot=cython.Py_ssize_t)
     def search_leaf(self, pgno: int, key: bytes) -> tuple:
         """(the leaf value of ``key`` or None, the page image) for a get of
         leaf ``pgno`` outside the pool: read_page and node.search_leaf_page

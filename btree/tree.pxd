@@ -2,6 +2,7 @@
 # descents declare their locals with (btree/node.pxd, btree/bufferpool.pxd).
 from btree.bufferpool cimport BufferPool
 from btree.node cimport Node
+from btree.pager cimport Pager
 from lsmkv.base.key_search cimport keys_bisect_left, keys_bisect_right
 
 
@@ -15,7 +16,7 @@ cdef class Tree:
     cdef public object expiry
     cdef public dict ahi
     cdef public dict ahi_page
-    cdef public object pager
+    cdef public Pager pager
     cdef public object pages
     cdef public object root
     cdef public Py_ssize_t height

