@@ -147,3 +147,34 @@ def test_bad_layouts_get_one_clear_error(broker, name, tmp_path):
     two = LoaderSettings(bootstrap_servers=broker.bootstrap_servers, topics=["a", "b"], group="g")
     with pytest.raises(LoaderError, match="partitioned state holds one topic"):
         Loader(two, tmp_path / "p2", partitioned=True)
+
+
+def test_threads_noting_the_partition_count_at_once_leave_one_whole_marker(tmp_path):
+    """The store role, the coordination and the standby replicator each note
+    the partition count from their own thread: concurrent notes must not
+    race through the marker's temporary file (a standby replicator once
+    died of the FileNotFoundError), and the marker ends with a count one of
+    them noted."""
+    import threading
+    store = ShardedStore(tmp_path / "shards", "lsm", topic="t")
+    start = threading.Barrier(4)
+    errors = []
+
+    def note(first: int) -> None:
+        start.wait()
+        try:
+            for i in range(40):
+                store.note_partitions((first + i) % 3 + 1)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=note, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with open(tmp_path / "shards" / MARKER) as f:
+        assert json.load(f)["partitions"] == store.partitions in (1, 2, 3)
+    assert sorted(os.listdir(tmp_path / "shards")) == [MARKER]
+    store.close()

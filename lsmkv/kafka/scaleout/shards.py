@@ -66,6 +66,11 @@ class ShardedStore:
         self.read_only = read_only
         self._options = dict(options or {})
         self._lock = threading.Lock()
+        #: Serializes the marker's updates: the loader's store role, its
+        #: coordination and the standby replicator each note the partition
+        #: count from their own threads, and two writes through the one
+        #: temporary file would race (the second rename finds it gone).
+        self._marker_lock = threading.Lock()
         self._shards: dict[int, object] = {}
         self._closed = False
         #: Who writes a shard: the loader claims the partitions it holds
@@ -143,11 +148,13 @@ class ShardedStore:
         """Record the topic's partition count (key routing needs it)."""
         if type(partitions) is not int or partitions < 1:
             raise ValueError(f"partitions must be a positive int, not {partitions!r}")
-        if partitions == self.partitions or self.read_only:
-            return
-        marker = self._read_marker() or {}
-        marker["partitions"] = self.partitions = partitions
-        self._write_marker(marker)
+        with self._marker_lock:
+            if partitions == self.partitions or self.read_only:
+                return
+            marker = self._read_marker() or {}
+            marker["partitions"] = partitions
+            self._write_marker(marker)
+            self.partitions = partitions
 
     # -- shards ---------------------------------------------------------------------------------
 
