@@ -23,7 +23,7 @@ cdef class Node:
 
 # A decoded leaf's cells (decode_node) and a range read's (LeafImage.cells),
 # read in place: C integers, no struct call, keys compared byte by byte.
-@cython.locals(size=Py_ssize_t, header=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
+@cython.locals(size=Py_ssize_t, header=Py_ssize_t, slot=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
                vlen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, used=Py_ssize_t,
                prev_ks=Py_ssize_t, prev_klen=Py_ssize_t, stop=Py_ssize_t, j=Py_ssize_t,
                p="const unsigned char*")
@@ -42,7 +42,7 @@ cpdef _cell_value_in_place(bytes buf, Py_ssize_t i, Py_ssize_t count, Py_ssize_t
                expiring=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, at=Py_ssize_t,
                off=Py_ssize_t, klen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, stop=Py_ssize_t, j=Py_ssize_t,
                p="const unsigned char*", k="const unsigned char*")
-cpdef Py_ssize_t _slot_at_or_above(bytes buf, Py_ssize_t count, bytes key) except -2
+cpdef Py_ssize_t _slot_at_or_above(bytes buf, Py_ssize_t count, bytes key, bint above=*) except -2
 
 # A get's check of a leaf image's header (leaf_value): its fields read in place.
 @cython.locals(p="const unsigned char*", header=Py_ssize_t, leaf=Py_ssize_t, slot=Py_ssize_t, count=Py_ssize_t,
@@ -50,6 +50,15 @@ cpdef Py_ssize_t _slot_at_or_above(bytes buf, Py_ssize_t count, bytes key) excep
                number="unsigned long", stored="unsigned long", computed="unsigned long")
 cpdef Py_ssize_t _checked_leaf_count(bytes buf, Py_ssize_t pgno, Py_ssize_t page_size,
                                      unsigned long long max_epoch) except -2
+
+# A range read's check of a leaf image (leaf_image): the slot array and the
+# links read in place.
+@cython.locals(p="const unsigned char*", at=Py_ssize_t, end=Py_ssize_t)
+cpdef bint _slots_clear_of_array(bytes buf, Py_ssize_t count)
+@cython.locals(p="const unsigned char*", value="unsigned long")
+cpdef unsigned long _u32_at(bytes buf, Py_ssize_t at)
+@cython.locals(count=Py_ssize_t)
+cpdef leaf_image(bytes buf, Py_ssize_t pgno, Py_ssize_t page_size, path, unsigned long long max_epoch)
 
 # A leaf image a range read holds (LeafImage): an extension type, made
 # once per leaf read outside the pool, its fields read by Tree.chunk_forward.

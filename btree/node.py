@@ -43,6 +43,9 @@ HEADER = struct.Struct("<IIBBHHHQII")
 HEADER_SIZE = HEADER.size  # 32
 _HDR_AFTER_CRC = struct.Struct("<IBBHHHQII")  # the header without its checksum
 _U32 = struct.Struct("<I")
+#: Where a leaf's header holds its links: the previous and the next leaf's page numbers.
+PREV_AT = 24
+NEXT_AT = 28
 
 PAGE_META = 1
 PAGE_INTERNAL = 2
@@ -394,6 +397,7 @@ def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> int:
     than :func:`_uniform_cells`, which the pure build uses."""
     size = len(buf)
     header = LEAF_CELL_SIZE
+    slot = SLOT_SIZE  # (these constants as C integers, compiled)
     inline = KIND_INLINE
     p = buf
     used = 0
@@ -422,7 +426,7 @@ def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> int:
         prev_klen = klen
         keys.append(p[ks:ke])  # (a slice of the C pointer: bytes made directly)
         vals.append(p[ke:ve])
-        used += SLOT_SIZE + header + klen + vlen
+        used += slot + header + klen + vlen
     return used
 
 
@@ -597,7 +601,14 @@ class LeafImage:
 
     def lower_bound(self, key: bytes, inclusive: bool = True) -> int:
         """The index of the first cell whose key is >= ``key`` (> ``key`` if
-        not ``inclusive``)."""
+        not ``inclusive``). The compiled build searches the image in
+        place (:func:`_slot_at_or_above`: the slots and keys read where they
+        lie, no struct call, no slice per probe)."""
+        if cython.compiled:
+            found = _slot_at_or_above(self.buf, self.count, key, not inclusive)
+            if found < 0:
+                raise CorruptionError("cell runs past the end of the page", path=self.path, page=self.pgno)
+            return found
         try:
             return _slot_lower_bound(self.buf, self.slots, key, inclusive)
         except (IndexError, struct.error):
@@ -674,7 +685,16 @@ def leaf_image(buf: bytes, pgno: int, page_size: int, path: str, max_epoch: int)
     """The leaf page image ``buf`` as a :class:`LeafImage` if it passes
     every check read_leaf_image makes and was written by a checkpoint no
     newer than ``max_epoch``; None otherwise (the caller finds out why).
-    The header is checked by :func:`_leaf_header`, the slot array here."""
+    The header is checked by :func:`_leaf_header`, the slot array here;
+    the compiled build reads both in place (:func:`_checked_leaf_count`,
+    :func:`_slots_clear_of_array`: C integers, the checksum summed in
+    place, no header tuple and no comparison of int objects)."""
+    if cython.compiled:
+        count = _checked_leaf_count(buf, pgno, page_size, max_epoch)
+        if count < 0 or not _slots_clear_of_array(buf, count):
+            return None
+        slots = (_slot_structs.get(count) or _slots(count)).unpack_from(buf, HEADER_SIZE) if count else ()
+        return LeafImage(pgno, buf, slots, _u32_at(buf, PREV_AT), _u32_at(buf, NEXT_AT), path)
     hdr = _leaf_header(buf, pgno, page_size, max_epoch)
     if hdr is None:
         return None
@@ -746,6 +766,29 @@ def _checked_leaf_count(buf: bytes, pgno: int, page_size: int, max_epoch: int) -
     if stored != computed:
         return -1
     return count
+
+
+def _slots_clear_of_array(buf: bytes, count: int) -> bool:
+    """Whether each of the first ``count`` slots of the page image ``buf``
+    points past the slot array (no cell overlaps it: leaf_image's check of
+    the smallest slot), each slot read in place. The caller has checked
+    that the slot array fits the page."""
+    p = buf
+    at = HEADER_SIZE  # (the constants as C integers, compiled)
+    end = at + SLOT_SIZE * count
+    while at < end:
+        if (p[at] | p[at + 1] << 8) < end:
+            return False
+        at += 2
+    return True
+
+
+def _u32_at(buf: bytes, at: int) -> int:
+    """The little-endian u32 at offset ``at`` of ``buf`` (which holds it),
+    read in place: a leaf's neighbours' page numbers for leaf_image."""
+    p = buf
+    value = p[at + 3]  # (its top byte first: compiled, a C unsigned long)
+    return value << 24 | p[at + 2] << 16 | p[at + 1] << 8 | p[at]
 
 
 class _Damage:
@@ -878,9 +921,10 @@ def _cell_value_in_place(buf: bytes, i: int, count: int, page_size: int, key: by
 _PAST_END = _Damage("cell runs past the end of the page")
 
 
-def _slot_at_or_above(buf: bytes, count: int, key: bytes) -> int:
+def _slot_at_or_above(buf: bytes, count: int, key: bytes, above: bool = False) -> int:
     """The first of the ``count`` slots of the leaf image ``buf`` whose key
-    is not below ``key`` (``count`` if none), or -1 if a probed slot points
+    is not below ``key`` (with ``above``, above ``key``: LeafImage's
+    lower_bound not inclusive) (``count`` if none), or -1 if a probed slot points
     at a cell whose header runs past the page: _search_cells's binary
     search as the compiled build runs it, each probed cell's header read
     byte by byte in place and its key compared with ``key`` byte by byte,
@@ -921,7 +965,7 @@ def _slot_at_or_above(buf: bytes, count: int, key: bytes) -> int:
         j = 0
         while j < stop and p[ks + j] == k[j]:
             j += 1
-        if (p[ks + j] < k[j]) if j < stop else ke - ks < nkey:
+        if (p[ks + j] < k[j]) if j < stop else (ke - ks < nkey or (above and ke - ks == nkey)):
             lo = mid + 1
         else:
             hi = mid
@@ -932,7 +976,7 @@ def read_leaf_image(buf: bytes, pgno: int, page_size: int, path: str) -> LeafIma
     """The leaf page image ``buf`` as a :class:`LeafImage`, after its
     checksum, page number, page type and slot array are verified
     (CorruptionError, as for :func:`decode_node`)."""
-    image = leaf_image(buf, pgno, page_size, path, 1 << 64)
+    image = leaf_image(buf, pgno, page_size, path, (1 << 64) - 1)  # (no epoch is newer)
     if image is None:
         _checked_leaf_slots(buf, pgno, page_size, path)  # (raises what is wrong with the header)
         raise CorruptionError("a cell overlaps the slot array", path=path, page=pgno)

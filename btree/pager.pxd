@@ -4,7 +4,7 @@
 # Tree.get) reads the page size, the slots, the overlay and the file as
 # struct members and counts its read in C integers. Every attribute it has
 # is declared here; none can be added.
-from btree.node cimport leaf_value
+from btree.node cimport leaf_image, leaf_value
 
 cdef class Pager:
     cdef public object fs
@@ -31,3 +31,4 @@ cdef class Pager:
     cdef public object data_bytes
 
     cpdef tuple search_leaf(self, object pgno, bytes key)
+    cpdef read_leaf(self, object pgno)

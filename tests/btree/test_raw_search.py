@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import btree
 from btree.node import (_PAST_END, _U32, HEADER, UNCHECKED, Expiring, Node, Overflow, _cell_value_in_place,
                         _checked_leaf_count, _Damage, _leaf_header, _search_cells, _slot_at_or_above, decode_node,
-                        encode_node, leaf_value, read_leaf_image, search_leaf_page)
+                        encode_node, leaf_image, leaf_value, read_leaf_image, search_leaf_page)
 from btree.pager import page_slots
 from btree.tree import _internal_used, _leaf_used
 from lsmkv.base.checksum import crc32
@@ -155,10 +155,11 @@ def test_malformed_cells_in_a_sound_page_are_left_to_the_checks_one_by_one(entri
         _agree(bad, probe)
 
 
-def _first_slot_not_below(img: bytes, count: int, key: bytes) -> int:
+def _first_slot_not_below(img: bytes, count: int, key: bytes, above: bool = False) -> int:
     """The binary search of a leaf image as plain Python slices make it
     (each probed cell's key ``img[ks:ks + klen]``, cut at the page's end),
-    -1 where a probed cell's header runs past the page."""
+    -1 where a probed cell's header runs past the page; with ``above``,
+    the first slot whose key is above ``key``."""
     lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -167,7 +168,7 @@ def _first_slot_not_below(img: bytes, count: int, key: bytes) -> int:
             return -1
         klen, kind, _vlen = struct.unpack_from("<HBI", img, off)
         ks = off + 7 + (8 if kind & 2 else 0)
-        if img[ks:ks + klen] < key:
+        if img[ks:ks + klen] < key or (above and img[ks:ks + klen] == key):
             lo = mid + 1
         else:
             hi = mid
@@ -226,6 +227,7 @@ def test_the_search_in_place_finds_what_slices_of_the_image_find(entries, others
     for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys), *(k[:-1] for k in keys)}:
         lo = _first_slot_not_below(img, count, probe)
         assert _slot_at_or_above(img, count, probe) == lo, probe
+        assert _slot_at_or_above(img, count, probe, True) == _first_slot_not_below(img, count, probe, True), probe
         want = "past the end" if lo < 0 else None if lo == count else _reference_value(img, lo, count, probe)
         assert _same(_as_reference(_search_cells(img, count, PAGE, probe)), want), probe
         if 0 <= lo < count:
@@ -250,6 +252,54 @@ def test_the_header_check_in_place_passes_what_the_unpacked_header_passes(entrie
     max_epoch = data.draw(st.sampled_from([0, 1, 2, (1 << 63) - 1]))
     hdr = _leaf_header(img, pgno, PAGE, max_epoch)
     assert _checked_leaf_count(img, pgno, PAGE, max_epoch) == (-1 if hdr is None else hdr[4])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=40), st.lists(_keys, max_size=6),
+       st.sampled_from([0, 9, (1 << 31) + 5, (1 << 32) - 1]), st.data())
+def test_a_range_reads_leaf_image_is_checked_and_searched_as_the_unpacked_header_and_slices_do(entries, others,
+                                                                                               link, data):
+    """leaf_image (compiled: the header, the slot array and the links read
+    in place) against _leaf_header with the slots unpacked by struct: the
+    same pages refused, the same slots and links kept; then
+    LeafImage.lower_bound (compiled: _slot_at_or_above in place) against
+    the search written with slices, inclusive or not, a cell past the
+    page's end a CorruptionError. On sound pages and on pages with bytes
+    changed, resealed or not."""
+    node = Node(5, True)
+    node.keys = sorted(entries)
+    node.vals = [entries[k] for k in node.keys]
+    node.ovf = any(type(v) is not bytes for v in node.vals)
+    node.prev, node.next = link, link ^ 0x5A5A5A5A
+    node.used = _leaf_used(node)
+    img = bytearray(encode_node(node, PAGE, epoch=1))
+    count = len(entries)
+    if data.draw(st.booleans()):
+        for _ in range(data.draw(st.integers(1, 3))):
+            where = data.draw(st.one_of(st.integers(0, PAGE - 1), st.integers(8, 31),
+                                        st.integers(32, 32 + 2 * count + 1)))
+            img[where] = data.draw(st.integers(0, 255))
+        if data.draw(st.booleans()):
+            img = bytearray(_resealed(img))
+    img = bytes(img)
+    max_epoch = data.draw(st.sampled_from([0, 1, (1 << 64) - 1]))
+    hdr = _leaf_header(img, 5, PAGE, max_epoch)
+    slots = struct.unpack_from(f"<{hdr[4]}H", img, 32) if hdr is not None else None
+    refused = hdr is None or (bool(slots) and min(slots) < 32 + 2 * len(slots))
+    image = leaf_image(img, 5, PAGE, "f", max_epoch)
+    assert (image is None) == refused
+    if image is None:
+        return
+    assert (image.slots, image.count, image.prev, image.next) == (slots, len(slots), hdr[8], hdr[9])
+    keys = sorted(entries)
+    for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys), *(k[:-1] for k in keys)}:
+        for inclusive in (True, False):
+            want = _first_slot_not_below(img, len(slots), probe, not inclusive)
+            if want < 0:
+                with pytest.raises(CorruptionError, match="past the end"):
+                    image.lower_bound(probe, inclusive)
+            else:
+                assert image.lower_bound(probe, inclusive) == want, (probe, inclusive)
 
 
 def test_the_header_check_in_place_refuses_what_the_unpacked_header_refuses():
