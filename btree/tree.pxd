@@ -36,3 +36,13 @@ cdef class Tree:
 
     # A C call from DB.get (btree/db.pxd), a Python method to every other caller.
     cpdef get(self, bytes key)
+
+    # C calls within the tree: a descent's load of a page into the pool, and
+    # a range read's seek, start, leaves and chunk end (chunk_forward and
+    # chunk_backward call them once or more per chunk).
+    cpdef Node _load(self, object pgno, bint leaf)
+    cpdef object _seek_leaf(self, object key, object view, bint reverse)
+    cpdef tuple _chunk_start(self, object key, bint inclusive, object view, object overlay, object resume,
+                             bint reverse)
+    cpdef bint _chunk_ends_before(self, object pg, bint full, bint seek, object overlay)
+    cpdef object _range_leaf(self, object pg, object overlay, bint first)

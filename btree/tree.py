@@ -952,14 +952,14 @@ class Tree:
                 node.ref = True
                 keys = node.keys
                 pg = node.kids[(len(keys) if reverse else 0) if key is None else
-                               (bisect_left if reverse else bisect_right)(keys, key)]
+                               keys_bisect_left(keys, key) if reverse else keys_bisect_right(keys, key)]
             return pg
         pg, height, node_of = self._view(view)
         for _ in range(height - 1):
             node = node_of(pg, False)
             keys = node.keys
             pg = node.kids[(len(keys) if reverse else 0) if key is None else
-                           (bisect_left if reverse else bisect_right)(keys, key)]
+                           keys_bisect_left(keys, key) if reverse else keys_bisect_right(keys, key)]
         return pg
 
     def chunk_forward(self, lo: bytes | None, lo_inclusive: bool, hi: bytes | None,
@@ -1043,7 +1043,7 @@ class Tree:
         if key is None:
             index = None if reverse else 0
         elif type(leaf) is Node:
-            index = (bisect_left if inclusive else bisect_right)(leaf.keys, key)
+            index = keys_bisect_left(leaf.keys, key) if inclusive else keys_bisect_right(leaf.keys, key)
         else:
             index = leaf.lower_bound(key, inclusive)
         return pg, index, leaf, True
