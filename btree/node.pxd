@@ -26,8 +26,9 @@ cdef class Node:
 @cython.locals(size=Py_ssize_t, header=Py_ssize_t, slot=Py_ssize_t, inline=Py_ssize_t, off=Py_ssize_t, klen=Py_ssize_t,
                vlen=Py_ssize_t, ks=Py_ssize_t, ke=Py_ssize_t, ve=Py_ssize_t, used=Py_ssize_t,
                prev_ks=Py_ssize_t, prev_klen=Py_ssize_t, stop=Py_ssize_t, j=Py_ssize_t,
-               p="const unsigned char*")
-cpdef Py_ssize_t _plain_cells_in_place(bytes buf, offsets, list keys, list vals) except -3
+               base=Py_ssize_t, at=Py_ssize_t, end=Py_ssize_t, p="const unsigned char*")
+cpdef Py_ssize_t _plain_cells_in_place(bytes buf, Py_ssize_t first, Py_ssize_t last, list keys,
+                                       list vals) except -3
 
 # A get's search of a leaf image outside the pool (_search_cells, its
 # binary search _slot_at_or_above), read in place: C integers, keys

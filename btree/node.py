@@ -382,16 +382,17 @@ CELLS_NOT_PLAIN = -1
 CELLS_OUT_OF_ORDER = -2
 
 
-def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> int:
-    """Append the keys and values of the leaf cells at ``offsets`` to
-    ``keys`` and ``vals``, reading each cell's header (``LEAF_CELL``) byte
+def _plain_cells_in_place(buf: bytes, first: int, last: int, keys: list, vals: list) -> int:
+    """Append the keys and values of the leaf cells of slots ``first`` to
+    ``last`` (exclusive) of the page image ``buf`` to ``keys`` and
+    ``vals``, reading each slot and each cell's header (``LEAF_CELL``) byte
     by byte in place and checking that each key is above the one before it
     (compared in place). Returns the bytes the cells take with their slots
     if every cell is a plain inline one in ascending key order;
     CELLS_NOT_PLAIN at the first cell that is not plain (the caller then
     decodes them all with :func:`_decode_leaf_cells`); CELLS_OUT_OF_ORDER
-    at the first key not above the one before it. A cell past the end of
-    the page raises IndexError. The compiled build's form of a decoded
+    at the first key not above the one before it. Slots past the end of
+    the image, or a cell past the end of the page, raise IndexError. The compiled build's form of a decoded
     leaf's and a range read's cells (a C loop with no struct call, no int
     object per field and no rich comparison); as Python this loop is slower
     than :func:`_uniform_cells`, which the pure build uses."""
@@ -403,8 +404,15 @@ def _plain_cells_in_place(buf: bytes, offsets, keys: list, vals: list) -> int:
     used = 0
     prev_ks = 0
     prev_klen = -1  # (no key before the first)
-    for off in offsets:
-        if off < 0 or off + header > size:
+    base = HEADER_SIZE
+    at = base + slot * first
+    end = base + slot * last
+    if first < 0 or end > size:
+        raise IndexError(end)
+    while at < end:
+        off = p[at] | p[at + 1] << 8
+        at += slot
+        if off + header > size:
             raise IndexError(off)
         if p[off + 2] != inline:
             return CELLS_NOT_PLAIN
@@ -502,7 +510,7 @@ def decode_node(buf: bytes, pgno: int, page_size: int, path: str) -> Node:
             cells = CELLS_NOT_PLAIN
             if cython.compiled:
                 # A C loop over the cells read in place, key order included.
-                cells = _plain_cells_in_place(buf, offsets, keys, node.vals)
+                cells = _plain_cells_in_place(buf, 0, count, keys, node.vals)
                 if cells == CELLS_OUT_OF_ORDER:
                     raise CorruptionError("keys out of order in the page", path=path, page=pgno)
                 if cells >= 0:
@@ -590,11 +598,14 @@ class LeafImage:
 
     __slots__ = ("pgno", "buf", "slots", "count", "prev", "next", "path")
 
-    def __init__(self, pgno: int, buf: bytes, slots: tuple, prev: int, next_page: int, path: str) -> None:
+    def __init__(self, pgno: int, buf: bytes, count: int, slots: tuple | None, prev: int, next_page: int,
+                 path: str) -> None:
         self.pgno = pgno
         self.buf = buf
+        self.count = count
+        #: The ``count`` cell offsets of the slot array, or None until
+        #: :meth:`offsets` unpacks them (the compiled build reads them in place).
         self.slots = slots
-        self.count = len(slots)
         self.prev = prev
         self.next = next_page
         self.path = path
@@ -614,25 +625,36 @@ class LeafImage:
         except (IndexError, struct.error):
             raise CorruptionError("cell runs past the end of the page", path=self.path, page=self.pgno) from None
 
+    def offsets(self) -> tuple:
+        """The slot array: the cells' offsets, in key order (unpacked on
+        first use where the image was made without them)."""
+        slots = self.slots
+        if slots is None:
+            count = self.count
+            slots = self.slots = (_slot_structs.get(count) or _slots(count)).unpack_from(self.buf, HEADER_SIZE) \
+                if count else ()
+        return slots
+
     def cells(self, i: int, j: int) -> tuple:
         """The keys and values of cells ``i`` to ``j`` (exclusive; two lists
         or tuples), decoded as decode_node decodes them, and whether any
         value is not plain bytes (an Overflow or an Expiring)."""
         buf = self.buf
-        offsets = self.slots[i:j]
         try:
             if cython.compiled:
-                # A C loop over the cells' headers, read in place (the pure
-                # build's struct calls cost more than the bytes they make).
+                # A C loop over the slots and the cells' headers, read in
+                # place (the pure build's struct calls cost more than the
+                # bytes they make).
                 keys, vals, ovf = [], [], False
-                cells = _plain_cells_in_place(buf, offsets, keys, vals)
+                cells = _plain_cells_in_place(buf, i, j if j < self.count else self.count, keys, vals)
                 if cells >= 0:
                     return keys, vals, ovf  # (in order: the loop compared each key with the one before)
                 if cells == CELLS_OUT_OF_ORDER:
                     raise CorruptionError("keys out of order in the page", path=self.path, page=self.pgno)
                 keys, vals = [], []
-                ovf = _decode_leaf_cells(buf, offsets, keys, vals, len(buf), self.path, self.pgno)[1]
+                ovf = _decode_leaf_cells(buf, self.offsets()[i:j], keys, vals, len(buf), self.path, self.pgno)[1]
             else:
+                offsets = self.slots[i:j]
                 run = _uniform_cells(buf, offsets) if j - i >= UNIFORM_MIN else None
                 if run is not None:
                     keys, vals = run[0], run[1]
@@ -654,11 +676,12 @@ class LeafImage:
         only a page that has such values is decoded."""
         buf = self.buf
         try:
-            if not any([buf[off + 2] for off in self.slots]):
+            offsets = self.offsets()
+            if not any([buf[off + 2] for off in offsets]):
                 return []
             keys: list = []
             vals: list = []
-            _decode_leaf_cells(buf, self.slots, keys, vals, len(buf), self.path, self.pgno)
+            _decode_leaf_cells(buf, offsets, keys, vals, len(buf), self.path, self.pgno)
         except (IndexError, struct.error):
             raise CorruptionError("cell runs past the end of the page", path=self.path, page=self.pgno) from None
         return [v for v in vals if type(v) is not bytes]
@@ -693,18 +716,17 @@ def leaf_image(buf: bytes, pgno: int, page_size: int, path: str, max_epoch: int)
         count = _checked_leaf_count(buf, pgno, page_size, max_epoch)
         if count < 0 or not _slots_clear_of_array(buf, count):
             return None
-        slots = (_slot_structs.get(count) or _slots(count)).unpack_from(buf, HEADER_SIZE) if count else ()
-        return LeafImage(pgno, buf, slots, _u32_at(buf, PREV_AT), _u32_at(buf, NEXT_AT), path)
+        return LeafImage(pgno, buf, count, None, _u32_at(buf, PREV_AT), _u32_at(buf, NEXT_AT), path)
     hdr = _leaf_header(buf, pgno, page_size, max_epoch)
     if hdr is None:
         return None
     count = hdr[4]
     if not count:
-        return LeafImage(pgno, buf, (), hdr[8], hdr[9], path)
+        return LeafImage(pgno, buf, 0, (), hdr[8], hdr[9], path)
     slots = (_slot_structs.get(count) or _slots(count)).unpack_from(buf, HEADER_SIZE)
     if min(slots) < HEADER_SIZE + SLOT_SIZE * count:
         return None
-    return LeafImage(pgno, buf, slots, hdr[8], hdr[9], path)
+    return LeafImage(pgno, buf, count, slots, hdr[8], hdr[9], path)
 
 
 #: What leaf_value returns for a page or cell that fails a check: the

@@ -160,7 +160,7 @@ def test_a_damaged_run_of_fixed_size_records_is_reported():
     assert list(image.cells(3, 30)[0]) == node.keys[3:30]
     # Keys out of order in an image whose checksum holds (a bad write, not
     # a flipped bit): swap two keys and seal the page again.
-    a, b = image.slots[10], image.slots[11]
+    a, b = image.offsets()[10], image.offsets()[11]
     img[a + 7:a + 13], img[b + 7:b + 13] = img[b + 7:b + 13], img[a + 7:a + 13]
     img[:4] = _U32.pack(crc32(memoryview(img)[4:]))
     bad = read_leaf_image(bytes(img), 5, 4096, "f")

@@ -290,7 +290,7 @@ def test_a_range_reads_leaf_image_is_checked_and_searched_as_the_unpacked_header
     assert (image is None) == refused
     if image is None:
         return
-    assert (image.slots, image.count, image.prev, image.next) == (slots, len(slots), hdr[8], hdr[9])
+    assert (image.offsets(), image.count, image.prev, image.next) == (slots, len(slots), hdr[8], hdr[9])
     keys = sorted(entries)
     for probe in {*keys, *others, b"", b"\xff" * 13, *(k + b"\x00" for k in keys), *(k[:-1] for k in keys)}:
         for inclusive in (True, False):
@@ -929,40 +929,50 @@ def test_a_leaf_of_fixed_size_records_encodes_as_cell_by_cell(klen, vlen, count,
 @given(st.dictionaries(_keys, _values, max_size=40), st.integers(0, 40), st.integers(0, 40))
 def test_a_range_reads_cells_read_in_place_are_the_decoded_cells(entries, i, j):
     """The compiled build decodes a leaf (decode_node) and a range read's
-    cells (LeafImage.cells) by reading plain cells' headers byte by byte in
-    place (_plain_cells_in_place): the keys and values the loop of
-    decode_node makes, and the bytes they take with their slots, while
-    every cell is plain and each key is above the one before it;
-    CELLS_NOT_PLAIN at an Overflow or Expiring cell (the caller then
-    decodes them all); CELLS_OUT_OF_ORDER at a key not above the one
-    before; a cell that runs past the page is IndexError, which the callers
-    report as CorruptionError. Each build runs its own form here."""
+    cells (LeafImage.cells) by reading the slots and plain cells' headers
+    byte by byte in place (_plain_cells_in_place, given a range of slots):
+    the keys and values the loop of decode_node makes, and the bytes they
+    take with their slots, while every cell is plain and each key is above
+    the one before it; CELLS_NOT_PLAIN at an Overflow or Expiring cell
+    (the caller then decodes them all); CELLS_OUT_OF_ORDER at a key not
+    above the one before; a cell that runs past the page, or slots past
+    the image, is IndexError, which the callers report as CorruptionError.
+    Each build runs its own form here."""
     from btree.node import CELLS_NOT_PLAIN, CELLS_OUT_OF_ORDER, _decode_leaf_cells, _plain_cells_in_place
 
     img = _leaf(entries)
-    slots = read_leaf_image(img, 5, PAGE, "f").slots[min(i, j):max(i, j)]
+    first, last = min(i, j, len(entries)), min(max(i, j), len(entries))
+    slots = read_leaf_image(img, 5, PAGE, "f").offsets()[first:last]
     keys, vals = [], []
-    cells = _plain_cells_in_place(img, slots, keys, vals)
+    cells = _plain_cells_in_place(img, first, last, keys, vals)
     want_keys, want_vals = [], []
     used, ovf = _decode_leaf_cells(img, slots, want_keys, want_vals, PAGE, "f", 5)
     assert (cells == CELLS_NOT_PLAIN) == ovf
     if not ovf:
         assert (keys, vals, cells) == (want_keys, want_vals, used)
+
+    def with_slots(image: bytes, offsets) -> bytes:
+        changed = bytearray(image)
+        struct.pack_into(f"<{len(offsets)}H", changed, 32 + 2 * first, *offsets)
+        return bytes(changed)
+
     if len(slots) > 1 and not ovf:
         # The same cells with two neighbours swapped, and with one repeated:
         # every key must be above the one before it.
         swapped = slots[:-2] + (slots[-1], slots[-2])
-        assert _plain_cells_in_place(img, swapped, [], []) == CELLS_OUT_OF_ORDER
+        assert _plain_cells_in_place(with_slots(img, swapped), first, last, [], []) == CELLS_OUT_OF_ORDER
         repeated = slots[:-1] + (slots[-2],)
-        assert _plain_cells_in_place(img, repeated, [], []) == CELLS_OUT_OF_ORDER
+        assert _plain_cells_in_place(with_slots(img, repeated), first, last, [], []) == CELLS_OUT_OF_ORDER
     if slots and not ovf:
         long_value = bytearray(img)
         struct.pack_into("<I", long_value, slots[-1] + 3, PAGE)  # the last cell's value runs past the page
         with pytest.raises(IndexError):
-            _plain_cells_in_place(bytes(long_value), slots, [], [])
-        with pytest.raises(IndexError):
-            _plain_cells_in_place(img, (PAGE - 3,), [], [])  # a header past the page
+            _plain_cells_in_place(bytes(long_value), first, last, [], [])
+        with pytest.raises(IndexError):  # a header past the page
+            _plain_cells_in_place(with_slots(img, slots[:-1] + (PAGE - 3,)), first, last, [], [])
         huge = bytearray(img)
         struct.pack_into("<I", huge, slots[-1] + 3, 0x80000001)  # a value length with its top bit set
         with pytest.raises(IndexError):
-            _plain_cells_in_place(bytes(huge), slots, [], [])
+            _plain_cells_in_place(bytes(huge), first, last, [], [])
+        with pytest.raises(IndexError):  # slots past the end of a short image
+            _plain_cells_in_place(img[:32 + 2 * last - 1], first, last, [], [])
