@@ -46,6 +46,8 @@ cpdef _cell_value_in_place(bytes buf, Py_ssize_t i, Py_ssize_t count, Py_ssize_t
 cpdef Py_ssize_t _slot_at_or_above(bytes buf, Py_ssize_t count, bytes key, bint above=*) except -2
 
 # A get's check of a leaf image's header (leaf_value): its fields read in place.
+@cython.locals(p="const unsigned char*", value="unsigned long")
+cpdef unsigned long _u32_at(bytes buf, Py_ssize_t at)
 @cython.locals(p="const unsigned char*", header=Py_ssize_t, leaf=Py_ssize_t, slot=Py_ssize_t, count=Py_ssize_t,
                i=Py_ssize_t, epoch="unsigned long long",
                number="unsigned long", stored="unsigned long", computed="unsigned long")
@@ -56,8 +58,6 @@ cpdef Py_ssize_t _checked_leaf_count(bytes buf, Py_ssize_t pgno, Py_ssize_t page
 # links read in place.
 @cython.locals(p="const unsigned char*", at=Py_ssize_t, end=Py_ssize_t)
 cpdef bint _slots_clear_of_array(bytes buf, Py_ssize_t count)
-@cython.locals(p="const unsigned char*", value="unsigned long")
-cpdef unsigned long _u32_at(bytes buf, Py_ssize_t at)
 @cython.locals(count=Py_ssize_t)
 cpdef leaf_image(bytes buf, Py_ssize_t pgno, Py_ssize_t page_size, path, unsigned long long max_epoch)
 

@@ -768,8 +768,7 @@ def _checked_leaf_count(buf: bytes, pgno: int, page_size: int, max_epoch: int) -
     header = HEADER_SIZE  # (the constants as C integers, compiled)
     if len(buf) != page_size or page_size < header:
         return -1
-    number = p[7]  # (its top byte first: compiled, a C unsigned long)
-    number = number << 24 | p[6] << 16 | p[5] << 8 | p[4]
+    number = _u32_at(buf, 4)
     leaf = PAGE_LEAF
     if p[8] != leaf or number != pgno:
         return -1
@@ -782,8 +781,7 @@ def _checked_leaf_count(buf: bytes, pgno: int, page_size: int, max_epoch: int) -
         epoch = epoch << 8 | p[i]
     if epoch > max_epoch:
         return -1
-    stored = p[3]
-    stored = stored << 24 | p[2] << 16 | p[1] << 8 | p[0]
+    stored = _u32_at(buf, 0)
     computed = crc32_past_stored(buf)
     if stored != computed:
         return -1
@@ -807,7 +805,8 @@ def _slots_clear_of_array(buf: bytes, count: int) -> bool:
 
 def _u32_at(buf: bytes, at: int) -> int:
     """The little-endian u32 at offset ``at`` of ``buf`` (which holds it),
-    read in place: a leaf's neighbours' page numbers for leaf_image."""
+    read in place: a leaf page's number and checksum for _checked_leaf_count,
+    its neighbours' page numbers for leaf_image."""
     p = buf
     value = p[at + 3]  # (its top byte first: compiled, a C unsigned long)
     return value << 24 | p[at + 2] << 16 | p[at + 1] << 8 | p[at]
