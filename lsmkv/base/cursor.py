@@ -416,29 +416,40 @@ def stream_view(finders: list[tuple[Finder, Finder]], lower: bytes | None, upper
     one source is left and a chunk holds no tombstone. DB.scan() is this,
     with no cursor objects; ``pinned`` (the read state) is held by the
     stream so that it outlives anything dropped early; ``check`` raises
-    if the database was closed, looked at once ``alive[0]`` is False."""
+    if the database was closed, looked at once ``alive[0]`` is False.
+    Nothing is read until the first entry is asked for."""
     if reverse:
         if start is None or (upper is not None and start >= upper):
-            end, inclusive = upper, upper is None
+            edge, inclusive = upper, upper is None
         else:
-            end, inclusive = start, True
-        streams = [_chunks_backward(before, end, inclusive) for _, before in finders]
+            edge, inclusive = start, True
+        way = [before for _, before in finders]
     else:
         if start is None or (lower is not None and start < lower):
             start = lower
-        streams = [_chunks_forward(after, start) for after, _ in finders]
+        edge, inclusive = start, True
+        way = [after for after, _ in finders]
     bound = lower if reverse else upper
-    if len(streams) == 1:
-        return _live_chunks(streams[0], bound, reverse, check, alive, pinned)
-    return _live_merged(streams, bound, reverse, check, alive, pinned)
+    if len(way) == 1:
+        return _live_chunks(way[0], edge, inclusive, bound, reverse, check, alive, pinned)
+    return _live_merged(way, edge, inclusive, bound, reverse, check, alive, pinned)
+
+
+def _following(finder: Finder, keys: list[bytes], reverse: bool) -> Chunk:
+    """The chunk beside the one holding ``keys``, from the finder that gave
+    it: the next one up (the one below with ``reverse``); empty at the end."""
+    if reverse:
+        first = keys[0]
+        return _descending_before(finder(first, False), first)
+    last = keys[-1]
+    return _ascending_after(finder(last, False), last)
 
 
 def _chunks_forward(after: Finder, start: bytes | None) -> TypingIterator[Chunk]:
     chunk = after(start, True)
     while chunk[0]:
         yield chunk
-        last = chunk[0][-1]
-        chunk = _ascending_after(after(last, False), last)
+        chunk = _following(after, chunk[0], False)
 
 
 def _chunks_backward(before: Finder, end: bytes | None, inclusive: bool) -> TypingIterator[Chunk]:
@@ -446,8 +457,7 @@ def _chunks_backward(before: Finder, end: bytes | None, inclusive: bool) -> Typi
     chunk = before(end, inclusive)
     while chunk[0]:
         yield chunk
-        first = chunk[0][0]
-        chunk = _descending_before(before(first, False), first)
+        chunk = _following(before, chunk[0], True)
 
 
 def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes | None = None,
@@ -466,12 +476,16 @@ def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes
             yield key, kind, value
 
 
-def _live_chunks(chunks: TypingIterator[Chunk], bound: bytes | None, reverse: bool,
+def _live_chunks(finder: Finder, edge: bytes | None, inclusive: bool, bound: bytes | None, reverse: bool,
                  check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
-    """The live entries of one source's chunks up to ``bound`` (the upper
-    bound, exclusive; with reverse the lower, inclusive)."""
-    for keys, kinds, values in chunks:
+    """The live entries of one source up to ``bound`` (the upper bound,
+    exclusive; with reverse the lower, inclusive), read a chunk at a time
+    through ``finder`` (its after finder, or with reverse its before),
+    from ``finder(edge, inclusive)`` on."""
+    chunk = finder(edge, inclusive)
+    while chunk[0]:
         check()
+        keys, kinds, values = chunk
         cut = False
         if bound is not None:
             if reverse:
@@ -490,6 +504,7 @@ def _live_chunks(chunks: TypingIterator[Chunk], bound: bytes | None, reverse: bo
             yield pair
         if cut:
             return
+        chunk = _following(finder, chunk[0], reverse)
 
 
 def _entries(chunks: TypingIterator[Chunk], reverse: bool) -> TypingIterator[tuple[bytes, int, bytes]]:
@@ -500,34 +515,36 @@ def _entries(chunks: TypingIterator[Chunk], reverse: bool) -> TypingIterator[tup
             yield from zip(keys, kinds, values)
 
 
-def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reverse: bool,
+def _live_merged(finders: list[Finder], edge: bytes | None, inclusive: bool, bound: bytes | None, reverse: bool,
                  check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
-    """The live entries of several sources' chunk streams (newest first)
-    merged: for a key in several, the newest source's version; tombstones
-    dropped; up to ``bound`` (the upper bound, exclusive; with reverse the
-    lower, inclusive).
+    """The live entries of several sources (newest first) merged: for a
+    key in several, the newest source's version; tombstones dropped; up to
+    ``bound`` (the upper bound, exclusive; with reverse the lower,
+    inclusive). Each source is read a chunk at a time through its finder
+    (after, or with reverse before), from ``finder(edge, inclusive)`` on.
 
     One heap of the sources' current entries, walked in place: each heap
-    item is ``[key, rank, at, keys, kinds, values, stop, stream]``, the
+    item is ``[key, rank, at, keys, kinds, values, stop, finder]``, the
     source's current chunk, the position in it and the position past its
     end (-1 with reverse), so that moving on costs an index step and a
-    C-level heapreplace, with no generator per source. ``rank`` (the
-    source's index, negated with reverse so that a max-heap also pops the
-    newest source first) orders equal keys newest first; the items never
-    compare beyond it. A source whose chunk runs out takes its next chunk
-    from its stream."""
+    C-level heapreplace, with no generator per source (a generator left
+    suspended when a short read stops early costs as much to close as a
+    chunk costs to read). ``rank`` (the source's index, negated with
+    reverse so that a max-heap also pops the newest source first) orders
+    equal keys newest first; the items never compare beyond it. A source
+    whose chunk runs out asks its finder for the chunk beside it."""
     if reverse:
         heapify, replace, pop, step = _heapify_max, _heapreplace_max, _heappop_max, -1
     else:
         heapify, replace, pop, step = heapify_min, heapreplace_min, heappop_min, 1
     heap = []
-    for rank, stream in enumerate(streams):
-        chunk = next(stream, None)
-        if chunk is not None:
-            keys = chunk[0]
+    for rank, finder in enumerate(finders):
+        chunk = finder(edge, inclusive)
+        keys = chunk[0]
+        if keys:
             at = len(keys) - 1 if reverse else 0
             stop = -1 if reverse else len(keys)
-            heap.append([keys[at], -rank if reverse else rank, at, keys, chunk[1], chunk[2], stop, stream])
+            heap.append([keys[at], -rank if reverse else rank, at, keys, chunk[1], chunk[2], stop, finder])
     heapify(heap)
     prev = None
     while heap:
@@ -542,19 +559,19 @@ def _live_merged(streams: list[TypingIterator[Chunk]], bound: bytes | None, reve
             at = top[2]
             if top[4][at] != TOMBSTONE:
                 yield key, top[5][at]
-        # Move this source on: the next entry of its chunk, or its next chunk.
+        # Move this source on: the next entry of its chunk, or the chunk beside it.
         at = top[2] + step
         if at != top[6]:
             top[0] = top[3][at]
             top[2] = at
             replace(heap, top)
             continue
-        chunk = next(top[7], None)
-        if chunk is None:
+        chunk = _following(top[7], top[3], reverse)
+        keys = chunk[0]
+        if not keys:
             pop(heap)
             continue
-        keys = top[3] = chunk[0]
-        top[4], top[5] = chunk[1], chunk[2]
+        top[3], top[4], top[5] = keys, chunk[1], chunk[2]
         at = len(keys) - 1 if reverse else 0
         top[6] = -1 if reverse else len(keys)
         top[0] = keys[at]

@@ -24,6 +24,11 @@ from bisect import bisect_left
 from operator import itemgetter
 from typing import Callable
 
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
 from lsmkv.base.cursor import EMPTY, Chunk, Finder, SourceCursor, filtered
 from lsmkv.base.key_search import keys_bisect_left
 
@@ -45,15 +50,9 @@ _MAX_CHUNK = 4096
 
 
 def memtable_source(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None) -> SourceCursor:
-    """A memtable's keys a run at a time (see memtable_finders)."""
-    return SourceCursor(*memtable_finders(mem, read_seq, now_ms, merged))
-
-
-def memtable_finders(mem, read_seq: int, now_ms: int | None = None, merged: Merged = None,
-                     first_chunk: int = _FIRST_CHUNK) -> tuple[Finder, Finder]:
-    """A memtable's after/before finders (:class:`MemTableSource`)."""
-    source = MemTableSource(mem, read_seq, now_ms, merged, first_chunk)
-    return source.after, source.before
+    """A memtable's keys a run at a time (:class:`MemTableSource`)."""
+    source = MemTableSource(mem, read_seq, now_ms, merged, _FIRST_CHUNK)
+    return SourceCursor(source.after, source.before)
 
 
 class MemTableSource:
@@ -83,25 +82,35 @@ class MemTableSource:
         self.walked_to = None
         self.walked_way = 0
 
+    @cython.locals(kind=cython.long, value_kind=cython.long, tombstone_kind=cython.long, plain=cython.bint)
     def _resolve(self, keys: list[bytes]) -> Chunk:
         latest, read_seq = self.latest, self.read_seq
-        versions = list(map(latest.get, keys))
-        if None not in versions and max(map(_first, versions)) <= read_seq:
-            # Every key's newest version is visible (a cursor made after the
-            # last write to this memtable): C-level maps, no walk.
-            chunk = keys, list(map(_second, versions)), list(map(_third, versions))
-        else:
-            out_keys, kinds, values = [], [], []
-            for key in keys:
-                version = latest.get(key)
-                while version is not None and version[0] > read_seq:
-                    version = version[3]
-                if version is not None:
-                    out_keys.append(key)
-                    kinds.append(version[1])
-                    values.append(version[2])
-            chunk = out_keys, kinds, values
-        return _settled(chunk, self.now_ms, self.merged)
+        if not cython.compiled:
+            versions = list(map(latest.get, keys))
+            if None not in versions and max(map(_first, versions)) <= read_seq:
+                # Every key's newest version is visible (a cursor made after
+                # the last write to this memtable): C-level maps, no walk.
+                # (Compiled, the loop below costs less than the maps and
+                # their lists, the more so for a seek's handful of keys.)
+                return _settled((keys, list(map(_second, versions)), list(map(_third, versions))), self.now_ms,
+                                self.merged)
+        out_keys, kinds, values = [], [], []
+        value_kind, tombstone_kind = VALUE, TOMBSTONE
+        plain = True  # values and tombstones only: nothing to settle
+        for key in keys:
+            version = latest.get(key)
+            while version is not None and version[0] > read_seq:
+                version = version[3]
+            if version is not None:
+                out_keys.append(key)
+                kind = version[1]
+                kinds.append(kind)
+                values.append(version[2])
+                if kind != value_kind and kind != tombstone_kind:
+                    plain = False
+        if plain:
+            return out_keys, kinds, values
+        return _settled((out_keys, kinds, values), self.now_ms, self.merged)
 
     def _chunk_size(self, key: bytes | None, direction: int) -> int:
         if key is not None and key == self.walked_to and direction == self.walked_way:
@@ -180,8 +189,9 @@ _MIN_SEEK_CHUNK = 4
 def table_source(reader, read_seq: int, now_ms: int | None = None,
                  seek_chunk: int = SEEK_CHUNK, merged: Merged = None) -> SourceCursor:
     """A table's keys a block's owned keys at a time (reader.owned_entries),
-    or a part of a block read in place (see table_finders)."""
-    return SourceCursor(*table_finders(reader, read_seq, now_ms, seek_chunk, merged))
+    or a part of a block read in place (:class:`TableSource`)."""
+    source = TableSource(reader, read_seq, now_ms, seek_chunk, merged, None)
+    return SourceCursor(source.after, source.before)
 
 
 def seek_chunk(entries: int, densest: int) -> int:
@@ -196,13 +206,6 @@ def seek_chunk(entries: int, densest: int) -> int:
     if densest <= entries or densest <= 0:
         return SEEK_CHUNK
     return max(_MIN_SEEK_CHUNK, -(-SEEK_CHUNK * entries // densest))
-
-
-def table_finders(reader, read_seq: int, now_ms: int | None = None,
-                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
-    """A table's after/before finders (:class:`TableSource`)."""
-    source = TableSource(reader, read_seq, now_ms, seek_chunk, merged, keep)
-    return source.after, source.before
 
 
 class TableSource:
@@ -275,14 +278,6 @@ class TableSource:
                 return _settled(chunk, self.now_ms, self.merged)
             i -= 1
         return EMPTY
-
-
-def level_finders(files: list, open_table, read_seq: int, now_ms: int | None = None, *,
-                   largest: list[bytes], lo: bytes | None = None, hi: bytes | None = None,
-                   seek_chunk: int = SEEK_CHUNK, merged: Merged = None, keep: object = None) -> tuple[Finder, Finder]:
-    """A level's after/before finders (:class:`LevelSource`)."""
-    source = LevelSource(files, open_table, read_seq, now_ms, largest, lo, hi, seek_chunk, merged, keep)
-    return source.after, source.before
 
 
 class LevelSource:

@@ -21,7 +21,7 @@ from lsmkv.base.errors import ClosedError
 from lsmkv.base.keys import as_optional_key, scan_bounds
 from lsmkv.base.ttl import now_ms
 
-from .cursor import level_finders, memtable_finders, seek_chunk, table_finders
+from .cursor import LevelSource, MemTableSource, TableSource, seek_chunk
 from .memtable import MemTable
 from .range_del_reads import ViewSource, honouring_range_dels, level_range_dels, memtable_seq_of, table_seq_of
 from .read_state import ReadState
@@ -111,13 +111,13 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     entries = version.level_entries
     sizes = [len(mem) for mem in mems]
     densest = max(sizes + [meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
-    finders = [memtable_finders(mem, seq, now, merged, seek_chunk(size, densest)) for mem, size in zip(mems, sizes)]
+    sources = [MemTableSource(mem, seq, now, merged, seek_chunk(size, densest)) for mem, size in zip(mems, sizes)]
     for meta in tables:
-        finders.append(table_finders(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged, keep=st))
+        sources.append(TableSource(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged, st))
     for level in levels:
-        finders.append(level_finders(version.levels[level], open_table, seq, now,
-                                     largest=version.largest_keys[level], lo=lo, hi=hi,
-                                     seek_chunk=seek_chunk(entries[level], densest), merged=merged, keep=st))
+        sources.append(LevelSource(version.levels[level], open_table, seq, now, version.largest_keys[level], lo, hi,
+                                   seek_chunk(entries[level], densest), merged, st))
+    finders = [(source.after, source.before) for source in sources]
     if st.range_dels or st.mem.range_dels is not None:
         return honouring_range_dels(_range_del_sources(finders, mems, tables, levels, st, seq, lo, hi, open_table),
                                     seq)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lsmkv
-from lsmkv.base.cursor import _live_merged
+from lsmkv.base.cursor import EMPTY, _live_merged, filtered
 from lsmkv.lsm.cursor import SEEK_CHUNK, seek_chunk
 from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
@@ -56,16 +56,31 @@ def reference(srcs, bound, reverse):
     return live[::-1] if reverse else live
 
 
+def chunk_finders(chunks):
+    """(after, before) finders that hand out a source's ``chunks``
+    (ascending, disjoint) as they were cut, so the merge meets the chunk
+    boundaries the strategy drew."""
+    def after(key, inclusive):
+        for chunk in chunks:
+            if key is None or chunk[0][-1] > key or (inclusive and chunk[0][-1] == key):
+                return filtered(chunk, key, inclusive, True)
+        return EMPTY
+
+    def before(key, inclusive):
+        for chunk in reversed(chunks):
+            if key is None or chunk[0][0] < key or (inclusive and chunk[0][0] == key):
+                return filtered(chunk, key, inclusive, False)
+        return EMPTY
+
+    return after, before
+
+
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(sources(), st.none() | keys_strategy, st.booleans())
 def test_merged_sources_agree_with_a_dict_merge(srcs, bound, reverse):
-    streams = []
-    for chunks in srcs:
-        if reverse:
-            chunks = chunks[::-1]  # backward streams give the highest chunk first (each ascending)
-        streams.append(iter(chunks))
-    got = list(_live_merged(streams, bound, reverse, lambda: None, [True], None))
+    finders = [chunk_finders(chunks)[1 if reverse else 0] for chunks in srcs]
+    got = list(_live_merged(finders, None, True, bound, reverse, lambda: None, [True], None))
     assert got == reference(srcs, bound, reverse)
 
 
