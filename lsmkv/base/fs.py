@@ -22,6 +22,11 @@ import mmap
 import os
 import threading
 
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from .compile_hints import cython
+
 from .errors import LockError
 
 _fsync = getattr(os, "fdatasync", os.fsync)
@@ -102,6 +107,7 @@ class MappedAppendFile(WritableFile):
         #: syncer's thread never flushes a mapping an append is resizing.
         self._remap = threading.Lock()
 
+    @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, commit=cython.Py_ssize_t)
     def append(self, data: bytes | bytearray | memoryview, commit_at: int | None = None) -> None:
         start = self.size
         end = start + len(data)
@@ -118,10 +124,11 @@ class MappedAppendFile(WritableFile):
             # (A short append, a put's record, is sliced as bytes: that
             # costs less than making memoryviews; a long one through a view,
             # which copies nothing.)
+            commit = commit_at
             piece = data if len(data) < _SLICE_AS_BYTES else memoryview(data)
-            self._map[start + commit_at + 1:end] = piece[commit_at + 1:]
-            self._map[start:start + commit_at] = piece[:commit_at]
-            self._map[start + commit_at] = piece[commit_at]
+            self._map[start + commit + 1:end] = piece[commit + 1:]
+            self._map[start:start + commit] = piece[:commit]
+            self._map[start + commit] = piece[commit]
         self.size = end
 
     @property

@@ -3,9 +3,10 @@
 # view makes each with one allocation and reads their fields as C struct members.
 
 from lsmkv.base.key_search cimport keys_bisect_left
+from lsmkv.lsm.table.reader cimport TableReader
 
 cdef class TableSource:
-    cdef public object reader
+    cdef public TableReader reader
     cdef public object index_keys
     cdef public Py_ssize_t count
     cdef public object read_seq

@@ -20,5 +20,5 @@ cdef class MemTable:
     cdef public object _range_list
     cdef object __weakref__
 
-    @cython.locals(latest=dict, maxes=list, node=list, i=Py_ssize_t)
+    @cython.locals(latest=dict, maxes=list, node=list, i=Py_ssize_t, split_at=Py_ssize_t, overhead=Py_ssize_t)
     cpdef add(self, seq, kind, key, value)

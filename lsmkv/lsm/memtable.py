@@ -111,12 +111,14 @@ class MemTable:
                 else:
                     node = self._nodes[i]
                     keys_insort(node, key)
-                if len(node) > _SPLIT_AT:
+                split_at = _SPLIT_AT  # (C integers in the compiled build: typed locals, see memtable.pxd)
+                if len(node) > split_at:
                     self._index._split(i)
             else:
                 self._index.insert(key)
         latest[key] = (seq, kind, value, older)
-        self.size += len(key) + len(value) + ENTRY_OVERHEAD
+        overhead = ENTRY_OVERHEAD
+        self.size += len(key) + len(value) + overhead
 
     def add_batch(self, seq: int, ops: list[tuple[int, bytes, bytes]]) -> None:
         """Apply a batch's operations with consecutive sequence numbers

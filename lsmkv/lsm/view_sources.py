@@ -101,7 +101,7 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     only when a seek lands in them."""
     mems = [mem for mem in st.memtables if len(mem)]
     version = st.version
-    tables = version.overlapping(0, lo, hi)
+    tables = version.overlapping(0, lo, hi) if version.levels[0] else []
     levels = []
     for level in version.deep_levels:
         files = version.levels[level]

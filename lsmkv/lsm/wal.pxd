@@ -9,5 +9,5 @@ cdef class LogWriter:
     cdef public Py_ssize_t _block_offset
     cdef public object _append
 
-    @cython.locals(n=Py_ssize_t, end=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, end=Py_ssize_t, header=Py_ssize_t, last_header_start=Py_ssize_t)
     cpdef add_record(self, payload)

@@ -95,13 +95,15 @@ class LogWriter:
         The whole record goes to the OS in one append.
         """
         n = len(payload)
-        end = self._block_offset + HEADER_SIZE + n
-        if end <= _LAST_HEADER_START:
+        header = HEADER_SIZE  # (C integers in the compiled build: typed locals, see wal.pxd)
+        last_header_start = _LAST_HEADER_START
+        end = self._block_offset + header + n
+        if end <= last_header_start:
             # The common case: one FULL fragment, with room left in the block
             # for the next header.
             self._block_offset = end
             self._append(_pack_header(crc32(payload, _FULL_SEED), n, FULL) + payload, _COMMIT_AT)
-            return HEADER_SIZE + n
+            return header + n
         return self._add_fragmented(payload)
 
     def add_records(self, payloads: list[bytes]) -> int:

@@ -5,7 +5,7 @@
 
 import cython
 
-from lsmkv.lsm.table.block cimport search_block
+from lsmkv.lsm.table.block cimport entries_after, search_block
 from lsmkv.base.key_search cimport keys_bisect_left
 
 cdef class IOStats:
@@ -55,3 +55,7 @@ cdef class TableReader:
                    bit_count="unsigned long long", at="unsigned long long", step="unsigned long long",
                    bit="unsigned long long", probe=Py_ssize_t, view="const unsigned char[:]")
     cpdef get(self, key, h, read_seq)
+
+    # A short range read's part of a block, read in place (a cursor's table
+    # source calls it directly): its block's bookkeeping as C integers.
+    cpdef entries_after(self, Py_ssize_t i, key, bint inclusive, limit)
