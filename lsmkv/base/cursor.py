@@ -527,12 +527,13 @@ def _live_merged(finders: list[Finder], edge: bytes | None, inclusive: bool, bou
     item is ``[key, rank, at, keys, kinds, values, stop, finder]``, the
     source's current chunk, the position in it and the position past its
     end (-1 with reverse), so that moving on costs an index step and a
-    C-level heapreplace, with no generator per source (a generator left
-    suspended when a short read stops early costs as much to close as a
-    chunk costs to read). ``rank`` (the source's index, negated with
-    reverse so that a max-heap also pops the newest source first) orders
-    equal keys newest first; the items never compare beyond it. A source
-    whose chunk runs out asks its finder for the chunk beside it."""
+    C-level heapreplace, with no generator per source (each would cost
+    its making, a resume per chunk and, when a short read stops early, a
+    close: 6% of a compiled seek of 10 over two sources). ``rank`` (the
+    source's index, negated with reverse so that a max-heap also pops the
+    newest source first) orders equal keys newest first; the items never
+    compare beyond it. A source whose chunk runs out asks its finder for
+    the chunk beside it."""
     if reverse:
         heapify, replace, pop, step = _heapify_max, _heapreplace_max, _heappop_max, -1
     else:

@@ -110,7 +110,8 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
             levels.append(level)
     entries = version.level_entries
     sizes = [len(mem) for mem in mems]
-    densest = max(sizes + [meta.entries for meta in tables] + [entries[level] for level in levels], default=0)
+    # (max of a list, not max(..., default=0): a keyword makes the builtin parse its arguments the slow way)
+    densest = max(sizes + [meta.entries for meta in tables] + [entries[level] for level in levels] or [0])
     sources = [MemTableSource(mem, seq, now, merged, seek_chunk(size, densest)) for mem, size in zip(mems, sizes)]
     for meta in tables:
         sources.append(TableSource(open_table(meta), seq, now, seek_chunk(meta.entries, densest), merged, st))
