@@ -445,19 +445,14 @@ def _following(finder: Finder, keys: list[bytes], reverse: bool) -> Chunk:
     return _ascending_after(finder(last, False), last)
 
 
-def _chunks_forward(after: Finder, start: bytes | None) -> TypingIterator[Chunk]:
-    chunk = after(start, True)
+def _chunks(finder: Finder, edge: bytes | None, inclusive: bool, reverse: bool) -> TypingIterator[Chunk]:
+    """One source's chunks from ``finder(edge, inclusive)`` on: ascending
+    through its after finder, or with ``reverse`` the highest first
+    through its before finder (each chunk ascending)."""
+    chunk = finder(edge, inclusive)
     while chunk[0]:
         yield chunk
-        chunk = _following(after, chunk[0], False)
-
-
-def _chunks_backward(before: Finder, end: bytes | None, inclusive: bool) -> TypingIterator[Chunk]:
-    """Chunks below ``end`` (<= if inclusive), the highest first; each ascending."""
-    chunk = before(end, inclusive)
-    while chunk[0]:
-        yield chunk
-        chunk = _following(before, chunk[0], True)
+        chunk = _following(finder, chunk[0], reverse)
 
 
 def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes | None = None,
@@ -465,12 +460,12 @@ def visible_entries(source: SourceCursor, start: bytes | None = None, end: bytes
     """(key, kind, value) of one source's visible versions with keys in
     [start, end), tombstones included, ascending or descending."""
     if reverse:
-        for key, kind, value in _entries(_chunks_backward(source.before, end, end is None), True):
+        for key, kind, value in _entries(_chunks(source.before, end, end is None, True), True):
             if start is not None and key < start:
                 return
             yield key, kind, value
     else:
-        for key, kind, value in _entries(_chunks_forward(source.after, start), False):
+        for key, kind, value in _entries(_chunks(source.after, start, True, False), False):
             if end is not None and key >= end:
                 return
             yield key, kind, value
