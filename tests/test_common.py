@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
@@ -99,6 +100,32 @@ def test_log_file_mapping_grows_and_is_trimmed_at_close(tmp_path):
     f.close()
     assert os.path.getsize(path) == 50000
     assert fs.read_file(path) == b"".join(chunks)
+
+
+def test_mapped_append_with_a_commit_byte_writes_every_byte_across_growths(tmp_path):
+    """An append with ``commit_at`` (a log record's: that byte goes in last)
+    lands whole, from bytes (the compiled build's C copy into the mapping)
+    and from a bytearray or memoryview (slices), while the mapping grows
+    under it; after close the file holds exactly what was appended, and
+    appending to a closed file is an error, not a write."""
+    from lsmkv.base.fs import MappedAppendFile
+    path = str(tmp_path / "x.log")
+    f = DEFAULT_FS.create_log(path, 4096)
+    assert isinstance(f, MappedAppendFile)
+    rng = random.Random(7)
+    written = []
+    for i in range(300):
+        data = rng.randbytes(rng.choice([1, 7, 8, 150, 1000, 5000]))
+        commit = rng.randrange(len(data))
+        piece = (data, bytearray(data), memoryview(data))[i % 3]
+        f.append(piece, commit)
+        written.append(data)
+    assert f.capacity >= f.size == sum(map(len, written))
+    f.close()
+    assert DEFAULT_FS.read_file(path) == b"".join(written)
+    with pytest.raises(ValueError):
+        f.append(b"after close", 0)
+    assert DEFAULT_FS.read_file(path) == b"".join(written)
 
 
 def test_big_batch_grows_the_log_and_replays(tmp_path):

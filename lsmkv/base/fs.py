@@ -95,7 +95,7 @@ class MappedAppendFile(WritableFile):
     trims the file to the bytes appended.
     """
 
-    __slots__ = ("_map", "_capacity", "_remap")
+    __slots__ = ("_map", "_capacity", "_remap", "_view")
 
     def __init__(self, path: str, fd: int, capacity: int) -> None:
         super().__init__(path, fd, 0)
@@ -103,28 +103,43 @@ class MappedAppendFile(WritableFile):
         os.posix_fallocate(fd, 0, capacity)
         self._map = mmap.mmap(fd, capacity)
         self._capacity = capacity
+        #: The compiled build's typed view of the mapping (append copies
+        #: through it); released before the mapping is moved or closed.
+        self._view = self._map if cython.compiled else None
         #: Held while the mapping is flushed or moved: a sync on the log
         #: syncer's thread never flushes a mapping an append is resizing.
         self._remap = threading.Lock()
 
-    @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, commit=cython.Py_ssize_t)
     def append(self, data: bytes | bytearray | memoryview, commit_at: int | None = None) -> None:
-        start = self.size
+        start = self.size  # (C integers in the compiled build: typed locals, see fs.pxd)
         end = start + len(data)
         if end > self._capacity:
             self._grow(end)
         if commit_at is None:
             self._map[start:end] = data
+            self.size = end
+            return
+        # A copy into the mapping is not ordered: a process killed in the
+        # middle of it can leave any subset of the bytes written. So the
+        # byte at ``commit_at`` (a log's first header type byte, zero until
+        # written) goes in last, by itself, through the mapping's own
+        # item assignment (a call the C compiler cannot move the copy past):
+        # until it does, the reader sees unwritten space there and stops.
+        commit = commit_at
+        if cython.compiled and type(data) is bytes and 0 <= commit < end - start and self._view is not None:
+            # Compiled: the rest is a C loop from the bytes object's buffer
+            # into the mapping's (a view of it, taken when it was mapped).
+            src = data
+            dst = cython.address(self._view[start])
+            for i in range(commit):
+                dst[i] = src[i]
+            for i in range(commit + 1, end - start):
+                dst[i] = src[i]
+            self._map[start + commit] = src[commit]
         else:
-            # A copy into the mapping is not ordered: a process killed in
-            # the middle of it can leave any subset of the bytes written. So
-            # the byte at ``commit_at`` (a log's first header type byte,
-            # zero until written) goes in last, by itself: until it does,
-            # the reader sees unwritten space there and stops.
-            # (A short append, a put's record, is sliced as bytes: that
-            # costs less than making memoryviews; a long one through a view,
-            # which copies nothing.)
-            commit = commit_at
+            # As Python: a short append (a put's record) is sliced as bytes,
+            # which costs less than making memoryviews; a long one through
+            # a view, which copies nothing.
             piece = data if len(data) < _SLICE_AS_BYTES else memoryview(data)
             self._map[start + commit + 1:end] = piece[commit + 1:]
             self._map[start:start + commit] = piece[:commit]
@@ -141,8 +156,12 @@ class MappedAppendFile(WritableFile):
         capacity = -(-capacity // mmap.PAGESIZE) * mmap.PAGESIZE
         with self._remap:
             os.posix_fallocate(self._fd, self._capacity, capacity - self._capacity)
-            self._map.resize(capacity)
-            self._capacity = capacity
+            self._view = None  # (a mapping with a view taken cannot move)
+            try:
+                self._map.resize(capacity)
+                self._capacity = capacity
+            finally:
+                self._view = self._map if cython.compiled else None
 
     def sync(self) -> None:
         with self._remap:
@@ -153,6 +172,7 @@ class MappedAppendFile(WritableFile):
         if self._fd >= 0:
             try:
                 with self._remap:
+                    self._view = None
                     self._map.close()
                 os.ftruncate(self._fd, self.size)
             finally:
@@ -162,6 +182,7 @@ class MappedAppendFile(WritableFile):
         if self._fd >= 0:
             try:
                 with self._remap:
+                    self._view = None
                     self._map.close()
             finally:
                 WritableFile.close(self)

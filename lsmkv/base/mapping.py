@@ -12,6 +12,13 @@ default)``, ``put``, ``delete``, ``scan(start, end, reverse, prefix)``,
 ``_live_count()``. It owns no state and never touches
 an engine's internals.
 
+The class is ``collections.abc.MutableMapping``'s by registration, not
+by inheritance, and writes out the mixin methods it would have inherited
+(``pop``, ``setdefault``): the compiled build makes it an extension type
+(mapping.pxd), so that the lsm DB can be one too (its put path then reads
+its fields as C struct members), and an extension type cannot inherit a
+Python class.
+
 Two deliberate differences from a dict: a DB compares equal only to itself
 and stays hashable (two handles on one directory, or a DB and a dict with
 the same contents, are different objects, and an equality that scans whole
@@ -50,7 +57,10 @@ class _Items(ItemsView):
         return iter(self._mapping.scan())
 
 
-class KeyValueMapping(MutableMapping):
+_MISSING = object()
+
+
+class KeyValueMapping:
     """The mapping protocol for a DB (see the module docstring)."""
 
     __slots__ = ()
@@ -82,6 +92,12 @@ class KeyValueMapping(MutableMapping):
     def __len__(self) -> int:
         return self._live_count()
 
+    def __reversed__(self) -> Iterator[bytes]:
+        """The keys in descending order (a dict's reversed() is its keys
+        newest first; a sorted store's, largest first)."""
+        for key, _ in self.scan(reverse=True):
+            yield key
+
     def keys(self) -> KeysView:
         return _Keys(self)
 
@@ -109,6 +125,26 @@ class KeyValueMapping(MutableMapping):
                 key, value = pair
                 batch.put(key, value)
 
+    def pop(self, key: object, default: Any = _MISSING) -> Any:
+        """Remove ``key`` and return its value; ``default`` if it is absent,
+        KeyError if no default is given. A read then a write, as ``del``."""
+        value = self.get(key)
+        if value is None:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        self.delete(key)
+        return value
+
+    def setdefault(self, key: object, default: object = None) -> Any:
+        """The value of ``key``; if it is absent, put ``default`` first and
+        return it. A read then a write, as ``del``."""
+        value = self.get(key)
+        if value is None:
+            self.put(key, default)
+            return default
+        return value
+
     def popitem(self) -> tuple[bytes, bytes]:
         """Remove and return the pair with the smallest key; KeyError if empty."""
         for key, value in self.scan():
@@ -126,6 +162,5 @@ class KeyValueMapping(MutableMapping):
             batch.delete_range(b"", top)
             batch.delete(top)
 
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
+
+MutableMapping.register(KeyValueMapping)

@@ -393,7 +393,6 @@ class DB(KeyValueMapping):
         self._merge_record.prepare(((MERGE, k, v),))
         self._write_one(MERGE, k, v, sync)
 
-    @cython.locals(mem=MemTable, log=LogWriter, writes=WriteQueue)
     def _write_one(self, kind: int, key: bytes, value: bytes, sync: bool, user_bytes: int = -1) -> None:
         if sync is not False and sync is not True:
             raise TypeError(f"sync must be True or False, not {type(sync).__name__}")

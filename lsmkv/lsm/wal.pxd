@@ -4,10 +4,11 @@
 
 import cython
 
+from lsmkv.base.fs cimport WritableFile
+
 cdef class LogWriter:
-    cdef public object file
+    cdef public WritableFile file
     cdef public Py_ssize_t _block_offset
-    cdef public object _append
 
     @cython.locals(n=Py_ssize_t, end=Py_ssize_t, header=Py_ssize_t, last_header_start=Py_ssize_t)
     cpdef add_record(self, payload)

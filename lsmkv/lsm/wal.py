@@ -82,12 +82,11 @@ class LogWriter:
     writers (one log writer at a time); ``sync`` may run on another thread
     meanwhile (the file allows it)."""
 
-    __slots__ = ("file", "_block_offset", "_append")
+    __slots__ = ("file", "_block_offset")
 
     def __init__(self, file: WritableFile) -> None:
         self.file = file
         self._block_offset = file.size % BLOCK_SIZE
-        self._append = file.append
 
     def add_record(self, payload: bytes) -> int:
         """Append one record; returns the bytes appended (headers included).
@@ -102,7 +101,7 @@ class LogWriter:
             # The common case: one FULL fragment, with room left in the block
             # for the next header.
             self._block_offset = end
-            self._append(_pack_header(crc32(payload, _FULL_SEED), n, FULL) + payload, _COMMIT_AT)
+            self.file.append(_pack_header(crc32(payload, _FULL_SEED), n, FULL) + payload, _COMMIT_AT)
             return header + n
         return self._add_fragmented(payload)
 
@@ -124,14 +123,14 @@ class LogWriter:
             else:
                 self._fragment(payload, parts)
         data = b"".join(parts)
-        self._append(data, _COMMIT_AT)
+        self.file.append(data, _COMMIT_AT)
         return len(data)
 
     def _add_fragmented(self, payload: bytes) -> int:
         parts: list[bytes] = []
         self._fragment(payload, parts)
         data = b"".join(parts)
-        self._append(data, _COMMIT_AT)
+        self.file.append(data, _COMMIT_AT)
         return len(data)
 
     def _fragment(self, payload: bytes, parts: list[bytes]) -> None:

@@ -121,6 +121,7 @@ def make_machine(engine: str):
             expected = sorted(self.model.items())
             assert len(self.db) == len(expected)
             assert list(self.db) == [k for k, _ in expected]
+            assert list(reversed(self.db)) == [k for k, _ in reversed(expected)]
             assert list(self.db.keys()) == [k for k, _ in expected]
             assert list(self.db.values()) == [v for _, v in expected]
             assert list(self.db.items()) == expected
@@ -147,6 +148,14 @@ def test_a_db_is_a_mutable_mapping_equal_only_to_itself(tmp_path, engine):
         assert a == a and a != b and a != {b"k": b"v"}
         assert len({a, b}) == 2  # hashable
         assert b"k" in a.keys() and (b"k", b"v") in a.items() and b"v" in a.values()
+        # the mixins a MutableMapping provides, written out by KeyValueMapping
+        # (a registered MutableMapping, not a subclass: mapping.py)
+        assert a.setdefault(b"k", b"other") == b"v" and a.setdefault(b"n", b"new") == b"new"
+        assert a.pop(b"n") == b"new" and a.pop(b"n", None) is None and b"n" not in a
+        with pytest.raises(KeyError):
+            a.pop(b"n")
+        b[b"a"] = b"1"
+        assert list(reversed(b)) == [b"k", b"a"]
         with pytest.raises(TypeError, match="keyword"):
             a.update(k=b"v")
 
