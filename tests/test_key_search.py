@@ -47,3 +47,19 @@ def test_the_key_searches_refuse_a_key_that_is_not_bytes():
     for insort in (key_search.keys_insort, key_search.byte_loop_insort):
         with pytest.raises(TypeError):
             insort([b"a", b"b"], "b")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_keys, max_size=30), _keys, st.booleans())
+def test_new_key_flags_say_where_a_sorted_run_moves_to_a_new_key_or_refuse_it(keys, last, in_order):
+    """A table builder's order check of a sorted run: both builds' forms
+    (the byte loop and the pure build's maps) give, for a run ascending
+    from ``last``, each key's "above the one before" flag, and None for a
+    run with a key below the one before it."""
+    if in_order:
+        keys = sorted(k for k in keys if k >= last)
+    ordered = all(a <= b for a, b in zip([last, *keys], keys))
+    want = [a != b for a, b in zip([last, *keys], keys)] if ordered else None
+    for flags in (key_search.new_key_flags, key_search.byte_loop_new_key_flags,
+                  key_search._new_key_flags_by_map):
+        assert flags(keys, last) == want

@@ -15,3 +15,6 @@ cpdef Py_ssize_t keys_bisect_right(list keys, bytes key) except -1
 cpdef Py_ssize_t keys_bisect_left(list keys, bytes key) except -1
 
 cpdef keys_insort(list keys, bytes key)
+
+@cython.locals(flags=list, previous=bytes, key=bytes)
+cpdef new_key_flags(list keys, bytes last)

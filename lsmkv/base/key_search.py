@@ -1,6 +1,7 @@
 """Binary searches over an ascending list of bytes keys, shared by both
 engines' hot paths: the memtable's index insert (lsmkv/lsm/memtable.py) and
-the B+tree's descent (btree/tree.py).
+the B+tree's descent (btree/tree.py); and the order check of a sorted run
+a table builder is given (``new_key_flags``: a flush's or a compaction's).
 
 ``keys_bisect_left``, ``keys_bisect_right`` and ``keys_insort`` answer what
 ``bisect``'s functions of the same names answer. In the compiled build each
@@ -10,7 +11,8 @@ probe costs about a quarter of what a rich comparison costs, and a module
 that cimports them (the ``.pxd`` beside this file) calls them as C
 functions. Run as Python, that loop is slower than ``bisect``'s C
 functions, so the pure build binds the three names to ``bisect``'s own
-(at the end of this file). Both forms refuse a key that is not bytes
+(at the end of this file), and ``new_key_flags`` to two maps of bytes'
+comparisons. Both forms refuse a key that is not bytes
 (TypeError), as bisect refuses to compare bytes with str. The loops stay
 reachable under their ``byte_loop_`` names, which neither build rebinds, so
 that the tests can hold each build's loop to bisect's answers.
@@ -70,12 +72,38 @@ def keys_insort(keys: list[bytes], key: bytes) -> None:
     keys.insert(keys_bisect_right(keys, key), key)
 
 
+def new_key_flags(keys: list[bytes], last: bytes) -> list[bool] | None:
+    """For a run of keys meant to ascend from ``last`` (a table builder's
+    sorted run, lsmkv/lsm/table/builder.py): None if a key is below the one
+    before it, else, for each key, whether it is above the one before it
+    (False: the same key again, an older version of it)."""
+    flags = []
+    previous = last
+    for key in keys:
+        if _below(key, previous):
+            return None
+        flags.append(_below(previous, key))
+        previous = key
+    return flags
+
+
+def _new_key_flags_by_map(keys: list[bytes], last: bytes) -> list[bool] | None:
+    """new_key_flags as the pure build runs it: two maps of bytes'
+    comparisons over the run and the run shifted by one (C loops there)."""
+    previous = [last, *keys[:-1]]
+    if any(map(bytes.__lt__, keys, previous)):
+        return None
+    return list(map(bytes.__ne__, keys, previous))
+
+
 #: The loops above under names no build rebinds (the tests hold them to
 #: bisect's answers: compiled in the compiled build, as Python in the pure one).
 byte_loop_bisect_right = keys_bisect_right
 byte_loop_bisect_left = keys_bisect_left
 byte_loop_insort = keys_insort
+byte_loop_new_key_flags = new_key_flags
 if not cython.compiled:
     keys_bisect_right = bisect_right
     keys_bisect_left = bisect_left
     keys_insort = insort
+    new_key_flags = _new_key_flags_by_map

@@ -5,8 +5,8 @@
 # helpers on those paths are C methods. The types its locals are declared
 # with come from memtable.pxd, read_state.pxd, wal.pxd,
 # lsmkv/base/write_queue.pxd and table/reader.pxd: a get calls
-# TableReader.get, a put WriteQueue.try_lead, directly, not through an
-# attribute lookup.
+# TableReader.get, a put WriteQueue.try_lead and encode_single (write_batch.pxd),
+# directly, not through an attribute lookup.
 
 import cython
 
@@ -15,6 +15,7 @@ from lsmkv.lsm.memtable cimport MemTable
 from lsmkv.lsm.read_state cimport ReadState
 from lsmkv.lsm.table.reader cimport TableReader
 from lsmkv.lsm.wal cimport LogWriter
+from lsmkv.lsm.write_batch cimport encode_single
 from lsmkv.base.write_queue cimport WriteQueue
 from lsmkv.base.key_search cimport keys_bisect_left
 

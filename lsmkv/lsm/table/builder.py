@@ -23,6 +23,7 @@ except ImportError:
     from lsmkv.base.compile_hints import cython
 
 from lsmkv.base.fs import WritableFile
+from lsmkv.base.key_search import new_key_flags
 
 from .block import BlockBuilder, encode_block
 from .block_compressor import BlockCompressor
@@ -146,10 +147,9 @@ class TableBuilder:
         if not n:
             return
         last = self._last_key
-        previous = [last if last is not None else b"", *keys[:-1]]
-        if any(map(bytes.__lt__, keys, previous)):
+        new_key = new_key_flags(keys, last if last is not None else b"")
+        if new_key is None:
             raise ValueError("table entries out of order in a sorted run")
-        new_key = list(map(bytes.__ne__, keys, previous))
         if last is None:
             new_key[0] = True
         if unique and not all(new_key):
