@@ -17,7 +17,8 @@ from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
-from lsmkv.lsm.table.block import (CONTINUE, Block, _ends_ascending_in_place, _fixed_run, _unpack_count,
+from lsmkv.lsm.table.block import (CONTINUE, Block, _columns_in_place, _ends_ascending_in_place, _fixed_run,
+                                   _unpack_count,
                                    _unpack_entry,
                                    _unpack_pair, check_block, decode_block, encode_block, entries_after,
                                    fixed_widths, search_block)
@@ -372,6 +373,30 @@ def test_check_blocks_offsets_test_read_in_place_answers_as_the_listed_one(ends,
     else:
         with pytest.raises(CorruptionError, match="out of order"):
             check_block(block)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=20), st.integers(0, (1 << 64) - 1), st.binary(max_size=40)),
+                max_size=40))
+def test_a_block_is_encoded_with_its_columns_written_in_place_as_struct_packs_them(entries):
+    """encode_block's layout, on both builds (the compiled build writes the
+    columns in one C loop, _columns_in_place; the pure build packs arrays):
+    keys, values, then the key ends, the value ends (from the keys'
+    total), the seq_kinds and the count, little-endian; and it decodes
+    back to the entries."""
+    keys = [k for k, _, _ in entries]
+    seq_kinds = [sk for _, sk, _ in entries]
+    values = [v for _, _, v in entries]
+    n = len(keys)
+    key_ends = [sum(map(len, keys[:i + 1])) for i in range(n)]
+    value_ends = [sum(map(len, keys)) + sum(map(len, values[:i + 1])) for i in range(n)]
+    columns = struct.pack(f"<{n}I{n}I{n}QI", *key_ends, *value_ends, *seq_kinds, n)
+    assert bytes(_columns_in_place(keys, seq_kinds, values)) == columns
+    raw = encode_block(keys, seq_kinds, values)
+    assert raw == b"".join(keys) + b"".join(values) + columns
+    assert type(raw) is bytes
+    with pytest.raises(OverflowError):
+        encode_block([b"k"], [-1], [b"v"])  # (a seq_kind is a u64)
 
 
 @settings(max_examples=100, deadline=None)

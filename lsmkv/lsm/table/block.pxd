@@ -34,3 +34,11 @@ cpdef entries_after(data, key, bint inclusive, limit, widths=*)
 # slices of the block in place.
 @cython.locals(p="const unsigned char*", out=list, part=Py_ssize_t)
 cpdef list _fixed_run(data, Py_ssize_t at, Py_ssize_t width, Py_ssize_t count)
+
+# A block's columns as its builder encodes them (encode_block, on a flush's
+# and a compaction's path): one C loop of little-endian writes.
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, out=bytearray, p="unsigned char*",
+               key_end="unsigned long long", value_end="unsigned long long")
+cpdef bytearray _columns_in_place(list keys, list seq_kinds, list values)
+@cython.locals(j=int)
+cdef inline void _put_le(unsigned char* p, Py_ssize_t at, unsigned long long value, int width)
