@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lsmkv.base.errors import CorruptionError
 from lsmkv.lsm.table.block import decode_block, encode_block
-from lsmkv.lsm.table.bloom import bloom_hash, bloom_hashes
+from lsmkv.lsm.table.bloom import bloom_hash, bloom_hash_list, bloom_hashes, murmur3_first_word
 from lsmkv.lsm.table.columns import Columns
 
 entry = st.tuples(st.binary(max_size=40), st.integers(0, (1 << 56) - 1), st.integers(0, 1), st.binary(max_size=60))
@@ -115,6 +115,20 @@ def test_bulk_bloom_hashes_are_mmh3():
     assert bloom_hashes(data, offsets, lengths).tolist() == expected
     same = np.array(range(20 * 5, 20 * 6))  # the 16-byte keys alone: one length
     assert bloom_hashes(data, offsets[same], lengths[same]).tolist() == [expected[i] for i in same]
+    # the C form (the compiled build's bloom_hash), on either build
+    assert [murmur3_first_word(k) for k in keys] == expected
+    flags = [i % 3 != 0 for i in range(len(keys))]
+    assert bloom_hash_list(keys, flags) == [h for h, f in zip(expected, flags) if f]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80))
+def test_the_bloom_hash_of_any_key_is_mmh3s(key):
+    """The compiled build hashes keys with its own MurmurHash3
+    (murmur3_first_word, C integers); every length's tail and block
+    handling must give mmh3's first word, as both builds' bloom_hash do."""
+    expected = mmh3.mmh3_x64_128_utupledigest(key, 0)[0]
+    assert murmur3_first_word(key) == bloom_hash(key) == expected
 
 
 @settings(max_examples=100, deadline=None)

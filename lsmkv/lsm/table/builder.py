@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
 from operator import and_, rshift
 
 import numpy as np
@@ -28,7 +28,7 @@ from lsmkv.base.key_search import new_key_flags
 from .block import BlockBuilder, encode_block
 from .block_compressor import BlockCompressor
 from .columns import Columns
-from .bloom import _hash64, bloom_hash, bloom_hashes, build_filter
+from .bloom import bloom_hash, bloom_hash_list, bloom_hashes, build_filter
 from .format import FORMAT_VERSION, FORMAT_VERSION_WITH_TTL, FORMAT_VERSION_WITHOUT_TTL, Footer, compress_block
 from .properties import TableProperties
 from .range_del_block import encode_range_dels
@@ -157,8 +157,7 @@ class TableBuilder:
         props = self.props
         if last is None:
             props.smallest_key = keys[0]
-        hash64 = _hash64
-        self._hashes.extend([hash64(k, 0)[0] for k in compress(keys, new_key)])
+        self._hashes.extend(bloom_hash_list(keys, new_key))
         kinds = list(map(and_, seq_kinds, repeat(0xFF)))
         seqs = list(map(rshift, seq_kinds, repeat(8)))
         props.entries += n

@@ -6,6 +6,7 @@
 import cython
 
 from lsmkv.lsm.table.block cimport entries_after, search_block
+from lsmkv.lsm.table.bloom cimport bloom_hash
 from lsmkv.base.key_search cimport keys_bisect_left
 
 cdef class IOStats:

@@ -55,7 +55,7 @@ from lsmkv.base.key_search import keys_bisect_left
 from ..cache import BlockCache
 from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block,
                     decode_block, entries_after, fixed_widths, search_block, with_sequence)
-from .bloom import BloomFilter, _hash64
+from .bloom import BloomFilter, _hash64, bloom_hash
 from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block, decode_stored_blocks
 from .properties import TableProperties
@@ -414,7 +414,8 @@ class TableReader:
             bits = self._bloom_bits
             if bits is not None:
                 if h is None:
-                    h = _hash64(key, 0)[0]  # bloom.bloom_hash, inlined
+                    # bloom.bloom_hash: compiled, a C call; as Python, mmh3's, inlined
+                    h = bloom_hash(key) if cython.compiled else _hash64(key, 0)[0]
                 # BloomFilter.may_contain, inlined: this is the hottest loop of a miss.
                 if cython.compiled:
                     # The same probes in C integers, each bit read from the
