@@ -22,3 +22,9 @@ cdef class MemTable:
 
     @cython.locals(latest=dict, maxes=list, node=list, i=Py_ssize_t, split_at=Py_ssize_t, overhead=Py_ssize_t)
     cpdef add(self, seq, kind, key, value)
+
+# A flush's run of a skiplist node whose keys have one version each
+# (sorted_runs' common case): one loop with the versions' fields as C integers.
+@cython.locals(seq_kinds=list, values=list, i=Py_ssize_t, version=tuple, seq="unsigned long long",
+               kind="unsigned long long")
+cpdef tuple one_version_run(dict latest, list node)

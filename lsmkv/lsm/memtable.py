@@ -32,6 +32,11 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Iterator
 
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
 from lsmkv.base.key_search import keys_bisect_right, keys_insort
 
 from .retention import retained
@@ -162,11 +167,18 @@ class MemTable:
         flushing: the memtable must be immutable by then."""
         latest = self._latest
         for node in list(self._index._nodes):
-            newest = [latest[k] for k in node]
-            if not any(map(_older, newest)):
-                # One version per key: the common case, done with C-level maps.
-                yield (list(node), [v[0] << 8 | v[1] for v in newest], list(map(_value, newest)))
-                continue
+            if cython.compiled:
+                run = one_version_run(latest, node)
+                if run is not None:
+                    yield run
+                    continue
+                newest = [latest[k] for k in node]
+            else:
+                newest = [latest[k] for k in node]
+                if not any(map(_older, newest)):
+                    # One version per key: the common case, done with C-level maps.
+                    yield (list(node), [v[0] << 8 | v[1] for v in newest], list(map(_value, newest)))
+                    continue
             keys: list[bytes] = []
             seq_kinds: list[int] = []
             values: list[bytes] = []
@@ -182,6 +194,24 @@ class MemTable:
                     seq_kinds.append(seq << 8 | kind)
                     values.append(value)
             yield keys, seq_kinds, values
+
+
+def one_version_run(latest: dict, node: list[bytes]) -> tuple[list[bytes], list[int], list[bytes]] | None:
+    """The run (keys, seq_kinds, values) of skiplist node ``node`` if each
+    of its keys has one version in ``latest`` (a memtable's), else None:
+    sorted_runs' common case, the compiled build's form (one C loop; the
+    pure build's maps over the node are faster as Python)."""
+    seq_kinds = []
+    values = []
+    for i in range(len(node)):
+        version = latest[node[i]]
+        if version[3] is not None:
+            return None
+        seq = version[0]
+        kind = version[1]
+        seq_kinds.append(seq << 8 | kind)
+        values.append(version[2])
+    return list(node), seq_kinds, values
 
 
 _older = itemgetter(3)

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from lsmkv.base.cursor import visible_entries
 from lsmkv.lsm import skiplist
 from lsmkv.lsm.cursor import memtable_source
-from lsmkv.lsm.memtable import MemTable
+from lsmkv.lsm.memtable import MemTable, one_version_run
 from lsmkv.lsm.skiplist import UnrolledSkipList
 from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
 
@@ -107,3 +107,31 @@ def test_add_batch_assigns_consecutive_sequences():
                                           [b"", b"1", b"2"])]
 
 
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=4), st.booleans()), max_size=60))
+def test_a_flush_runs_are_the_memtables_versions_whichever_form_makes_them(writes):
+    """sorted_runs (a flush's input): the compiled build makes a node whose
+    keys have one version each with one_version_run; either way, with no
+    snapshot the runs hold each key's newest version in key order, and
+    one_version_run answers None exactly when some key of the node has an
+    older version."""
+    mem = MemTable()
+    for seq, (key, delete) in enumerate(writes, 1):
+        mem.add(seq, TOMBSTONE if delete else VALUE, key, b"" if delete else b"v%d" % seq)
+    expected = []
+    for key in sorted({k for k, _ in writes}):
+        versions = [(seq, d) for seq, (k, d) in enumerate(writes, 1) if k == key]
+        for seq, delete in versions[-1:]:
+            expected.append((key, seq << 8 | (TOMBSTONE if delete else VALUE), b"" if delete else b"v%d" % seq))
+    got = [entry for keys, seq_kinds, values in mem.sorted_runs([]) for entry in zip(keys, seq_kinds, values)]
+    assert got == expected
+    for node in mem._index._nodes:
+        run = one_version_run(mem._latest, node)
+        many = any(mem._latest[k][3] is not None for k in node)
+        assert (run is None) == many
+        if run is not None:
+            assert list(zip(*run)) == [e for e in expected if e[0] in set(node)]
+        else:
+            assert len(node) < len([e for e in writes if e[0] in set(node)])

@@ -14,7 +14,7 @@ from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
 from lsmkv.lsm.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
 from lsmkv.lsm.table.bloom import VECTOR_MIN, BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
-from lsmkv.lsm.table.builder import TableBuilder
+from lsmkv.lsm.table.builder import TableBuilder, run_counts
 from lsmkv.lsm.table.format import FOOTER_SIZE
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, PROMOTION_SPACING, TableReader
 from lsmkv.lsm.write_batch import TOMBSTONE, VALUE
@@ -390,3 +390,15 @@ def test_a_cached_block_is_searched_raw_until_it_keeps_being_used(tmp_path):
     tiny.drop_reader(reader)
     reader.index_block(0, block)
     assert reader.key_slots == {} and not any(reader.indexed) and tiny.usage == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, (1 << 56) - 1), st.integers(0, 5)), min_size=1, max_size=50))
+def test_a_sorted_runs_counts_are_its_kinds_and_sequences(entries):
+    """run_counts (a flush's properties of a run; compiled: one C loop)
+    counts the tombstones (kind 0), merge operands (4) and values with a
+    ttl (2), and finds the smallest and largest sequence, on both builds."""
+    seq_kinds = [seq << 8 | kind for seq, kind in entries]
+    kinds = [kind for _, kind in entries]
+    seqs = [seq for seq, _ in entries]
+    assert run_counts(seq_kinds) == (kinds.count(0), kinds.count(4), kinds.count(2), min(seqs), max(seqs))

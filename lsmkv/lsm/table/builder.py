@@ -41,6 +41,34 @@ _WRITE_BUFFER = 64 * 1024
 BATCH_BLOCKS = 64
 
 
+def run_counts(seq_kinds: list[int]) -> tuple[int, int, int, int, int]:
+    """What a table's properties count of a sorted run, from its entries'
+    seq_kinds (at least one): (tombstones, merge operands, values with a
+    ttl, smallest sequence, largest sequence). Compiled: one C loop; as
+    Python: lists of the kinds and sequences (maps, C loops there)."""
+    if cython.compiled:
+        tombstones = merges = ttl = 0
+        smallest = largest = seq_kinds[0] >> 8
+        for i in range(len(seq_kinds)):
+            seq_kind = seq_kinds[i]
+            kind = seq_kind & 0xFF
+            seq = seq_kind >> 8
+            if kind == 0:
+                tombstones += 1
+            elif kind == 4:
+                merges += 1
+            elif kind == 2:
+                ttl += 1
+            if seq < smallest:
+                smallest = seq
+            elif seq > largest:
+                largest = seq
+        return tombstones, merges, ttl, smallest, largest
+    kinds = list(map(and_, seq_kinds, repeat(0xFF)))
+    seqs = list(map(rshift, seq_kinds, repeat(8)))
+    return kinds.count(0), kinds.count(4), kinds.count(2), min(seqs), max(seqs)
+
+
 class TableBuilder:
     def __init__(self, file: WritableFile, *, block_size: int = 4096, compression: str | None = "zstd",
                  compression_level: int = 3, bloom_bits_per_key: int = 10) -> None:
@@ -158,20 +186,18 @@ class TableBuilder:
         if last is None:
             props.smallest_key = keys[0]
         self._hashes.extend(bloom_hash_list(keys, new_key))
-        kinds = list(map(and_, seq_kinds, repeat(0xFF)))
-        seqs = list(map(rshift, seq_kinds, repeat(8)))
+        tombstones, merges, ttl, smallest_seq, largest_seq = run_counts(seq_kinds)
         props.entries += n
-        props.tombstones += kinds.count(0)
-        if 4 in kinds:
+        props.tombstones += tombstones
+        if merges:
             self._has_merges = True
-        ttl = kinds.count(2)
         if ttl:
             props.ttl_entries += ttl
-            self._note_deadline(min(deadline_of(v) for k, v in zip(kinds, values) if k == 2))
-        props.smallest_seq = min(props.smallest_seq, min(seqs))
-        props.largest_seq = max(props.largest_seq, max(seqs))
+            self._note_deadline(min(deadline_of(v) for sk, v in zip(seq_kinds, values) if sk & 0xFF == 2))
+        props.smallest_seq = min(props.smallest_seq, smallest_seq)
+        props.largest_seq = max(props.largest_seq, largest_seq)
         self._last_key = keys[-1]
-        self._last_seq = seqs[-1]
+        self._last_seq = seq_kinds[-1] >> 8
         # Cut blocks where the encoded size (key, value, and 16 bytes of
         # offsets and seq_kind per entry) reaches block_size, as add() does.
         block = self._block
