@@ -43,6 +43,7 @@ COMPILED_MODULES = [
     "lsmkv/base/fs.py",
     "lsmkv/base/key_search.py",
     "lsmkv/base/keys.py",
+    "lsmkv/base/little_endian.py",
     "lsmkv/base/mapping.py",
     "lsmkv/base/write_queue.py",
     "lsmkv/lsm/cache.py",

@@ -49,3 +49,15 @@ def test_a_single_flipped_bit_is_located(data, draw):
     damaged[bit // 8] ^= 1 << (bit % 8)
     assert single_bit_error(damaged, stored) == bit
     assert single_bit_error(data, stored ^ 1) == STORED_CRC
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=12), st.binary(max_size=64), st.integers(0, 0xFFFFFFFF))
+def test_a_start_before_a_prefix_sums_the_rest_as_if_alone(prefix, rest, start):
+    """start_before (a framed log record's start, lsmkv/lsm/wal.py): summed
+    from it, the prefix and the rest give the rest's sum from ``start``;
+    start_skipping is its four-byte case from a fresh sum."""
+    from lsmkv.base.checksum import start_before, start_skipping
+    assert crc32(prefix + rest, start_before(prefix, start)) == crc32(rest, start)
+    head = (prefix + bytes(4))[:4]
+    assert start_before(head, 0) == start_skipping(int.from_bytes(head, "little"))

@@ -25,7 +25,8 @@ try:
 except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the same values
     from zlib import crc32
 
-__all__ = ["crc32", "checksum", "crc32_past_stored", "start_skipping", "single_bit_error", "STORED_CRC"]
+__all__ = ["crc32", "checksum", "crc32_past_stored", "start_skipping", "start_before", "single_bit_error",
+           "STORED_CRC"]
 
 #: The CRC-32 polynomial, bit-reversed (as zlib computes it).
 _POLY = 0xEDB88320
@@ -77,6 +78,25 @@ def start_skipping(head: int) -> int:
             else:
                 register = register << 1 & ones
         register ^= head >> shift & 0xFF
+    return register ^ ones
+
+
+def start_before(prefix: bytes, start: int) -> int:
+    """The start ``s`` for which ``crc32(prefix + rest, s) == crc32(rest,
+    start)`` whatever ``rest`` is: :func:`start_skipping`'s backward run,
+    over any bytes and to any start. A log record framed in place sums its
+    payload with the header's zeroed bytes in front of it, from the start
+    this gives for them (lsmkv/lsm/wal.py add_framed), with no view of the
+    payload alone. Computed once, at import, as Python."""
+    ones = 0xFFFFFFFF
+    register = start ^ ones
+    for byte in reversed(prefix):
+        for step in range(8):
+            if register & 0x80000000:
+                register = ((register ^ _POLY) << 1 | 1) & ones
+            else:
+                register = register << 1 & ones
+        register ^= byte
     return register ^ ones
 
 

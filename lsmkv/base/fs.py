@@ -126,9 +126,10 @@ class MappedAppendFile(WritableFile):
         # item assignment (a call the C compiler cannot move the copy past):
         # until it does, the reader sees unwritten space there and stops.
         commit = commit_at
-        if cython.compiled and type(data) is bytes and 0 <= commit < end - start and self._view is not None:
-            # Compiled: the rest is a C loop from the bytes object's buffer
-            # into the mapping's (a view of it, taken when it was mapped).
+        if (cython.compiled and (type(data) is bytes or type(data) is bytearray) and 0 <= commit < end - start
+                and self._view is not None):
+            # Compiled: the rest is a C loop from the bytes' (or bytearray's)
+            # buffer into the mapping's (a view of it, taken when it was mapped).
             src = data
             dst = cython.address(self._view[start])
             for i in range(commit):

@@ -15,7 +15,7 @@ from lsmkv.lsm.memtable cimport MemTable
 from lsmkv.lsm.read_state cimport ReadState
 from lsmkv.lsm.table.reader cimport TableReader
 from lsmkv.lsm.wal cimport LogWriter
-from lsmkv.lsm.write_batch cimport encode_single
+from lsmkv.lsm.write_batch cimport encode_single, encode_single_framed
 from lsmkv.base.write_queue cimport WriteQueue
 from lsmkv.base.key_search cimport keys_bisect_left
 

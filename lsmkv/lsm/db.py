@@ -120,9 +120,9 @@ from .transactions import (LsmTransactionHost, TransactionBatch, TransactionSnap
 from .ttl_value import with_deadline
 from .version import FileMeta, Version, VersionEdit, VersionSet
 from .view_sources import Views
-from .wal import LogWriter
+from .wal import HEADER_SIZE as LOG_HEADER_SIZE, LogWriter
 from .write_batch import (MAX_BATCH_BYTES, MERGE, OP_HEADER, TOMBSTONE, VALUE, VALUE_TTL, WriteBatch, encode_batch,
-                          encode_single)
+                          encode_single, encode_single_framed)
 from .write_controller import WriteController
 
 log = logging.getLogger(__name__)
@@ -414,7 +414,11 @@ class DB(KeyValueMapping):
                 log = self._log
                 seq = self._last_seq + 1
                 try:
-                    self._wal_bytes_written += log.add_record(encode_single(seq, kind, key, value))
+                    if cython.compiled:  # (the record made in the buffer the log frames it in)
+                        self._wal_bytes_written += log.add_framed(
+                            encode_single_framed(seq, kind, key, value, LOG_HEADER_SIZE))
+                    else:
+                        self._wal_bytes_written += log.add_record(encode_single(seq, kind, key, value))
                     if sync and not self._group_commit:
                         log.sync()
                 except BaseException as exc:

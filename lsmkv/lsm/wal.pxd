@@ -5,6 +5,7 @@
 import cython
 
 from lsmkv.base.fs cimport WritableFile
+from lsmkv.base.little_endian cimport put_le
 
 cdef class LogWriter:
     cdef public WritableFile file
@@ -12,3 +13,7 @@ cdef class LogWriter:
 
     @cython.locals(n=Py_ssize_t, end=Py_ssize_t, header=Py_ssize_t, last_header_start=Py_ssize_t)
     cpdef add_record(self, payload)
+
+    @cython.locals(n=Py_ssize_t, end=Py_ssize_t, header=Py_ssize_t, last_header_start=Py_ssize_t,
+                   crc="unsigned long long", p="unsigned char*")
+    cpdef add_framed(self, bytearray record)

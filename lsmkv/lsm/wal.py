@@ -54,9 +54,17 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from lsmkv.base.checksum import crc32, single_bit_error
+from lsmkv.base.checksum import crc32, single_bit_error, start_before
 from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import WritableFile
+
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
+if not cython.compiled:  # (compiled, put_le is a C function cimported in the .pxd)
+    from lsmkv.base.little_endian import put_le
 
 BLOCK_SIZE = 32 * 1024
 HEADER = struct.Struct("<IHB")
@@ -65,6 +73,9 @@ HEADER_SIZE = HEADER.size  # 7
 ZERO, FULL, FIRST, MIDDLE, LAST = 0, 1, 2, 3, 4
 _TYPE_SEED = [crc32(bytes([t])) for t in range(5)]
 _FULL_SEED = _TYPE_SEED[FULL]
+#: The start from which a FULL record's payload sums to its checksum with
+#: HEADER_SIZE zero bytes in front of it (LogWriter.add_framed).
+_FRAMED_SEED = start_before(bytes(HEADER_SIZE), _FULL_SEED)
 _PAD = bytes(HEADER_SIZE)
 _pack_header = HEADER.pack
 #: A fragment ending at or before this offset in its block leaves room for another header.
@@ -104,6 +115,28 @@ class LogWriter:
             self.file.append(_pack_header(crc32(payload, _FULL_SEED), n, FULL) + payload, _COMMIT_AT)
             return header + n
         return self._add_fragmented(payload)
+
+    def add_framed(self, record: bytearray) -> int:
+        """add_record of ``record[HEADER_SIZE:]``, where ``record``'s first
+        HEADER_SIZE bytes are zero, free for the header (write_batch.py
+        encode_single_framed): the payload is summed with them in front
+        (from _FRAMED_SEED), the header written in place and the record
+        appended as it is, with no copy of the payload. Returns the bytes
+        appended."""
+        header = HEADER_SIZE  # (C integers in the compiled build: typed locals, see wal.pxd)
+        last_header_start = _LAST_HEADER_START
+        n = len(record) - header
+        end = self._block_offset + len(record)
+        if end > last_header_start:
+            return self.add_record(bytes(record[header:]))
+        crc = crc32(record, _FRAMED_SEED)  # (the payload's sum: the header's bytes are still zero)
+        p = record
+        put_le(p, 0, crc, 4)
+        put_le(p, 4, n, 2)
+        put_le(p, 6, FULL, 1)
+        self._block_offset = end
+        self.file.append(record, _COMMIT_AT)
+        return len(record)
 
     def add_records(self, payloads: list[bytes]) -> int:
         """Append several records (a group commit's batches) in one append;

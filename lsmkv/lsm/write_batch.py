@@ -36,6 +36,14 @@ from lsmkv.base.ttl import check_ttl, deadline_ms
 from .ttl_value import DEADLINE_SIZE, with_deadline
 from .wal import LogReader
 
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
+if not cython.compiled:  # (compiled, put_le is a C function cimported in the .pxd)
+    from lsmkv.base.little_endian import put_le
+
 TOMBSTONE = 0
 VALUE = 1
 #: A value with a deadline in front of it (ttl_value.py).
@@ -59,6 +67,33 @@ MAX_BATCH_BYTES = 256 * 1024 * 1024
 def encode_single(seq: int, kind: int, key: bytes, value: bytes) -> bytes:
     """The log record of a one-operation batch (the put/delete fast path)."""
     return _pack_single(seq, 1, kind, len(key), len(value)) + key + value
+
+
+def encode_single_framed(seq: int, kind: int, key: bytes, value: bytes, room: int) -> bytearray:
+    """encode_single's record after ``room`` free bytes, in one new
+    bytearray: where the log writer frames it in place (LogWriter.add_framed),
+    the compiled build's put path (one allocation and a C loop of writes,
+    where encode_single and the log's header make three and two)."""
+    klen = len(key)
+    vlen = len(value)
+    head = 21  # _SINGLE.size (a C integer in the compiled build: typed local, see write_batch.pxd)
+    out = bytearray(room + head + klen + vlen)
+    p = out
+    at = room
+    put_le(p, at, seq, 8)
+    put_le(p, at + 8, 1, 4)
+    put_le(p, at + 12, kind, 1)
+    put_le(p, at + 13, klen, 4)
+    put_le(p, at + 17, vlen, 4)
+    at += head
+    src = key
+    for i in range(klen):
+        p[at + i] = src[i]
+    at += klen
+    src = value
+    for i in range(vlen):
+        p[at + i] = src[i]
+    return out
 
 
 def encode_batch(seq: int, ops: list[tuple[int, bytes, bytes]]) -> bytes:

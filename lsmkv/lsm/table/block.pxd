@@ -4,6 +4,8 @@
 
 import cython
 
+from lsmkv.base.little_endian cimport put_le
+
 # The unpacks of a lookup (block.py): C reads of a bytes block in place.
 cpdef (unsigned long long,) _unpack_count(data, Py_ssize_t at) except *
 cpdef (unsigned long long, unsigned long long) _unpack_pair(data, Py_ssize_t at) except *
@@ -40,5 +42,3 @@ cpdef list _fixed_run(data, Py_ssize_t at, Py_ssize_t width, Py_ssize_t count)
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, out=bytearray, p="unsigned char*",
                key_end="unsigned long long", value_end="unsigned long long")
 cpdef bytearray _columns_in_place(list keys, list seq_kinds, list values)
-@cython.locals(j=int)
-cdef inline void _put_le(unsigned char* p, Py_ssize_t at, unsigned long long value, int width)

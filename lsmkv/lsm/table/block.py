@@ -35,6 +35,9 @@ except ImportError:
 
 from lsmkv.base.errors import CorruptionError
 
+if not cython.compiled:  # (compiled, put_le is a C function cimported in the .pxd)
+    from lsmkv.base.little_endian import put_le
+
 _COUNT = struct.Struct("<I")
 _ENTRY = struct.Struct("<Q")
 _PAIR = struct.Struct("<II")
@@ -178,22 +181,14 @@ def _columns_in_place(keys: list[bytes], seq_kinds: list[int], values: list[byte
     key_end = 0
     for i in range(n):
         key_end += len(keys[i])
-        _put_le(p, 4 * i, key_end, 4)
+        put_le(p, 4 * i, key_end, 4)
     value_end = key_end
     for i in range(n):
         value_end += len(values[i])
-        _put_le(p, 4 * (n + i), value_end, 4)
-        _put_le(p, 8 * n + 8 * i, seq_kinds[i], 8)
-    _put_le(p, 16 * n, n, 4)
+        put_le(p, 4 * (n + i), value_end, 4)
+        put_le(p, 8 * n + 8 * i, seq_kinds[i], 8)
+    put_le(p, 16 * n, n, 4)
     return out
-
-
-def _put_le(p, at: int, value: int, width: int) -> None:
-    """Write ``value`` at ``p[at:at + width]``, little-endian (compiled: a
-    byte pointer into a bytearray)."""
-    for j in range(width):
-        p[at + j] = value & 0xFF
-        value >>= 8
 
 
 class Block:
