@@ -13,7 +13,8 @@ from lsmkv.base.fs import DEFAULT_FS
 from lsmkv.lsm.cache import BlockCache
 from lsmkv.lsm.cursor import table_source
 from lsmkv.lsm.table.block import RAW_BLOCK_OVERHEAD, Block, decode_block, encode_block
-from lsmkv.lsm.table.bloom import VECTOR_MIN, BloomFilter, bloom_hash, build_filter, expected_false_positive_rate
+from lsmkv.lsm.table.bloom import (VECTOR_MIN, BloomFilter, bloom_hash, build_filter, expected_false_positive_rate,
+                                   filter_bits)
 from lsmkv.lsm.table.builder import TableBuilder, run_counts
 from lsmkv.lsm.table.format import FOOTER_SIZE
 from lsmkv.lsm.table.reader import PROMOTE_AFTER, PROMOTION_SPACING, TableReader
@@ -402,3 +403,17 @@ def test_a_sorted_runs_counts_are_its_kinds_and_sequences(entries):
     kinds = [kind for _, kind in entries]
     seqs = [seq for seq, _ in entries]
     assert run_counts(seq_kinds) == (kinds.count(0), kinds.count(4), kinds.count(2), min(seqs), max(seqs))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=300), st.integers(1, 20))
+def test_a_filter_built_from_a_list_is_the_filter_numpy_builds(hashes, bits_per_key):
+    """build_filter from a list (a flush's hashes; compiled: filter_bits,
+    one C loop) and from an array (numpy's probes) give the same bytes, on
+    both builds."""
+    import numpy as np
+    from_array = build_filter(np.array(hashes, dtype=np.uint64), bits_per_key)
+    assert build_filter(list(hashes), bits_per_key) == from_array
+    k = from_array[4]
+    m = int.from_bytes(from_array[:4], "little")
+    assert bytes(filter_bits(list(hashes), m, k)) == from_array[5:]

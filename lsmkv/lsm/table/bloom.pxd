@@ -21,3 +21,7 @@ cpdef unsigned long long murmur3_first_word(bytes key) except? 0
 cdef inline unsigned long long _le_word(const unsigned char* p, Py_ssize_t at, Py_ssize_t width)
 
 cdef inline unsigned long long _fmix64(unsigned long long k)
+
+@cython.locals(out=bytearray, p="unsigned char*", i=Py_ssize_t, j="unsigned long long", h="unsigned long long",
+               h1="unsigned long long", h2="unsigned long long", bit="unsigned long long")
+cpdef bytearray filter_bits(list hashes, unsigned long long m, unsigned long long k)
