@@ -41,6 +41,7 @@ cdef class DB(KeyValueMapping):
     cdef public long long _user_bytes_written
     cdef public long long _wal_bytes_written
     cdef public long long _gets
+    cdef public Py_ssize_t _write_buffer_size
 
     @cython.locals(mem=MemTable, log=LogWriter, writes=WriteQueue, seq="long long")
     cdef _write_one(self, int kind, bytes key, bytes value, object sync, Py_ssize_t user_bytes=*)

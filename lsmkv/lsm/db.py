@@ -135,6 +135,8 @@ class DB(KeyValueMapping):
     def __init__(self, path: str | bytes | os.PathLike, options: Options) -> None:
         self.path = os.fsdecode(path)  # str, bytes or os.PathLike
         self.options = options
+        #: options.write_buffer_size, read by every write (a C integer, compiled).
+        self._write_buffer_size = options.write_buffer_size
         self._fs = options.fs
         self._read_only = options.read_only
         self._closed = False
@@ -466,7 +468,7 @@ class DB(KeyValueMapping):
         if self._log is None or self._errors.error is not None:
             self._raise_not_writable()
         mem = self._state.mem
-        if mem.size >= self.options.write_buffer_size:
+        if mem.size >= self._write_buffer_size:
             self._switch_memtable()
             mem = self._state.mem
         return mem
