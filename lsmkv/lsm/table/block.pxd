@@ -42,3 +42,9 @@ cpdef list _fixed_run(data, Py_ssize_t at, Py_ssize_t width, Py_ssize_t count)
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, out=bytearray, p="unsigned char*",
                key_end="unsigned long long", value_end="unsigned long long")
 cpdef bytearray _columns_in_place(list keys, list seq_kinds, list values)
+
+# A block's fixed widths (fixed_widths, on a range read's first touch of a
+# block): its offsets read in place in one C loop.
+@cython.locals(i=Py_ssize_t, key_width="unsigned long long", value_start="unsigned long long",
+               first_value_end="unsigned long long", value_width="unsigned long long")
+cpdef _widths_in_place(bytes data, Py_ssize_t base, Py_ssize_t n)
