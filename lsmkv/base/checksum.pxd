@@ -3,9 +3,13 @@
 # integers, called from the page checks (btree/node.py) as C functions.
 import cython
 
-@cython.locals(register="unsigned long", ones="unsigned long", top="unsigned long", poly="unsigned long",
-               shift=int, step=int)
+@cython.locals(register="unsigned long", shift=int)
 cpdef unsigned long start_skipping(unsigned long head)
+
+cdef unsigned long _POLY
+
+@cython.locals(step=int)
+cdef inline unsigned long _back_over(unsigned long register, unsigned long byte)
 
 @cython.locals(head="unsigned long")
 cpdef crc32_past_stored(bytes data)

@@ -67,18 +67,10 @@ def start_skipping(head: int) -> int:
     ones), it gives the register, and so the start, that reaches that
     register after them: the sum then goes on over the rest as if it
     began there."""
-    ones = 0xFFFFFFFF  # (these three as C integers, compiled)
-    top = 0x80000000
-    poly = _POLY
-    register = ones
+    register = 0xFFFFFFFF
     for shift in range(24, -8, -8):  # the last byte first
-        for step in range(8):
-            if register & top:  # the forward step folded the polynomial in
-                register = ((register ^ poly) << 1 | 1) & ones
-            else:
-                register = register << 1 & ones
-        register ^= head >> shift & 0xFF
-    return register ^ ones
+        register = _back_over(register, head >> shift & 0xFF)
+    return register ^ 0xFFFFFFFF
 
 
 def start_before(prefix: bytes, start: int) -> int:
@@ -88,16 +80,22 @@ def start_before(prefix: bytes, start: int) -> int:
     payload with the header's zeroed bytes in front of it, from the start
     this gives for them (lsmkv/lsm/wal.py add_framed), with no view of the
     payload alone. Computed once, at import, as Python."""
-    ones = 0xFFFFFFFF
-    register = start ^ ones
+    register = start ^ 0xFFFFFFFF
     for byte in reversed(prefix):
-        for step in range(8):
-            if register & 0x80000000:
-                register = ((register ^ _POLY) << 1 | 1) & ones
-            else:
-                register = register << 1 & ones
-        register ^= byte
-    return register ^ ones
+        register = _back_over(register, byte)
+    return register ^ 0xFFFFFFFF
+
+
+def _back_over(register: int, byte: int) -> int:
+    """The CRC-32 register before ``byte`` was summed, from the register
+    after it: the eight steps of the update run backwards, each telling
+    from the top bit whether the forward step folded the polynomial in."""
+    for step in range(8):  # (C integers, compiled: checksum.pxd)
+        if register & 0x80000000:
+            register = ((register ^ _POLY) << 1 | 1) & 0xFFFFFFFF
+        else:
+            register = register << 1 & 0xFFFFFFFF
+    return register ^ byte
 
 
 def single_bit_error(data: bytes | bytearray | memoryview, stored: int, start: int = 0) -> int | None:

@@ -142,8 +142,8 @@ def _fmix64(k: int) -> int:
     return k ^ (k >> 33)
 
 
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
+_C1 = np.uint64(_K1)
+_C2 = np.uint64(_K2)
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
@@ -152,9 +152,9 @@ def _rotl(x: np.ndarray, r: int) -> np.ndarray:
 
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xFF51AFD7ED558CCD)
+    k = k * np.uint64(_F1)
     k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xC4CEB9FE1A85EC53)
+    k = k * np.uint64(_F2)
     return k ^ (k >> np.uint64(33))
 
 
