@@ -830,9 +830,9 @@ class DB(KeyValueMapping):
             if not self._usable:
                 self._check_open()
             point.gets += 1
-            ahi_get = point.ahi_get
-            if ahi_get is not None:
-                value = ahi_get(key)
+            ahi = point.ahi
+            if ahi:
+                value = ahi.get(key)
                 if value is not None:
                     point.count_hash_hits((key,), 1)
                     return value

@@ -33,12 +33,12 @@ def multi_get(db: DB, keys) -> list[bytes | None]:
             db._check_open()
         point.gets += len(distinct)
         found: dict[bytes, bytes | None] = {}
-        ahi_get = point.ahi_get
-        if ahi_get is not None:
+        ahi = point.ahi
+        if ahi:
             # The adaptive hash index first, as get() does: its hits need no descent.
             misses = []
             for key in distinct:
-                value = ahi_get(key)
+                value = ahi.get(key)
                 if value is None:
                     misses.append(key)
                 else:

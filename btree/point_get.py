@@ -45,8 +45,8 @@ class PointGet:
         self.pool: BufferPool | None = None
         self.pager = None
         self.pages = None
-        #: The hash index's get (None when the index is off), and each key's leaf page.
-        self.ahi_get = None
+        #: The hash index (None when it is off), and each key's leaf page.
+        self.ahi: dict | None = None
         self.ahi_page: dict | None = None
         #: Counters for stats(): gets (get and multi_get, each distinct
         #: key once), hash index hits, pages read from the page file.
@@ -60,7 +60,7 @@ class PointGet:
         self.pool = pool
         self.pager = pool.pager
         self.pages = pool.pages
-        self.ahi_get = tree.ahi.get if tree.ahi is not None else None
+        self.ahi = tree.ahi
         self.ahi_page = tree.ahi_page
 
     def get(self, key: bytes):
@@ -73,9 +73,9 @@ class PointGet:
             if not self.usable:
                 return NOT_SERVED
             self.gets += 1
-            ahi_get = self.ahi_get
-            if ahi_get is not None:
-                value = ahi_get(key)
+            ahi = self.ahi
+            if ahi:  # (empty, as after a load: the key is not hashed)
+                value = ahi.get(key)
                 if value is not None:
                     hits = self.ahi_hits = self.ahi_hits + 1
                     if not hits & 15:

@@ -240,24 +240,27 @@ class Tree:
 
     # ---- point operations ------------------------------------------------------------
 
-    @cython.locals(node=Node, i=cython.Py_ssize_t, ahi=dict, pool=BufferPool, keys=list)
+    @cython.locals(node=Node, i=cython.Py_ssize_t, level=cython.Py_ssize_t, ahi=dict, pool=BufferPool, keys=list)
     def get(self, key: bytes):
         """The value stored under ``key`` or None."""
         pages = self.pages
         pg = self.root
         pool = self.pool
         pool.lookups += self.height
-        for _ in self.inner:
-            node = pages.get(pg) or self._load(pg, False)
+        # (A membership test and an index, not pages.get: the compiled build
+        # makes each one C call, where .get is a method looked up by name.)
+        for level in range(self.height - 1):
+            node = pages[pg] if pg in pages else self._load(pg, False)
             node.ref = True
             pg = node.kids[keys_bisect_right(node.keys, key)]
-        node = pages.get(pg)
-        if node is None:
+        if pg not in pages:
             if not pool.admit(pg):  # searched in its page image, not kept
                 v, buf = self.pager.search_leaf(pg, key)
                 pool.observe_image(buf)
                 return v if v is None or type(v) is bytes else self._value(v)
             node = self._load(pg, True)  # read often enough: decoded and kept
+        else:
+            node = pages[pg]
         node.ref = True
         node.hits += 1
         keys = node.keys

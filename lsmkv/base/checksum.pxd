@@ -6,7 +6,7 @@ import cython
 @cython.locals(register="unsigned long", shift=int)
 cpdef unsigned long start_skipping(unsigned long head)
 
-cdef unsigned long _POLY
+cdef unsigned long _POLY, _TOP_BIT, _LOW32
 
 @cython.locals(step=int)
 cdef inline unsigned long _back_over(unsigned long register, unsigned long byte)

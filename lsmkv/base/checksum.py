@@ -28,8 +28,13 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the s
 __all__ = ["crc32", "checksum", "crc32_past_stored", "start_skipping", "start_before", "single_bit_error",
            "STORED_CRC"]
 
-#: The CRC-32 polynomial, bit-reversed (as zlib computes it).
+#: The CRC-32 polynomial, bit-reversed (as zlib computes it); the
+#: register's top bit and its 32 bits. (Names, not literals, in
+#: _back_over: the compiled build declares them C integers in
+#: checksum.pxd, where a literal above 2**31 would be a Python int.)
 _POLY = 0xEDB88320
+_TOP_BIT = 0x80000000
+_LOW32 = 0xFFFFFFFF
 #: single_bit_error's answer when the flipped bit is in the stored checksum itself.
 STORED_CRC = -1
 #: Longest data single_bit_error searches (8 steps per byte, in Python).
@@ -67,10 +72,10 @@ def start_skipping(head: int) -> int:
     ones), it gives the register, and so the start, that reaches that
     register after them: the sum then goes on over the rest as if it
     began there."""
-    register = 0xFFFFFFFF
+    register = _LOW32
     for shift in range(24, -8, -8):  # the last byte first
         register = _back_over(register, head >> shift & 0xFF)
-    return register ^ 0xFFFFFFFF
+    return register ^ _LOW32
 
 
 def start_before(prefix: bytes, start: int) -> int:
@@ -91,10 +96,10 @@ def _back_over(register: int, byte: int) -> int:
     after it: the eight steps of the update run backwards, each telling
     from the top bit whether the forward step folded the polynomial in."""
     for step in range(8):  # (C integers, compiled: checksum.pxd)
-        if register & 0x80000000:
-            register = ((register ^ _POLY) << 1 | 1) & 0xFFFFFFFF
+        if register & _TOP_BIT:
+            register = ((register ^ _POLY) << 1 | 1) & _LOW32
         else:
-            register = register << 1 & 0xFFFFFFFF
+            register = register << 1 & _LOW32
     return register ^ byte
 
 

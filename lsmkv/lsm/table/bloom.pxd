@@ -5,7 +5,7 @@
 
 import cython
 
-cdef unsigned long long _M64, _K1, _K2, _F1, _F2
+cdef unsigned long long _M64, _K1, _K2, _F1, _F2, _MASK32
 
 cpdef bloom_hash(bytes key)
 

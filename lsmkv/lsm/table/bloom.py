@@ -40,6 +40,8 @@ _HEADER = struct.Struct("<IB")
 #: mmh3.hash64(key, seed=0, x64arch=True, signed=False) without keyword
 #: parsing (the same two words, unsigned).
 _hash64 = mmh3.mmh3_x64_128_utupledigest
+#: A word's low 32 bits (a C integer, compiled: bloom.pxd; a literal above
+#: 2**31 would be a Python int there).
 _MASK32 = 0xFFFFFFFF
 #: Hashes from which BloomFilter.may_contain_many probes with numpy.
 VECTOR_MIN = 64
@@ -246,7 +248,7 @@ def filter_bits(hashes: list[int], m: int, k: int) -> bytearray:
     p = out
     for i in range(len(hashes)):
         h = hashes[i]
-        h1 = h & 0xFFFFFFFF
+        h1 = h & _MASK32
         h2 = h >> 32
         for j in range(k):
             bit = (h1 + j * h2) % m

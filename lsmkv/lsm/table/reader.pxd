@@ -9,6 +9,9 @@ from lsmkv.lsm.table.block cimport entries_after, search_block
 from lsmkv.lsm.table.bloom cimport bloom_hash
 from lsmkv.base.key_search cimport keys_bisect_left
 
+cdef unsigned long long _LOW32
+
+
 cdef class IOStats:
     cdef public Py_ssize_t block_reads
     cdef public Py_ssize_t bytes_read

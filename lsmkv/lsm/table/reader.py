@@ -75,6 +75,9 @@ PROMOTION_SPACING = 16
 SCAN_READAHEAD = 256 * 1024
 #: A block whose fixed widths are not known yet (block_widths).
 _UNKNOWN = object()
+#: A bloom hash's low word (a C integer, compiled: reader.pxd; a literal
+#: above 2**31 would be a Python int there).
+_LOW32 = 0xFFFFFFFF
 
 
 class IOStats:
@@ -424,7 +427,7 @@ class TableReader:
                     view = self._bloom_view
                     hc = h
                     bit_count = self._bloom_m
-                    at = hc & 0xFFFFFFFF
+                    at = hc & _LOW32
                     step = hc >> 32
                     for probe in range(self._bloom_k):
                         bit = at % bit_count
