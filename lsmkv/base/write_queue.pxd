@@ -6,6 +6,8 @@
 cdef class WriteQueue:
     cdef object _commit_group
     cdef object _lock
+    cdef object _try_acquire
+    cdef object _release
     cdef object _queue
     cdef public Py_ssize_t groups
     cdef public Py_ssize_t grouped_writes

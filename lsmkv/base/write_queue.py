@@ -84,6 +84,10 @@ class WriteQueue:
     def __init__(self, commit_group: Callable[[list[Writer]], None]) -> None:
         self._commit_group = commit_group
         self._lock = threading.Lock()
+        # Its two methods on the uncontended put's path, bound once: each
+        # call then skips looking the method up by name.
+        self._try_acquire = self._lock.acquire
+        self._release = self._lock.release
         self._queue: deque[Writer] = deque()
         #: Groups committed through the queue, and the writes in them
         #: (fast-path writes are not counted: they are groups of one).
@@ -94,11 +98,11 @@ class WriteQueue:
     def try_lead(self) -> bool:
         """Take the log writer's role if nobody has it and nobody is queued.
         The caller then commits its own write and calls ``release()``."""
-        return not self._queue and self._lock.acquire(False)
+        return not self._queue and self._try_acquire(False)
 
     def release(self) -> None:
         """Give up the role; wake the first queued writer to take it."""
-        self._lock.release()
+        self._release()
         if self._queue:
             try:
                 _wake(self._queue[0])
