@@ -59,15 +59,32 @@ class Instance:
             return f.read().decode(errors="replace")[-3000:]
 
 
-def wait_for(condition, timeout: float, what: str, every: float = 0.25):
+def wait_for(condition, timeout: float, what: str, every: float = 0.25, describe=None):
+    """``condition()``'s first true value, asked every ``every`` s; past
+    ``timeout`` s an AssertionError naming ``what``, with ``describe()``
+    (the state that explains it) appended where given."""
     deadline = time.monotonic() + timeout
     while True:
         got = condition()
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
+            detail = f"; {describe()}" if describe is not None else ""
+            raise AssertionError(f"{what}: not within {timeout:.0f} s{detail}")
         time.sleep(every)
+
+
+def describe_instances(instances: list[Instance]) -> str:
+    """Each instance's process state, reported status and last output: what
+    a wait on the group failed to see, for its failure message."""
+    parts = []
+    for i, inst in enumerate(instances):
+        code = inst.proc.poll()
+        st = inst.status()
+        held_now = None if st is None else {"active": st.get("active"), "restoring": st.get("restoring")}
+        parts.append(f"instance {i} ({inst.url}): {'running' if code is None else f'exited {code}'}, "
+                     f"status {held_now}, output tail: {inst.output()[-800:]!r}")
+    return "\n".join(parts)
 
 
 def held(live: list[Instance]) -> dict[int, tuple[Instance, int | None, bool]]:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -40,6 +41,17 @@ def _wait(condition, timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
         time.sleep(0.05)
+
+
+def _hung_loader_report(loader, thread) -> str:
+    """What a loader still running past its deadline was doing: its
+    metrics, the partitions it holds, its last ownership changes and its
+    thread's stack (a failure message, so that a hang seen once can be
+    read afterwards)."""
+    frame = sys._current_frames().get(thread.ident)
+    stack = "".join(traceback.format_stack(frame)) if frame is not None else "(the thread has no frame)"
+    return (f"the loader still running: metrics {loader.snapshot()}; held {loader.held()}; "
+            f"last ownership changes {loader.ownership[-10:]}; its stack:\n{stack}")
 
 
 def _slowly(record):
@@ -67,7 +79,7 @@ def _load_through(broker, name, tmp_path, ground_truth, partition_ends, seed: in
         _wait(lambda: loader.metrics.stored >= 2000, 60, "2000 records stored")
         seen = disturb(loader, thread, topic, spec)
         thread.join(180)
-        assert not thread.is_alive()
+        assert not thread.is_alive(), _hung_loader_report(loader, thread)
     finally:
         broker.resume()
         loader.stop()

@@ -25,7 +25,8 @@ from lsmkv.kafka import StoreClient, WorkloadSpec, stored_offset
 from lsmkv.kafka.tools.producer import produce_workload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instances import ROOT, Instance, Reader, check_answers, held, table_of, wait_for  # noqa: E402
+from instances import (ROOT, Instance, Reader, check_answers, describe_instances, held, table_of,  # noqa: E402
+                       wait_for)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.crash, pytest.mark.slow]
 
@@ -39,7 +40,8 @@ def test_three_instances_one_sigkilled_the_survivors_take_over_exactly(broker, n
     for i in range(3):
         instances.append(Instance(bs, topic, group, str(tmp_path / f"i{i}")))
     three = wait_for(lambda: (lambda h: h if len(h) == partitions and len({v[0] for v in h.values()}) == 3
-                              else None)(held(instances)), 90, "three instances sharing the partitions")
+                              else None)(held(instances)), 90, "three instances sharing the partitions",
+                     describe=lambda: describe_instances(instances))
     client = StoreClient(bs, group, timeout=30)
     # Announcements are eventually visible: an instance announces an
     # assignment within 0.2 s of it, and a reader sees the members topic up
