@@ -85,10 +85,10 @@ def start_before(prefix: bytes, start: int) -> int:
     payload with the header's zeroed bytes in front of it, from the start
     this gives for them (lsmkv/lsm/wal.py add_framed), with no view of the
     payload alone. Computed once, at import, as Python."""
-    register = start ^ 0xFFFFFFFF
+    register = start ^ _LOW32
     for byte in reversed(prefix):
         register = _back_over(register, byte)
-    return register ^ 0xFFFFFFFF
+    return register ^ _LOW32
 
 
 def _back_over(register: int, byte: int) -> int:
