@@ -40,6 +40,11 @@ from heapq import heapify as heapify_min, heappop as heappop_min, heapreplace as
 from itertools import compress
 from typing import Callable, Iterator as TypingIterator
 
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
 try:  # max-heap helpers: public since Python 3.14, private (and C-level) before
     from heapq import heapify_max as _heapify_max, heappop_max as _heappop_max, heapreplace_max as _heapreplace_max
 except ImportError:  # pragma: no cover - depends on the Python version
@@ -510,6 +515,7 @@ def _entries(chunks: TypingIterator[Chunk], reverse: bool) -> TypingIterator[tup
             yield from zip(keys, kinds, values)
 
 
+@cython.locals(heap=list, top=list, at=cython.Py_ssize_t, step=cython.Py_ssize_t, n=cython.Py_ssize_t)
 def _live_merged(finders: list[Finder], edge: bytes | None, inclusive: bool, bound: bytes | None, reverse: bool,
                  check: Callable[[], None], alive: list[bool], pinned: object) -> TypingIterator[tuple[bytes, bytes]]:
     """The live entries of several sources (newest first) merged: for a
@@ -558,8 +564,20 @@ def _live_merged(finders: list[Finder], edge: bytes | None, inclusive: bool, bou
         # Move this source on: the next entry of its chunk, or the chunk beside it.
         at = top[2] + step
         if at != top[6]:
-            top[0] = top[3][at]
+            key = top[3][at]
+            top[0] = key
             top[2] = at
+            # Its next key still comes first (the usual case in a short read:
+            # one source serves a run of keys): the heap stays as it is, with
+            # no call to re-sift it. A tie goes to the sift, which weighs ranks.
+            n = len(heap)
+            if n == 1:
+                continue
+            if reverse:
+                if key > heap[1][0] and (n == 2 or key > heap[2][0]):
+                    continue
+            elif key < heap[1][0] and (n == 2 or key < heap[2][0]):
+                continue
             replace(heap, top)
             continue
         chunk = _following(top[7], top[3], reverse)

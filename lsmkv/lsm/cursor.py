@@ -234,7 +234,7 @@ class TableSource:
         self.seek_chunk = seek_chunk
         self.merged = merged
         self.keep = keep
-        self.in_place = reader.reads_in_place(read_seq)
+        self.in_place = read_seq >= reader.in_place_from  # (reader.reads_in_place, as a field)
         #: The last block's owned entries: stepping off a chunk's end asks
         #: for the block it came from once more before the one beside it.
         self.memo_block = -1

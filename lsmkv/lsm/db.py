@@ -717,7 +717,9 @@ class DB(KeyValueMapping):
         The iterator reads the database as it was when scan() was called;
         writes, flushes and file deletions that happen meanwhile do not
         disturb it."""
-        return self._scan(start, end, reverse, prefix, None)
+        if self._closed:
+            raise ClosedError(f"{self.path}: database is closed")
+        return self._scan_in(self._state, start, end, reverse, prefix, self._last_seq)
 
     def _scan(self, start: object, end: object, reverse: bool, prefix: object,
               seq: int | None) -> TypingIterator[tuple[bytes, bytes]]:

@@ -50,6 +50,7 @@ cdef class TableReader:
     cdef public object _bloom_probes
     cdef public const unsigned char[:] _bloom_view
     cdef public Py_ssize_t _bloom_k
+    cdef public long long in_place_from
     cdef object __weakref__
 
     # get's offsets and counters as C integers; its bloom probes (the

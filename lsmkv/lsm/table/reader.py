@@ -73,6 +73,9 @@ PROMOTE_AFTER = 8
 PROMOTION_SPACING = 16
 #: Bytes a scan reads ahead in one read when it needs an uncached block.
 SCAN_READAHEAD = 256 * 1024
+#: ``in_place_from`` of a table cursors never read in place: beyond any
+#: sequence number (they are below 2**56).
+_NEVER_IN_PLACE = 1 << 62
 #: A block whose fixed widths are not known yet (block_widths).
 _UNKNOWN = object()
 #: A bloom hash's low word (a C integer, compiled: reader.pxd; a literal
@@ -102,7 +105,7 @@ class TableReader:
                  "index_keys", "index_seq_kinds", "index_offsets", "index_sizes", "blocks", "refs", "uses", "charges",
                  "block_widths", "indexed", "key_slots", "global_seq", "admit_on_read", "range_dels", "_cache", "_io",
                  "_bloom_bits", "_bloom_m", "_bloom_probes", "_bloom_view", "_bloom_k",
-                 "__weakref__")
+                 "in_place_from", "__weakref__")
 
     def __init__(self, fs: FileSystem, path: str, number: int, cache: BlockCache | None,
                  io: IOStats | None = None, global_seq: int = 0) -> None:
@@ -164,6 +167,13 @@ class TableReader:
             #: cursor reads the block in place (_UNKNOWN until then); None
             #: until a cursor reads one.
             self.block_widths: list | None = None
+            props = self.properties
+            #: The lowest read sequence at which cursors may read this
+            #: table's blocks in place (:meth:`reads_in_place`): its largest
+            #: sequence if it is of format 2 or later with one version per
+            #: key, else beyond any sequence.
+            self.in_place_from = (props.largest_seq if _LITTLE and self.codec == CODEC_OFFSETS
+                                  and props.distinct_keys == props.entries else _NEVER_IN_PLACE)
             #: Which cached blocks have their keys in key_slots.
             self.indexed = bytearray(n)
             self.key_slots: dict[bytes, int] = {}
@@ -630,9 +640,7 @@ class TableReader:
         """Whether a cursor at ``read_seq`` may read this table's blocks in
         place (:meth:`entries_after`): format 2, one version per key and
         every version visible, so each entry stands for its key as stored."""
-        props = self.properties
-        return (_LITTLE and self.codec == CODEC_OFFSETS and props.distinct_keys == props.entries
-                and read_seq >= props.largest_seq)
+        return read_seq >= self.in_place_from
 
     def entries_after(self, i: int, key: bytes | None, inclusive: bool,
                       limit: int | None) -> tuple[list[bytes], bytes, list[bytes]] | None:
