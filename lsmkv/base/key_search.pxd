@@ -3,8 +3,9 @@
 # compiled modules cimport, their comparisons a loop over the keys' bytes.
 
 import cython
+from libc.string cimport memcmp
 
-@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, stop=Py_ssize_t,
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, stop=Py_ssize_t, c=int,
                ap="const unsigned char*", bp="const unsigned char*")
 cdef inline bint _below(bytes a, bytes b) except -1
 

@@ -29,12 +29,20 @@ except ImportError:  # (no Cython: the module runs as Python)
 
 
 def _below(a: bytes, b: bytes) -> bool:
-    """``a < b``, compared byte by byte (compiled: a C loop over both keys)."""
+    """``a < b``, compared byte by byte (compiled: the first bytes in C,
+    and past an equal first byte libc's memcmp, which compares a word at a
+    time: random keys mostly differ at once, while keys that share a long
+    prefix, as numbered keys do, cost a few steps instead of one a byte)."""
     n = len(a)
     m = len(b)
     ap = a
     bp = b
     stop = n if n < m else m
+    if cython.compiled and stop > 0:
+        if ap[0] != bp[0]:
+            return ap[0] < bp[0]
+        c = memcmp(ap, bp, stop)  # noqa: F821 - cimported from libc.string in the .pxd
+        return c < 0 if c != 0 else n < m
     j = 0
     while j < stop and ap[j] == bp[j]:
         j += 1

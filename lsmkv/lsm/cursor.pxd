@@ -4,6 +4,7 @@
 
 from lsmkv.base.key_search cimport keys_bisect_left
 from lsmkv.lsm.table.reader cimport TableReader
+from lsmkv.lsm.skiplist cimport UnrolledSkipList
 
 cdef class TableSource:
     cdef public TableReader reader
@@ -34,7 +35,7 @@ cdef class LevelSource:
     cdef public dict tables
 
 cdef class MemTableSource:
-    cdef public object index
+    cdef public UnrolledSkipList index
     cdef public dict latest
     cdef public object read_seq
     cdef public object now_ms

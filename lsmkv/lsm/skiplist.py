@@ -26,7 +26,14 @@ lock, so a reader never sees the lane and the nodes disagree.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right, insort
+
+try:
+    import cython
+except ImportError:  # pragma: no cover - the pure build without Cython installed
+    from lsmkv.base.compile_hints import cython
+
+from lsmkv.base.key_search import keys_bisect_left, keys_bisect_right
 
 NODE_LOAD = 256
 
@@ -80,11 +87,11 @@ class UnrolledSkipList:
                 return []
             if key is None:
                 return self._nodes[0][:limit]
-            i = bisect_left(maxes, key) if inclusive else bisect_right(maxes, key)
+            i = keys_bisect_left(maxes, key) if inclusive else keys_bisect_right(maxes, key)
             if i == len(maxes):
                 return []
             node = self._nodes[i]
-            j = bisect_left(node, key) if inclusive else bisect_right(node, key)
+            j = keys_bisect_left(node, key) if inclusive else keys_bisect_right(node, key)
             return node[j:] if limit is None else node[j:j + limit]
 
     def keys_before(self, key: bytes | None, inclusive: bool, limit: int | None = None) -> list[bytes]:
@@ -98,11 +105,11 @@ class UnrolledSkipList:
             if key is None:
                 node = self._nodes[-1]
                 return node[-limit:] if limit is not None else list(node)
-            i = bisect_left(maxes, key)
+            i = keys_bisect_left(maxes, key)
             if i == len(maxes):
                 i -= 1
             node = self._nodes[i]
-            j = bisect_right(node, key) if inclusive else bisect_left(node, key)
+            j = keys_bisect_right(node, key) if inclusive else keys_bisect_left(node, key)
             if j == 0:
                 if i == 0:
                     return []

@@ -12,7 +12,6 @@ touches the DB object.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from functools import partial
 from typing import Callable, Iterator
 
@@ -137,12 +136,7 @@ def view_finders(st: ReadState, seq: int, lo: bytes | None, hi: bytes | None, op
     entries = version.level_entries
     for level in version.deep_levels:
         files = all_levels[level]
-        if lo is None:
-            i = 0
-        elif cython.compiled:
-            i = keys_bisect_left(version.largest_keys[level], lo)
-        else:
-            i = bisect_left(version.largest_keys[level], lo)
+        i = 0 if lo is None else keys_bisect_left(version.largest_keys[level], lo)
         if i < len(files) and (hi is None or files[i].smallest < hi):
             levels.append(level)
             size = entries[level]
