@@ -22,10 +22,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (a reader imports this module)
+    from .table.reader import TableReader
 
 
 class BlockCache:
-    __slots__ = ("capacity", "usage", "admitted", "evicted", "promoted", "_owners", "_indexes", "_lock")
+    __slots__ = ("capacity", "usage", "admitted", "evicted", "promoted", "_owners", "_indexes", "_lock",
+                 "_acquire", "_release")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -41,13 +46,18 @@ class BlockCache:
         self._owners: deque = deque()
         self._indexes: deque = deque()
         self._lock = threading.Lock()
+        # The lock's methods, bound once (compiled, a ``with`` block looks up
+        # __enter__ and __exit__ by name each time).
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
 
-    def admit(self, reader, index: int, held, charge: int) -> None:
+    def admit(self, reader: TableReader, index: int, held, charge: int) -> None:
         """Keep ``held`` (raw bytes or a decoded block) as ``reader``'s block
         ``index``, evicting others as needed."""
         if charge > self.capacity:
             return
-        with self._lock:
+        self._acquire()
+        try:
             if reader.blocks[index] is not None:
                 return  # another thread loaded it meanwhile
             self._make_room(charge)
@@ -59,8 +69,10 @@ class BlockCache:
             self._indexes.append(index)
             self.usage += charge
             self.admitted += 1
+        finally:
+            self._release()
 
-    def promote(self, reader, index: int, held, block) -> None:
+    def promote(self, reader: TableReader, index: int, held, block) -> None:
         """Replace ``held``, ``reader``'s cached block ``index``, by its
         decoded form ``block`` and index its keys (reader.index_block)."""
         with self._lock:
@@ -96,7 +108,7 @@ class BlockCache:
             owner.release(i)
             self.evicted += 1
 
-    def drop_reader(self, reader) -> None:
+    def drop_reader(self, reader: TableReader) -> None:
         """Release every block of ``reader`` (its table is going away)."""
         with self._lock:
             for i, held in enumerate(reader.blocks):

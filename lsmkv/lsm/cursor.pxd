@@ -2,9 +2,14 @@
 # (the .py stays the source): the sources are extension types, so a
 # view makes each with one allocation and reads their fields as C struct members.
 
+import cython
+
 from lsmkv.base.key_search cimport keys_bisect_left
 from lsmkv.lsm.table.reader cimport TableReader
 from lsmkv.lsm.skiplist cimport UnrolledSkipList
+
+@cython.locals(most=Py_ssize_t, chunk=Py_ssize_t, least=Py_ssize_t)
+cpdef Py_ssize_t seek_chunk(Py_ssize_t entries, Py_ssize_t densest) except -1
 
 cdef class TableSource:
     cdef public TableReader reader

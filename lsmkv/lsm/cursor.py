@@ -203,9 +203,12 @@ def seek_chunk(entries: int, densest: int) -> int:
     a quarter of the keys a level holds serves a short range read's first
     entries from a quarter of the chunk; if it must go on, the next chunk
     is the rest of the block."""
+    most = SEEK_CHUNK  # (typed locals, compiled: C arithmetic, no call of max)
     if densest <= entries or densest <= 0:
-        return SEEK_CHUNK
-    return max(_MIN_SEEK_CHUNK, -(-SEEK_CHUNK * entries // densest))
+        return most
+    chunk = -(-most * entries // densest)
+    least = _MIN_SEEK_CHUNK
+    return chunk if chunk > least else least
 
 
 class TableSource:

@@ -264,20 +264,19 @@ def test_any_single_bit_flip_is_detected(tmp_path_factory, data):
         list(reader.entries())
 
 
-class FakeReader:
-    def __init__(self, n):
-        self.blocks = [None] * n
-        self.refs = bytearray(n)
-        self.uses = bytearray(n)
-        self.charges = [0] * n
+def reader_of_blocks(tmp_path, n):
+    """A table of ``n`` one-entry blocks, open without a cache of its own:
+    the cache tests admit into it what they like."""
+    path = tmp_path / "000009.sst"
+    build(path, [(b"k%06d" % i, 10 + i, VALUE, b"v") for i in range(n)], block_size=1, compression=None)
+    reader = TableReader(DEFAULT_FS, str(path), 9, None)
+    assert len(reader.blocks) == n
+    return reader
 
-    def release(self, i):
-        self.blocks[i] = None
 
-
-def test_block_cache_evicts_by_charge_with_second_chance():
+def test_block_cache_evicts_by_charge_with_second_chance(tmp_path):
     cache = BlockCache(100)
-    r = FakeReader(5)
+    r = reader_of_blocks(tmp_path, 5)
     cache.admit(r, 0, b"block 0", 40)
     cache.admit(r, 1, b"block 1", 40)
     r.refs[0] = 1  # block 0 was read since it was admitted
@@ -292,14 +291,14 @@ def test_block_cache_evicts_by_charge_with_second_chance():
     assert cache.usage == 10
 
 
-def test_a_cached_raw_block_adds_no_object_the_garbage_collector_walks():
+def test_a_cached_raw_block_adds_no_object_the_garbage_collector_walks(tmp_path):
     """The cache's queue holds a block's reader and index side by side: a
     (reader, index) pair per block would be one more tracked object, walked
     by every full collection, for each of the tens of thousands a store's
     cache holds."""
     import gc
     cache = BlockCache(1 << 30)
-    r = FakeReader(20_000)
+    r = reader_of_blocks(tmp_path, 20_000)
     blocks = [b"raw block %d" % i for i in range(20_000)]
     gc.collect()
     before = len(gc.get_objects())

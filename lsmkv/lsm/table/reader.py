@@ -41,7 +41,7 @@ from bisect import bisect_left, bisect_right
 import sys
 from collections import deque
 from itertools import repeat
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 try:
     import cython
@@ -52,7 +52,6 @@ from lsmkv.base.errors import CorruptionError
 from lsmkv.base.fs import FileSystem
 from lsmkv.base.key_search import keys_bisect_left
 
-from ..cache import BlockCache
 from .block import (_LITTLE, CODEC_LENGTHS, CODEC_OFFSETS, CONTINUE, RAW_BLOCK_OVERHEAD, Block, check_block,
                     decode_block, entries_after, fixed_widths, search_block, with_sequence)
 from .bloom import BloomFilter, _hash64, bloom_hash
@@ -60,6 +59,9 @@ from .builder import HANDLE_VALUE
 from .format import FOOTER_SIZE, TRAILER_SIZE, Footer, decode_stored_block, decode_stored_blocks
 from .properties import TableProperties
 from .range_del_block import decode_range_dels
+
+if TYPE_CHECKING:  # (the cache reaches into readers: it imports this module)
+    from ..cache import BlockCache
 
 #: Lookups in a raw cached block after which it is decoded and its keys
 #: indexed: decoding costs about as much as a dozen raw searches, so only
