@@ -24,6 +24,7 @@ cdef class TableSource:
     cdef public Py_ssize_t memo_block
     cdef public object memo_chunk
     cdef public object ended
+    cdef public Py_ssize_t going
 
 cdef class LevelSource:
     cdef public object files

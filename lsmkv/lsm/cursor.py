@@ -82,9 +82,11 @@ class MemTableSource:
         self.walked_to = None
         self.walked_way = 0
 
-    @cython.locals(kind=cython.long, value_kind=cython.long, tombstone_kind=cython.long, plain=cython.bint)
+    @cython.locals(kind=cython.long, value_kind=cython.long, tombstone_kind=cython.long, plain=cython.bint,
+                   latest=dict, out_keys=list, kinds=list, values=list, version=tuple)
     def _resolve(self, keys: list[bytes]) -> Chunk:
-        latest, read_seq = self.latest, self.read_seq
+        latest = self.latest
+        read_seq = self.read_seq
         if not cython.compiled:
             versions = list(map(latest.get, keys))
             if None not in versions and max(map(_first, versions)) <= read_seq:
@@ -225,7 +227,7 @@ class TableSource:
     so that making one costs one allocation."""
 
     __slots__ = ("reader", "index_keys", "count", "read_seq", "now_ms", "seek_chunk", "merged", "keep",
-                 "in_place", "memo_block", "memo_chunk", "ended")
+                 "in_place", "memo_block", "memo_chunk", "ended", "going")
 
     def __init__(self, reader, read_seq: int, now_ms: int | None, seek_chunk: int, merged: Merged,
                  keep: object) -> None:
@@ -242,8 +244,10 @@ class TableSource:
         #: for the block it came from once more before the one beside it.
         self.memo_block = -1
         self.memo_chunk = None
-        #: The key the last chunk read in place ended at.
+        #: The key the last chunk read in place ended at, and the entries
+        #: the next one reads if the cursor goes on from there.
         self.ended = None
+        self.going = seek_chunk
 
     def _owned(self, i: int) -> Chunk:
         if self.memo_block != i:
@@ -262,8 +266,17 @@ class TableSource:
                 i += 1  # block i ends at key: nothing above it there
         while i < n:
             if self.in_place:
-                going_on = key is not None and key == self.ended and not inclusive
-                chunk = self.reader.entries_after(i, key, inclusive, None if going_on else self.seek_chunk)
+                if key is not None and key == self.ended and not inclusive:
+                    # Going on from the last chunk: as many entries again as
+                    # the seek's, then four times more each time (a short
+                    # range read whose first chunk a block's end cut short
+                    # reads a chunk, not the next block whole).
+                    limit = self.going
+                    if limit < _MAX_CHUNK:
+                        self.going = limit * 4
+                else:
+                    limit = self.going = self.seek_chunk
+                chunk = self.reader.entries_after(i, key, inclusive, limit)
                 if chunk[0]:
                     self.ended = chunk[0][-1]
             else:

@@ -4,5 +4,5 @@
 # and makes its sources as the extension types lsmkv/lsm/cursor.pxd declares.
 
 from lsmkv.base.key_search cimport keys_bisect_left
-from lsmkv.lsm.cursor cimport LevelSource, MemTableSource, TableSource
+from lsmkv.lsm.cursor cimport LevelSource, MemTableSource, TableSource, seek_chunk
 from lsmkv.lsm.read_state cimport ReadState
