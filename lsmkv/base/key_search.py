@@ -6,7 +6,8 @@ a table builder is given (``new_key_flags``: a flush's or a compaction's).
 ``keys_bisect_left``, ``keys_bisect_right`` and ``keys_insort`` answer what
 ``bisect``'s functions of the same names answer. In the compiled build each
 is a loop in C whose comparisons run over the two keys' bytes (typed
-pointers), with no Python call and no rich comparison: at 16-byte keys a
+pointers: the first bytes compared directly, the rest by libc's memcmp),
+with no Python call and no rich comparison: at 16-byte keys a
 probe costs about a quarter of what a rich comparison costs, and a module
 that cimports them (the ``.pxd`` beside this file) calls them as C
 functions. Run as Python, that loop is slower than ``bisect``'s C

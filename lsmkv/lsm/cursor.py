@@ -204,7 +204,7 @@ def seek_chunk(entries: int, densest: int) -> int:
     from each source as its share of the range, so a level-0 table holding
     a quarter of the keys a level holds serves a short range read's first
     entries from a quarter of the chunk; if it must go on, the next chunk
-    is the rest of the block."""
+    is as large again, and each one after it four times larger."""
     most = SEEK_CHUNK  # (typed locals, compiled: C arithmetic, no call of max)
     if densest <= entries or densest <= 0:
         return most
@@ -217,8 +217,9 @@ class TableSource:
     """One table as a cursor source: its after/before finders. Forward,
     when the table allows it (reader.reads_in_place), a block is read in
     place: ``seek_chunk`` entries after a seek -- a short range read
-    decodes what it reads, not the block -- and the rest of the block when
-    the cursor goes on from there. Otherwise, and backward, a block's
+    decodes what it reads, not the block -- and as many again when the
+    cursor goes on from there, then four times more each time (``going``,
+    up to the rest of the block). Otherwise, and backward, a block's
     owned entries are decoded whole. The source holds ``keep`` as long as
     it lives (a view's read state, whose Version keeps the table's file).
 

@@ -28,11 +28,6 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right, insort
 
-try:
-    import cython
-except ImportError:  # pragma: no cover - the pure build without Cython installed
-    from lsmkv.base.compile_hints import cython
-
 from lsmkv.base.key_search import keys_bisect_left, keys_bisect_right
 
 NODE_LOAD = 256
