@@ -376,7 +376,7 @@ class Transaction:
         writes = self._writes
         found: dict[bytes, bytes | None] = {}
         merged = []
-        for key in checked:
+        for key in dict.fromkeys(checked):  # (each key once: a key asked twice is folded once)
             own = writes.get(key)
             if own is not None:
                 if own[0] == MERGE:

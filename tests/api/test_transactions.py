@@ -523,6 +523,17 @@ def test_reads_see_the_transactions_merges_folded_onto_the_snapshot(counters):
     assert decode(counters[b"c1"]) == 111 and decode(counters[b"p"]) == 11 and decode(counters[b"c2"]) == 2
 
 
+def test_a_key_asked_twice_in_one_multi_get_folds_the_transactions_merges_once(counters):
+    """multi_get answers each key as get does, however often it is asked:
+    the transaction's operands are folded onto its snapshot value once."""
+    with counters.transaction() as txn:
+        txn.merge(b"c1", add(5))
+        txn.merge(b"new", add(1))
+        got = txn.multi_get([b"c1", b"new", b"c1", b"new", b"c1"])
+        assert [decode(v) for v in got] == [105, 1, 105, 1, 105]
+        assert [decode(txn.get(k)) for k in (b"c1", b"new")] == [105, 1]
+
+
 def test_a_merge_read_back_conflicts_with_a_write_to_its_key(counters):
     txn = counters.transaction()
     txn.merge(b"c1", add(5))
